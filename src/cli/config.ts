@@ -1,0 +1,76 @@
+// The runtime's settings: defaults, then a JSON config file (--config), then command-line flags.
+// Everything external goes through the zod schema, so a bad value is refused with its path named.
+
+import fs from 'node:fs';
+import { z } from 'zod';
+import { PgxError } from '../errors.js';
+
+const pgSettingName = /^[a-z_][a-z0-9_.]*$/i;
+
+export const runtimeConfigSchema = z
+  .object({
+    dataDir: z.string().min(1),
+    host: z.string().min(1).default('127.0.0.1'),
+    port: z.number().int().min(0).max(65535).default(6432),
+    /** Directory for the engine's Unix socket; null for TCP only. */
+    socketDir: z.string().min(1).nullable().default('/tmp'),
+    pgBin: z.string().min(1).optional(),
+    auth: z.enum(['trust', 'scram']).optional(),
+    maxClients: z.number().int().min(1).default(10000),
+    maxBackends: z.number().int().min(2).max(10000).default(100),
+    backendIdleTimeout: z.number().min(1).default(300),
+    backendWaitTimeout: z.number().min(0.1).default(30),
+    loginTimeout: z.number().min(0.1).default(15),
+    pgSettings: z
+      .record(z.string().regex(pgSettingName, 'a PostgreSQL setting name'), z.string())
+      .default({}),
+    users: z
+      .array(
+        z.object({
+          name: z.string().min(1).max(63),
+          password: z.string().min(1),
+          superuser: z.boolean().optional(),
+        }),
+      )
+      .default([]),
+    logFormat: z.enum(['json', 'text']).optional(),
+    logLevel: z.enum(['error', 'warn', 'info', 'debug']).default('info'),
+  })
+  .strict();
+
+export type RuntimeConfig = z.infer<typeof runtimeConfigSchema>;
+
+/** Parses a config object, turning zod's complaints into one readable PgxError. */
+export function parseConfig(input: unknown, source: string): RuntimeConfig {
+  const result = runtimeConfigSchema.safeParse(input);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+  throw new PgxError('CONFIG_INVALID', `invalid configuration in ${source}: ${problems}`, {
+    hint: 'Fix the named settings; `pgx start --help` lists them.',
+  });
+}
+
+export function readConfigFile(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new PgxError('CONFIG_INVALID', `cannot read config file ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('expected a JSON object');
+    return parsed as Record<string, unknown>;
+  } catch (err) {
+    throw new PgxError('CONFIG_INVALID', `config file ${file} is not valid JSON: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * True when deployed as a service: in a Kubernetes pod, or where the image says so (PGX_CONTAINER=1,
+ * set by our Dockerfile). Password authentication is the default there. A developer's sandbox that
+ * merely runs inside Docker keeps the local default (trust on loopback), so /.dockerenv is not a sign.
+ */
+export function inContainer(): boolean {
+  return process.env.KUBERNETES_SERVICE_HOST !== undefined || process.env.PGX_CONTAINER === '1';
+}

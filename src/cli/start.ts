@@ -1,0 +1,212 @@
+// `pgx start`: wires the runtime together. The supervisor starts PostgreSQL, the engine listens for
+// clients, and this file connects the two through the engine's ports (backend status, credentials).
+
+import { createHash } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { systemClock } from '../clock.js';
+import { PgxError } from '../errors.js';
+import { createLogger, type Logger } from '../log.js';
+import { Engine } from '../engine/listener.js';
+import { locatePgBinaries } from '../runtime/pg-binaries.js';
+import { assertReachable, resolvePgOsUser } from '../runtime/os-user.js';
+import { PostgresSupervisor } from '../runtime/supervisor.js';
+import { RoleCredentials } from '../runtime/credentials.js';
+import { AdminConnection } from '../runtime/admin-connection.js';
+import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
+
+export const START_HELP = `Usage: pgx start [options]
+
+Runs a PGX runtime: PostgreSQL 18 supervised in the data directory, served through the PGX wire
+engine on TCP and a Unix socket. Prints one line with a connection string when ready; Ctrl-C stops
+PostgreSQL cleanly.
+
+Options:
+  --data-dir DIR          data directory (created and initialised on first start)   [required]
+  --host HOST             TCP address to listen on                                  [127.0.0.1]
+  --port N                TCP port, also names the socket .s.PGSQL.N                [6432]
+  --socket-dir DIR        directory for the Unix socket ('' for none)               [/tmp]
+  --pg-bin DIR            PostgreSQL 18 binaries to use instead of the embedded ones
+  --config FILE           JSON file with any of these settings (flags win)
+  --auth trust|scram      trust: no password on loopback/socket (default outside containers);
+                          scram: SCRAM-SHA-256 for every connection (default in containers)
+  --max-clients N         client sessions at once; beyond it 53300                   [10000]
+  --max-backends N        PostgreSQL backends the engine may open                    [100]
+  --backend-wait-timeout S  how long a client waits when every backend is busy       [30]
+  --login-timeout S       time allowed from connect to authenticated                 [15]
+  -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
+  --log-format json|text  log lines as JSON (default when stderr is not a terminal) or text
+  --log-level LEVEL       error, warn, info or debug                                 [info]
+  -h, --help              this help
+`;
+
+/** Backends kept beyond --max-backends in max_connections: the runtime's own admin sessions, and slack
+ * for a backend process that has not quite exited when its slot is reused. */
+const ADMIN_CONNECTIONS = 5;
+const PG_PORT = 5432;
+
+export function parseStartArgs(argv: string[]): RuntimeConfig {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      'data-dir': { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      'socket-dir': { type: 'string' },
+      'pg-bin': { type: 'string' },
+      config: { type: 'string' },
+      auth: { type: 'string' },
+      'max-clients': { type: 'string' },
+      'max-backends': { type: 'string' },
+      'backend-wait-timeout': { type: 'string' },
+      'login-timeout': { type: 'string' },
+      c: { type: 'string', short: 'c', multiple: true },
+      'log-format': { type: 'string' },
+      'log-level': { type: 'string' },
+    },
+  });
+  const fromFile = values.config ? readConfigFile(values.config) : {};
+  const num = (v: string | undefined): number | undefined => (v === undefined ? undefined : Number(v));
+  const flags: Record<string, unknown> = {
+    dataDir: values['data-dir'],
+    host: values.host,
+    port: num(values.port),
+    socketDir: values['socket-dir'] === '' ? null : values['socket-dir'],
+    pgBin: values['pg-bin'],
+    auth: values.auth,
+    maxClients: num(values['max-clients']),
+    maxBackends: num(values['max-backends']),
+    backendWaitTimeout: num(values['backend-wait-timeout']),
+    loginTimeout: num(values['login-timeout']),
+    logFormat: values['log-format'],
+    logLevel: values['log-level'],
+  };
+  const merged: Record<string, unknown> = { ...fromFile };
+  for (const [k, v] of Object.entries(flags)) if (v !== undefined) merged[k] = v;
+  if (values.c) {
+    const settings: Record<string, string> = { ...((fromFile.pgSettings as Record<string, string> | undefined) ?? {}) };
+    for (const kv of values.c) {
+      const eq = kv.indexOf('=');
+      if (eq <= 0) throw new PgxError('CONFIG_INVALID', `-c ${kv}: expected NAME=VALUE`, { hint: 'For example: -c work_mem=8MB' });
+      settings[kv.slice(0, eq)] = kv.slice(eq + 1);
+    }
+    merged.pgSettings = settings;
+  }
+  if (merged.dataDir === undefined) {
+    throw new PgxError('CONFIG_INVALID', 'no data directory given', { hint: 'Pass --data-dir DIR (npm start uses .pgx/data).' });
+  }
+  return parseConfig(merged, values.config ? `${values.config} and flags` : 'flags');
+}
+
+/** PostgreSQL's private socket directory: short (socket paths are limited to 107 bytes) and per data dir. */
+function privateSocketDir(dataDir: string): string {
+  const tag = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
+  return path.join(os.tmpdir(), `pgx-${tag}`);
+}
+
+export async function runStart(argv: string[]): Promise<number> {
+  const config = parseStartArgs(argv);
+  const logger = createLogger({ format: config.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'), level: config.logLevel });
+  const runtime = await startRuntime(config, logger);
+  const url = `postgresql://postgres@${config.host.includes(':') ? `[${config.host}]` : config.host}:${runtime.engine.port}/postgres`;
+  const socketNote = config.socketDir ? `, socket ${config.socketDir}/.s.PGSQL.${runtime.engine.port}` : '';
+  process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${socketNote}, data ${config.dataDir})\n`);
+
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (stopping) {
+        logger.warn('second signal: exiting without waiting', { signal });
+        process.exit(1);
+      }
+      stopping = true;
+      logger.info('stopping', { signal });
+      runtime.stop().then(resolve, (err: unknown) => {
+        logger.error('stop failed', { err });
+        resolve();
+      });
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+  return 0;
+}
+
+export interface RunningRuntime {
+  engine: Engine;
+  supervisor: PostgresSupervisor;
+  pgVersion: string;
+  auth: 'trust' | 'scram';
+  stop(): Promise<void>;
+}
+
+/** Starts PostgreSQL and the engine; used by `pgx start` and by tests. */
+export async function startRuntime(config: RuntimeConfig, logger: Logger): Promise<RunningRuntime> {
+  const dataDir = path.resolve(config.dataDir);
+  const binaries = await locatePgBinaries({ ...(config.pgBin ? { pgBin: config.pgBin } : {}), logger });
+  const osUser = await resolvePgOsUser(logger);
+  await assertReachable(dataDir, osUser, 'data-dir');
+  await assertReachable(path.join(binaries.binDir, 'postgres'), osUser, 'pg-bin');
+  const socketDir = privateSocketDir(dataDir);
+  const supervisor = new PostgresSupervisor({
+    dataDir,
+    binDir: binaries.binDir,
+    socketDir,
+    port: PG_PORT,
+    maxConnections: config.maxBackends + ADMIN_CONNECTIONS,
+    settings: config.pgSettings,
+    logger: logger.child({ component: 'supervisor' }),
+    clock: systemClock,
+    osUser,
+  });
+  await supervisor.start();
+  const admin = new AdminConnection(() => supervisor.connect('postgres', 'postgres'));
+  const credentials = new RoleCredentials(() => admin.get());
+  const auth = config.auth ?? (inContainer() ? 'scram' : 'trust');
+  try {
+    await credentials.ensureUsers(config.users, logger);
+  } catch (err) {
+    await admin.close();
+    await supervisor.stop();
+    throw err;
+  }
+  const engine = new Engine({
+    host: config.host,
+    port: config.port,
+    socketDir: config.socketDir,
+    backend: { socketDir, port: PG_PORT },
+    backendStatus: { accepting: () => supervisor.state === 'ready' },
+    credentials,
+    auth,
+    maxClients: config.maxClients,
+    maxBackends: config.maxBackends,
+    backendIdleTimeoutMs: config.backendIdleTimeout * 1000,
+    backendWaitTimeoutMs: config.backendWaitTimeout * 1000,
+    loginTimeoutMs: config.loginTimeout * 1000,
+    logger: logger.child({ component: 'engine' }),
+    clock: systemClock,
+  });
+  try {
+    await engine.start();
+  } catch (err) {
+    await admin.close();
+    await supervisor.stop();
+    throw err;
+  }
+  logger.info('runtime ready', { port: engine.port, socketDir: config.socketDir, dataDir, pg: binaries.version, auth });
+  return {
+    engine,
+    supervisor,
+    pgVersion: binaries.version,
+    auth,
+    async stop() {
+      await engine.stop();
+      await admin.close();
+      await supervisor.stop();
+      logger.info('stopped');
+    },
+  };
+}

@@ -1,0 +1,55 @@
+// Password authentication for client sessions: SCRAM-SHA-256 against the verifier PostgreSQL stores
+// for the role. An unknown role runs the same exchange against a mock verifier, so it fails exactly
+// like a wrong password and a client cannot probe which roles exist.
+
+import { randomBytes } from 'node:crypto';
+import { mockVerifier, parseVerifier, startExchange, verifyClientFinal, type ScramExchangeState } from '../wire/scram.js';
+import { parseSASLInitialResponse, ProtocolError } from '../wire/frontend.js';
+import { PgxError } from '../errors.js';
+import type { Credentials } from './ports.js';
+
+const MOCK_SECRET = randomBytes(32);
+export const SCRAM_MECHANISM = 'SCRAM-SHA-256';
+
+function passwordFailed(user: string): PgxError {
+  return new PgxError('INVALID_PASSWORD', `password authentication failed for user "${user}"`);
+}
+
+/** One SCRAM exchange: begin() after the client's initial response, finish() after its final one. */
+export class ScramExchange {
+  private state: ScramExchangeState | null = null;
+  private known = false;
+
+  constructor(
+    private readonly user: string,
+    private readonly credentials: Credentials,
+  ) {}
+
+  /** Reads SASLInitialResponse; returns the server-first message for AuthenticationSASLContinue. */
+  async begin(body: Buffer): Promise<string> {
+    const { mechanism, data } = parseSASLInitialResponse(body);
+    if (mechanism !== SCRAM_MECHANISM) {
+      throw new ProtocolError('client selected an invalid SASL authentication mechanism');
+    }
+    const stored = await this.credentials.scramVerifier(this.user);
+    const verifier = stored === null ? null : parseVerifier(stored);
+    this.known = verifier !== null;
+    const started = startExchange(data, verifier ?? mockVerifier(this.user, MOCK_SECRET));
+    if (!started.ok) throw new ProtocolError(started.error.message, started.error.sqlstate);
+    this.state = started.state;
+    return started.serverFirst;
+  }
+
+  /** Reads SASLResponse; returns the server-final message, or throws 28P01. */
+  finish(body: Buffer): string {
+    if (!this.state) throw new ProtocolError('unexpected SASL response');
+    const result = verifyClientFinal(body, this.state);
+    if (!result.ok) {
+      if (result.error.kind === 'INVALID_PASSWORD') throw passwordFailed(this.user);
+      throw new ProtocolError(result.error.message, result.error.sqlstate);
+    }
+    // A mock verifier cannot verify, but guard against it anyway.
+    if (!this.known) throw passwordFailed(this.user);
+    return result.serverFinal;
+  }
+}

@@ -1,0 +1,46 @@
+// Cancel keys. Each client session gets a key issued by the engine; a CancelRequest carrying it is
+// sent on to PostgreSQL with the key of the backend the session holds at that moment.
+
+import { randomInt, timingSafeEqual } from 'node:crypto';
+
+export interface Cancellable {
+  /** Sends a cancel for whatever the session's backend is running; no-op when it holds none. */
+  cancelBackend(): void;
+}
+
+interface Entry {
+  secret: Buffer;
+  session: Cancellable;
+}
+
+export class CancelKeys {
+  private readonly entries = new Map<number, Entry>();
+  private nextPid = randomInt(1000, 1 << 30);
+
+  /** Issues a fresh (pid, secret) pair for a session. */
+  issue(session: Cancellable): { pid: number; secret: number } {
+    let pid = this.nextPid;
+    while (this.entries.has(pid)) pid = pid >= 0x7fffffff ? 1000 : pid + 1;
+    this.nextPid = pid >= 0x7fffffff ? 1000 : pid + 1;
+    const secret = randomInt(0, 0xffffffff) | 0;
+    const buf = Buffer.alloc(4);
+    buf.writeInt32BE(secret);
+    this.entries.set(pid, { secret: buf, session });
+    return { pid, secret };
+  }
+
+  revoke(pid: number): void {
+    this.entries.delete(pid);
+  }
+
+  /** The session a cancel request names, if the secret matches; unknown keys yield nothing. */
+  find(pid: number, secret: Buffer): Cancellable | undefined {
+    const entry = this.entries.get(pid);
+    if (!entry || entry.secret.length !== secret.length) return undefined;
+    return timingSafeEqual(entry.secret, secret) ? entry.session : undefined;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}

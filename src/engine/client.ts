@@ -1,0 +1,314 @@
+// A client session: the startup packet, authentication, getting a backend, then the pump until the
+// client leaves. The state moves one way: startup -> authenticating -> connecting -> active -> closed,
+// changed only by setState(). Clients see errors only through failClient().
+
+import type net from 'node:net';
+import { Msg } from '../wire/codes.js';
+import {
+  AUTHENTICATION_OK,
+  ENCRYPTION_REFUSED,
+  READY_IDLE,
+  authenticationSASL,
+  authenticationSASLContinue,
+  authenticationSASLFinal,
+  backendKeyData,
+  negotiateProtocolVersion,
+  parameterStatus,
+} from '../wire/backend.js';
+import { errorResponse } from '../wire/error-response.js';
+import { ProtocolError, parseStartupPacket, startupPacketLength } from '../wire/frontend.js';
+import { PgxError, asPgxError } from '../errors.js';
+import { ScramExchange, SCRAM_MECHANISM } from './auth.js';
+import { BackendRefused, BackendUnreachable, type BackendConnection } from './server.js';
+import { Pump } from './pump.js';
+import type { Cancellable } from './cancel.js';
+import type { EngineContext } from './context.js';
+
+export type ClientState = 'startup' | 'authenticating' | 'connecting' | 'active' | 'closed';
+
+/** Largest authentication message we accept (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH is 65535). */
+const MAX_AUTH_MESSAGE = 65535;
+
+/** Startup parameters that select the pool and are not sent on as settings. */
+const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
+
+export class ClientSession implements Cancellable {
+  state: ClientState = 'startup';
+  user = '';
+  database = '';
+  private inbuf: Buffer = Buffer.alloc(0);
+  private startupParams = new Map<string, string>();
+  private scram: ScramExchange | null = null;
+  private backend: BackendConnection | null = null;
+  private pump: Pump | null = null;
+  private cancelPid = 0;
+  private readonly loginTimer: NodeJS.Timeout;
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly ctx: EngineContext,
+    /** Unix socket or loopback: trusted in trust mode. */
+    private readonly local: boolean,
+  ) {
+    socket.setNoDelay(true);
+    socket.on('data', this.onLoginData);
+    socket.on('close', this.onClose);
+    socket.on('error', this.onSocketError);
+    this.loginTimer = setTimeout(() => this.onLoginTimeout(), ctx.options.loginTimeoutMs);
+  }
+
+  /** Cancels whatever the session's backend is running (CancelRequest with the backend's key). */
+  cancelBackend(): void {
+    if (this.backend && this.state === 'active') this.backend.cancel(this.ctx.options.backend);
+  }
+
+  /** Ends the session from the engine's side (shutdown): FATAL 57P01 to the client. */
+  terminate(message: string): void {
+    this.failClient(new PgxError('ADMIN_SHUTDOWN', message));
+  }
+
+  private setState(next: ClientState): void {
+    this.state = next;
+  }
+
+  // ---- login phase: startup packet and authentication, read from a small buffer ----
+
+  private readonly onLoginData = (chunk: Buffer): void => {
+    this.inbuf = this.inbuf.length === 0 ? chunk : Buffer.concat([this.inbuf, chunk]);
+    try {
+      this.processLogin();
+    } catch (err) {
+      this.failClient(err);
+    }
+  };
+
+  private processLogin(): void {
+    while (this.state === 'startup' || this.state === 'authenticating') {
+      if (this.state === 'startup') {
+        const len = startupPacketLength(this.inbuf);
+        if (len < 0 || this.inbuf.length < len) return;
+        const packet = this.inbuf.subarray(0, len);
+        this.inbuf = this.inbuf.subarray(len);
+        this.onStartupPacket(packet);
+      } else {
+        if (this.scram === null || this.inbuf.length < 5) return;
+        const type = this.inbuf[0]!;
+        const len = this.inbuf.readInt32BE(1);
+        if (type !== Msg.Password) throw new ProtocolError(`expected SASL response, got message type ${type}`);
+        if (len < 4 || len > MAX_AUTH_MESSAGE) throw new ProtocolError('invalid message length');
+        if (this.inbuf.length < len + 1) return;
+        const body = this.inbuf.subarray(5, len + 1);
+        this.inbuf = this.inbuf.subarray(len + 1);
+        this.onPasswordMessage(body);
+        return; // the next message is read when this one is answered
+      }
+    }
+  }
+
+  private onStartupPacket(packet: Buffer): void {
+    const msg = parseStartupPacket(packet);
+    switch (msg.kind) {
+      case 'ssl':
+      case 'gssenc':
+        // Encryption is not offered (yet): the client goes on in plain text or gives up.
+        this.socket.write(ENCRYPTION_REFUSED);
+        return;
+      case 'cancel': {
+        const session = this.ctx.cancelKeys.find(msg.pid, msg.secret);
+        session?.cancelBackend();
+        this.close();
+        return;
+      }
+      case 'startup':
+        break;
+    }
+    const user = msg.params.get('user');
+    if (!user) throw new PgxError('INVALID_AUTHORIZATION', 'no PostgreSQL user name specified in startup packet');
+    if (msg.params.has('replication') && msg.params.get('replication') !== 'false') {
+      throw new PgxError('FEATURE_NOT_SUPPORTED', 'replication connections are not supported by PGX', {
+        hint: 'Connect to PostgreSQL directly for replication; PGX serves ordinary sessions.',
+      });
+    }
+    this.user = user;
+    this.database = msg.params.get('database') || user;
+    this.startupParams = msg.params;
+    if (msg.minor > 0 || msg.protocolOptions.length > 0) {
+      this.socket.write(negotiateProtocolVersion(0, msg.protocolOptions));
+    }
+    if (this.ctx.sessions.size > this.ctx.options.maxClients) {
+      throw new PgxError('TOO_MANY_CONNECTIONS', 'sorry, too many clients already', {
+        hint: `The engine holds at most ${this.ctx.options.maxClients} client sessions (--max-clients).`,
+      });
+    }
+    if (this.local && this.ctx.options.auth === 'trust') {
+      this.authenticated();
+      return;
+    }
+    this.setState('authenticating');
+    this.scram = new ScramExchange(user, this.ctx.options.credentials);
+    this.socket.write(authenticationSASL([SCRAM_MECHANISM]));
+  }
+
+  private onPasswordMessage(body: Buffer): void {
+    const scram = this.scram!;
+    if (!this.pendingFirst) {
+      this.pendingFirst = true;
+      scram.begin(body).then(
+        (serverFirst) => {
+          if (this.state !== 'authenticating') return;
+          this.socket.write(authenticationSASLContinue(serverFirst));
+          this.processLoginSafely();
+        },
+        (err: unknown) => this.failClient(err),
+      );
+      return;
+    }
+    const serverFinal = scram.finish(body);
+    this.socket.write(authenticationSASLFinal(serverFinal));
+    this.authenticated();
+  }
+
+  private pendingFirst = false;
+
+  private processLoginSafely(): void {
+    try {
+      this.processLogin();
+    } catch (err) {
+      this.failClient(err);
+    }
+  }
+
+  private authenticated(): void {
+    clearTimeout(this.loginTimer);
+    this.setState('connecting');
+    this.scram = null;
+    this.socket.write(AUTHENTICATION_OK);
+    const startup: Record<string, string> = { user: this.user, database: this.database };
+    const keyParts = [this.database, this.user];
+    for (const [name, value] of [...this.startupParams].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      if (ROUTING_PARAMS.has(name)) continue;
+      startup[name] = value;
+      keyParts.push(name, value);
+    }
+    if (!this.ctx.options.backendStatus.accepting()) {
+      this.failClient(notAccepting());
+      return;
+    }
+    this.ctx.pool.acquire(keyParts.join('\0'), startup).then(
+      (backend) => this.attach(backend),
+      (err: unknown) => this.failClient(err),
+    );
+  }
+
+  private attach(backend: BackendConnection): void {
+    if (this.state !== 'connecting') {
+      // The client left while we waited: the backend is untouched and goes straight back.
+      this.ctx.pool.release(backend, true);
+      return;
+    }
+    this.backend = backend;
+    const key = this.ctx.cancelKeys.issue(this);
+    this.cancelPid = key.pid;
+    const greeting: Buffer[] = [];
+    for (const [name, value] of backend.params) greeting.push(parameterStatus(name, value));
+    greeting.push(backendKeyData(key.pid, key.secret), READY_IDLE);
+    this.socket.write(Buffer.concat(greeting));
+    this.setState('active');
+    this.socket.off('data', this.onLoginData);
+    const leftover = this.inbuf.length > 0 ? this.inbuf : null;
+    this.inbuf = Buffer.alloc(0);
+    const backendLeftover = backend.leftover;
+    backend.leftover = null;
+    backend.socket.on('close', this.onBackendClose);
+    this.pump = new Pump(this.socket, backend.socket, {
+      terminate: () => this.close(),
+      violation: (type, length) => this.failClient(violationError(type, length)),
+    });
+    this.pump.start(leftover, backendLeftover);
+  }
+
+  // ---- ending ----
+
+  private readonly onBackendClose = (): void => {
+    // PostgreSQL ended the session (FATAL, shutdown): what it said has been forwarded; follow it.
+    this.backend = null;
+    this.pump?.stop();
+    this.pump = null;
+    this.close();
+  };
+
+  private readonly onSocketError = (err: Error): void => {
+    this.ctx.logger.debug('client socket error', { err: err.message, user: this.user, database: this.database });
+  };
+
+  private readonly onClose = (): void => {
+    this.close();
+  };
+
+  private onLoginTimeout(): void {
+    if (this.state === 'startup' || this.state === 'authenticating') {
+      this.failClient(new ProtocolError('canceling authentication due to timeout', '08P01'));
+    }
+  }
+
+  /**
+   * The one way errors reach a client: an ErrorResponse with severity FATAL, SQLSTATE, message and
+   * hint, then the connection closes. Internal errors are logged with their cause and shown as XX000.
+   */
+  failClient(err: unknown): void {
+    if (this.state === 'closed') return;
+    let frame: Buffer;
+    if (err instanceof BackendRefused) {
+      frame = err.frame;
+    } else if (err instanceof ProtocolError) {
+      frame = errorResponse({ severity: 'FATAL', code: err.sqlstate, message: err.message });
+      this.ctx.logger.info('protocol violation', { reason: err.message, user: this.user || undefined });
+    } else if (err instanceof BackendUnreachable) {
+      frame = toFrame(notAccepting());
+      this.ctx.logger.warn('backend unreachable', { reason: err.message });
+    } else {
+      const e = asPgxError(err);
+      if (e.code === 'INTERNAL') this.ctx.logger.error('internal error in client session', { err: e.cause ?? e });
+      frame = toFrame(e);
+    }
+    if (!this.socket.destroyed && this.socket.writable) this.socket.write(frame);
+    this.close();
+  }
+
+  /** Releases everything the session holds; idempotent. */
+  close(): void {
+    if (this.state === 'closed') return;
+    this.setState('closed');
+    clearTimeout(this.loginTimer);
+    this.ctx.sessions.delete(this);
+    if (this.cancelPid) this.ctx.cancelKeys.revoke(this.cancelPid);
+    const backend = this.backend;
+    this.backend = null;
+    if (backend) {
+      backend.socket.off('close', this.onBackendClose);
+      const reusable = this.pump?.reusable ?? false;
+      this.pump?.stop();
+      this.ctx.pool.release(backend, reusable);
+    }
+    this.pump = null;
+    this.socket.off('data', this.onLoginData);
+    if (!this.socket.destroyed) this.socket.end();
+    // A client that never reads its socket must not hold it open forever.
+    this.socket.setTimeout(5000, () => this.socket.destroy());
+  }
+}
+
+function toFrame(e: PgxError): Buffer {
+  return errorResponse({ severity: 'FATAL', code: e.sqlstate, message: e.message, detail: e.detail, hint: e.hint });
+}
+
+function notAccepting(): PgxError {
+  return new PgxError('CANNOT_CONNECT_NOW', 'the database system is not accepting connections', {
+    hint: 'PostgreSQL is starting or restarting under the PGX runtime; retry in a moment (see `pgx status`).',
+  });
+}
+
+function violationError(type: number, length: number): ProtocolError {
+  if (length < 4 || length > 0x3fffffff) return new ProtocolError(`invalid message length ${length}`);
+  return new ProtocolError(`invalid frontend message type ${type}`);
+}

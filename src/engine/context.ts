@@ -1,0 +1,15 @@
+// What every client session of one engine shares.
+
+import type { Logger } from '../log.js';
+import type { CancelKeys } from './cancel.js';
+import type { ClientSession } from './client.js';
+import type { BackendPool } from './pool.js';
+import type { EngineOptions } from './ports.js';
+
+export interface EngineContext {
+  options: EngineOptions;
+  pool: BackendPool;
+  cancelKeys: CancelKeys;
+  sessions: Set<ClientSession>;
+  logger: Logger;
+}

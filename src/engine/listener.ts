@@ -1,0 +1,110 @@
+// The engine: listens on TCP and on a Unix socket, and gives every accepted connection a ClientSession.
+
+import net from 'node:net';
+import fs from 'node:fs';
+import path from 'node:path';
+import { PgxError } from '../errors.js';
+import { CancelKeys } from './cancel.js';
+import { ClientSession } from './client.js';
+import type { EngineContext } from './context.js';
+import { BackendPool, type PoolStats } from './pool.js';
+import type { EngineOptions } from './ports.js';
+
+export interface EngineStats {
+  clients: number;
+  backends: PoolStats;
+}
+
+function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
+}
+
+export class Engine {
+  private readonly servers: net.Server[] = [];
+  private readonly ctx: EngineContext;
+  private unixPath: string | null = null;
+
+  constructor(readonly options: EngineOptions) {
+    this.ctx = {
+      options,
+      pool: new BackendPool({
+        address: options.backend,
+        maxBackends: options.maxBackends,
+        idleTimeoutMs: options.backendIdleTimeoutMs,
+        waitTimeoutMs: options.backendWaitTimeoutMs,
+        clock: options.clock,
+        logger: options.logger,
+      }),
+      cancelKeys: new CancelKeys(),
+      sessions: new Set(),
+      logger: options.logger,
+    };
+  }
+
+  /** The TCP port actually bound (differs from options.port when that is 0). */
+  port = 0;
+
+  async start(): Promise<void> {
+    const tcp = net.createServer({ noDelay: true }, (socket) => this.accept(socket, isLoopback(socket.remoteAddress)));
+    await listen(tcp, { host: this.options.host, port: this.options.port });
+    this.servers.push(tcp);
+    const address = tcp.address();
+    this.port = typeof address === 'object' && address ? address.port : this.options.port;
+    if (this.options.socketDir !== null) {
+      fs.mkdirSync(this.options.socketDir, { recursive: true });
+      const unixPath = path.join(this.options.socketDir, `.s.PGSQL.${this.port}`);
+      removeStaleSocket(unixPath);
+      const unix = net.createServer((socket) => this.accept(socket, true));
+      await listen(unix, { path: unixPath });
+      fs.chmodSync(unixPath, 0o777);
+      this.unixPath = unixPath;
+      this.servers.push(unix);
+    }
+  }
+
+  stats(): EngineStats {
+    return { clients: this.ctx.sessions.size, backends: this.ctx.pool.stats() };
+  }
+
+  /** Stops listening, ends every session with 57P01 and closes every backend. */
+  async stop(): Promise<void> {
+    await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    this.servers.length = 0;
+    for (const session of [...this.ctx.sessions]) session.terminate('terminating connection due to administrator command');
+    this.ctx.pool.close();
+    if (this.unixPath) fs.rmSync(this.unixPath, { force: true });
+  }
+
+  private accept(socket: net.Socket, local: boolean): void {
+    const session = new ClientSession(socket, this.ctx, local);
+    this.ctx.sessions.add(session);
+  }
+}
+
+function listen(server: net.Server, opts: net.ListenOptions): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException): void => {
+      const where = opts.path ?? `${opts.host}:${opts.port}`;
+      reject(
+        new PgxError('CONFIG_INVALID', `could not listen on ${where}: ${err.message}`, {
+          hint: err.code === 'EADDRINUSE' ? 'Another server uses that address; pick another with --port or --socket-dir.' : undefined,
+          cause: err,
+        }),
+      );
+    };
+    server.once('error', onError);
+    server.listen({ ...opts, backlog: 4096 }, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+}
+
+/** A socket file left by a killed runtime blocks listen(); remove it if nobody answers on it. */
+function removeStaleSocket(p: string): void {
+  if (!fs.existsSync(p)) return;
+  // Connecting synchronously is not possible; a killed runtime leaves no listener, and a live one
+  // holds the TCP port too, which listen() above would already have refused.
+  fs.rmSync(p, { force: true });
+}

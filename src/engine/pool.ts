@@ -1,0 +1,256 @@
+// The backend pool: PostgreSQL connections keyed by (database, user, startup parameters), reused
+// across client sessions. A backend is in exactly one place: connecting, active (held by a session),
+// resetting, or idle (in its key's list). When every slot is taken, a client waits in a queue with a
+// timeout; an idle backend of another key is closed to make room for it.
+
+import { PgxError } from '../errors.js';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import { BackendConnection } from './server.js';
+import type { BackendAddress } from './ports.js';
+
+interface Waiter {
+  key: string;
+  startup: Record<string, string>;
+  resolve(conn: BackendConnection): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+export interface PoolOptions {
+  address: BackendAddress;
+  maxBackends: number;
+  idleTimeoutMs: number;
+  waitTimeoutMs: number;
+  clock: Clock;
+  logger: Logger;
+}
+
+export interface PoolStats {
+  total: number;
+  active: number;
+  idle: number;
+  connecting: number;
+  resetting: number;
+  waiting: number;
+}
+
+export class BackendPool {
+  private readonly idle = new Map<string, BackendConnection[]>();
+  private idleCount = 0;
+  /** Backends that occupy a slot once connected (active, resetting or idle); a dropped one leaves at once. */
+  private readonly members = new Set<BackendConnection>();
+  private connecting = 0;
+  private resetting = 0;
+  private readonly waiters: Waiter[] = [];
+  private readonly sweeper: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(private readonly opts: PoolOptions) {
+    this.sweeper = setInterval(() => this.closeExpired(), Math.max(1000, Math.min(opts.idleTimeoutMs / 2, 10_000)));
+    this.sweeper.unref();
+  }
+
+  /** A backend for this key: an idle one, a new one, or one freed later (up to the wait timeout). */
+  acquire(key: string, startup: Record<string, string>): Promise<BackendConnection> {
+    if (this.closed) return Promise.reject(new PgxError('CANNOT_CONNECT_NOW', 'the database system is shutting down'));
+    const reused = this.takeIdle(key);
+    if (reused) return Promise.resolve(reused);
+    if (this.total >= this.opts.maxBackends) this.evictIdleOf(key);
+    if (this.total < this.opts.maxBackends) return this.openNew(key, startup);
+    return new Promise((resolve, reject) => {
+      const waiter: Waiter = {
+        key,
+        startup,
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          const i = this.waiters.indexOf(waiter);
+          if (i >= 0) this.waiters.splice(i, 1);
+          reject(
+            new PgxError('TOO_MANY_CONNECTIONS', 'sorry, too many clients already', {
+              detail: `All ${this.opts.maxBackends} PostgreSQL backends stayed busy for ${this.opts.waitTimeoutMs} ms.`,
+              hint: 'Raise --max-backends, or shorten sessions; the wait is --backend-wait-timeout.',
+            }),
+          );
+        }, this.opts.waitTimeoutMs),
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  /**
+   * Takes back a backend a session held. `clean` means the session ended idle outside a transaction
+   * with nothing in flight, so the backend can be reset and reused; otherwise it is closed.
+   */
+  release(conn: BackendConnection, clean: boolean): void {
+    if (!clean || conn.state === 'closed' || this.closed) {
+      this.drop(conn);
+      this.serveWaiters();
+      return;
+    }
+    this.resetting++;
+    conn.reset().then(
+      () => {
+        this.resetting--;
+        this.makeIdle(conn);
+      },
+      (err: unknown) => {
+        this.resetting--;
+        this.opts.logger.debug('backend reset failed', { err });
+        this.drop(conn);
+        this.serveWaiters();
+      },
+    );
+  }
+
+  /** Slots taken: connected members plus connections being opened. */
+  private get total(): number {
+    return this.members.size + this.connecting;
+  }
+
+  stats(): PoolStats {
+    return {
+      total: this.total,
+      active: this.total - this.idleCount - this.connecting - this.resetting,
+      idle: this.idleCount,
+      connecting: this.connecting,
+      resetting: this.resetting,
+      waiting: this.waiters.length,
+    };
+  }
+
+  /** Closes every idle backend and refuses new acquires; active ones close as their sessions end. */
+  close(): void {
+    this.closed = true;
+    clearInterval(this.sweeper);
+    for (const w of this.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject(new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command'));
+    }
+    for (const list of [...this.idle.values()]) for (const c of [...list]) this.removeIdle(c), this.drop(c);
+  }
+
+  private openNew(key: string, startup: Record<string, string>): Promise<BackendConnection> {
+    this.connecting++;
+    return BackendConnection.open(this.opts.address, startup, key).then(
+      (conn) => {
+        this.connecting--;
+        this.members.add(conn);
+        conn.socket.once('close', () => this.onClosed(conn));
+        return conn;
+      },
+      (err: unknown) => {
+        this.connecting--;
+        this.serveWaiters();
+        throw err;
+      },
+    );
+  }
+
+  private takeIdle(key: string): BackendConnection | undefined {
+    const list = this.idle.get(key);
+    if (!list) return undefined;
+    // Most recently used first: it is warm, and the oldest ones age out.
+    const conn = list.pop();
+    if (list.length === 0) this.idle.delete(key);
+    if (!conn) return undefined;
+    this.idleCount--;
+    conn.unwatchIdle();
+    conn.state = 'active';
+    return conn;
+  }
+
+  private makeIdle(conn: BackendConnection): void {
+    if (conn.state === 'closed') return;
+    const waiterIndex = this.waiters.findIndex((w) => w.key === conn.key);
+    if (waiterIndex >= 0) {
+      const [w] = this.waiters.splice(waiterIndex, 1);
+      clearTimeout(w!.timer);
+      conn.state = 'active';
+      w!.resolve(conn);
+      return;
+    }
+    if (this.waiters.length > 0) {
+      // Someone waits for another key: this slot serves them better closed and reopened.
+      this.drop(conn);
+      this.serveWaiters();
+      return;
+    }
+    conn.state = 'idle';
+    conn.idleSince = this.opts.clock.monotonic();
+    conn.watchIdle();
+    let list = this.idle.get(conn.key);
+    if (!list) this.idle.set(conn.key, (list = []));
+    list.push(conn);
+    this.idleCount++;
+  }
+
+  /** Closes one idle backend of a key other than `key`, the least recently used, to free a slot. */
+  private evictIdleOf(key: string): void {
+    let victim: BackendConnection | undefined;
+    for (const [k, list] of this.idle) {
+      if (k === key || list.length === 0) continue;
+      const oldest = list[0]!;
+      if (!victim || oldest.idleSince < victim.idleSince) victim = oldest;
+    }
+    if (victim) {
+      this.removeIdle(victim);
+      this.drop(victim);
+    }
+  }
+
+  private removeIdle(conn: BackendConnection): void {
+    const list = this.idle.get(conn.key);
+    if (!list) return;
+    const i = list.indexOf(conn);
+    if (i < 0) return;
+    list.splice(i, 1);
+    if (list.length === 0) this.idle.delete(conn.key);
+    this.idleCount--;
+    conn.unwatchIdle();
+  }
+
+  /**
+   * Closes a backend and frees its slot at once. PostgreSQL's max_connections keeps headroom over
+   * --max-backends, so a new backend may start before the old process has quite exited.
+   */
+  private drop(conn: BackendConnection): void {
+    conn.destroy();
+    this.members.delete(conn);
+  }
+
+  private onClosed(conn: BackendConnection): void {
+    this.removeIdle(conn);
+    conn.state = 'closed';
+    if (this.members.delete(conn)) this.serveWaiters();
+  }
+
+  /** Gives free slots to waiting clients, in arrival order. */
+  private serveWaiters(): void {
+    while (this.waiters.length > 0) {
+      const w = this.waiters[0]!;
+      const reused = this.takeIdle(w.key);
+      if (!reused) {
+        if (this.total >= this.opts.maxBackends) this.evictIdleOf(w.key);
+        if (this.total >= this.opts.maxBackends) return;
+      }
+      this.waiters.shift();
+      clearTimeout(w.timer);
+      if (reused) w.resolve(reused);
+      else this.openNew(w.key, w.startup).then(w.resolve, w.reject);
+    }
+  }
+
+  private closeExpired(): void {
+    const cutoff = this.opts.clock.monotonic() - this.opts.idleTimeoutMs;
+    for (const list of [...this.idle.values()]) {
+      for (const conn of [...list]) {
+        if (conn.idleSince <= cutoff) {
+          this.removeIdle(conn);
+          this.drop(conn);
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,72 @@
+// The closed set of errors PGX raises. Each code maps to the SQLSTATE a PostgreSQL client expects and
+// to the HTTP status the control API answers with; adding a code fails to compile until both are mapped.
+
+export type ErrorCode =
+  | 'PROTOCOL_VIOLATION'
+  | 'FEATURE_NOT_SUPPORTED'
+  | 'INVALID_AUTHORIZATION'
+  | 'INVALID_PASSWORD'
+  | 'UNKNOWN_DATABASE'
+  | 'TOO_MANY_CONNECTIONS'
+  | 'CANNOT_CONNECT_NOW'
+  | 'ADMIN_SHUTDOWN'
+  | 'QUERY_CANCELED'
+  | 'INVALID_PARAMETER'
+  | 'CONFIG_INVALID'
+  | 'POSTGRES_FAILED'
+  | 'INTERNAL';
+
+interface CodeInfo {
+  sqlstate: string;
+  http: number;
+}
+
+const CODES: Record<ErrorCode, CodeInfo> = {
+  PROTOCOL_VIOLATION: { sqlstate: '08P01', http: 400 },
+  FEATURE_NOT_SUPPORTED: { sqlstate: '0A000', http: 400 },
+  INVALID_AUTHORIZATION: { sqlstate: '28000', http: 401 },
+  INVALID_PASSWORD: { sqlstate: '28P01', http: 401 },
+  UNKNOWN_DATABASE: { sqlstate: '3D000', http: 404 },
+  TOO_MANY_CONNECTIONS: { sqlstate: '53300', http: 429 },
+  CANNOT_CONNECT_NOW: { sqlstate: '57P03', http: 503 },
+  ADMIN_SHUTDOWN: { sqlstate: '57P01', http: 503 },
+  QUERY_CANCELED: { sqlstate: '57014', http: 408 },
+  INVALID_PARAMETER: { sqlstate: '22023', http: 400 },
+  CONFIG_INVALID: { sqlstate: 'F0000', http: 400 },
+  POSTGRES_FAILED: { sqlstate: '58000', http: 500 },
+  INTERNAL: { sqlstate: 'XX000', http: 500 },
+};
+
+export class PgxError extends Error {
+  readonly code: ErrorCode;
+  /** What the user can do about it, naming the setting or command where one applies. */
+  readonly hint: string | undefined;
+  readonly detail: string | undefined;
+
+  constructor(code: ErrorCode, message: string, opts: { hint?: string; detail?: string; cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'PgxError';
+    this.code = code;
+    this.hint = opts.hint;
+    this.detail = opts.detail;
+  }
+
+  get sqlstate(): string {
+    return CODES[this.code].sqlstate;
+  }
+
+  get httpStatus(): number {
+    return CODES[this.code].http;
+  }
+}
+
+/** Any thrown value as a PgxError; unknown throws become INTERNAL with the original kept as cause. */
+export function asPgxError(err: unknown): PgxError {
+  if (err instanceof PgxError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new PgxError('INTERNAL', message, { cause: err });
+}
+
+export function sqlstateOf(code: ErrorCode): string {
+  return CODES[code].sqlstate;
+}

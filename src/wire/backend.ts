@@ -1,0 +1,65 @@
+// Writers for the backend (server -> client) messages the engine itself produces. Bodiless and
+// constant messages are built once.
+
+import { Auth, Msg, TxStatus } from './codes.js';
+import { MessageWriter } from './writer.js';
+
+function auth(code: number, data?: Uint8Array): Buffer {
+  const w = new MessageWriter(16 + (data?.length ?? 0));
+  const start = w.begin(Msg.Authentication);
+  w.int32(code);
+  if (data) w.bytes(data);
+  return w.end(start).flush();
+}
+
+export const AUTHENTICATION_OK = auth(Auth.Ok);
+export const READY_IDLE = readyForQuery(TxStatus.Idle);
+/** The single byte answering SSLRequest/GSSENCRequest when encryption is not offered. */
+export const ENCRYPTION_REFUSED = Buffer.from('N');
+
+export function authenticationSASL(mechanisms: string[]): Buffer {
+  const w = new MessageWriter();
+  const start = w.begin(Msg.Authentication);
+  w.int32(Auth.SASL);
+  for (const m of mechanisms) w.cstring(m);
+  w.int8(0);
+  return w.end(start).flush();
+}
+
+export function authenticationSASLContinue(data: string): Buffer {
+  return auth(Auth.SASLContinue, Buffer.from(data));
+}
+
+export function authenticationSASLFinal(data: string): Buffer {
+  return auth(Auth.SASLFinal, Buffer.from(data));
+}
+
+export function parameterStatus(name: string, value: string): Buffer {
+  const w = new MessageWriter(16 + name.length + value.length);
+  const start = w.begin(Msg.ParameterStatus);
+  w.cstring(name).cstring(value);
+  return w.end(start).flush();
+}
+
+export function backendKeyData(pid: number, secret: number): Buffer {
+  const w = new MessageWriter(13);
+  const start = w.begin(Msg.BackendKeyData);
+  w.int32(pid).int32(secret);
+  return w.end(start).flush();
+}
+
+export function readyForQuery(status: TxStatus): Buffer {
+  const w = new MessageWriter(6);
+  const start = w.begin(Msg.ReadyForQuery);
+  w.int8(status);
+  return w.end(start).flush();
+}
+
+/** Tells a client asking for a newer minor version (or _pq_ options) what this server speaks. */
+export function negotiateProtocolVersion(minor: number, unrecognized: string[]): Buffer {
+  const w = new MessageWriter();
+  const start = w.begin(Msg.NegotiateProtocolVersion);
+  w.int32(minor).int32(unrecognized.length);
+  for (const o of unrecognized) w.cstring(o);
+  return w.end(start).flush();
+}

@@ -1,0 +1,85 @@
+// Starts real PGX runtimes for tests: a real PostgreSQL 18 under the real engine, on a random TCP port
+// and a private Unix socket directory. The first call runs initdb once into a cached cluster; each
+// runtime gets a copy of it, so tests do not pay initdb every time.
+
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startRuntime, type RunningRuntime } from '../../src/cli/start.js';
+import { parseConfig, type RuntimeConfig } from '../../src/cli/config.js';
+import { createLogger, silentLogger, type Logger } from '../../src/log.js';
+
+export interface TestRuntime {
+  runtime: RunningRuntime;
+  config: RuntimeConfig;
+  port: number;
+  host: string;
+  socketDir: string;
+  dataDir: string;
+  /** Connection settings for node-postgres / postgres.js. */
+  connection(database?: string, user?: string): { host: string; port: number; user: string; database: string };
+  /** Environment for psql/pgbench against the engine. */
+  env(database?: string, user?: string): NodeJS.ProcessEnv;
+  stop(): Promise<void>;
+}
+
+const cacheRoot = path.join(os.tmpdir(), 'pgx-test-cache');
+
+export function testLogger(): Logger {
+  return process.env.PGX_TEST_LOG ? createLogger({ format: 'text', level: 'debug' }) : silentLogger;
+}
+
+/** A fresh data directory for a test: a copy of a cluster initialised once per machine. */
+async function freshDataDir(): Promise<string> {
+  const seed = path.join(cacheRoot, 'seed-data');
+  if (!fs.existsSync(path.join(seed, 'PG_VERSION'))) {
+    fs.mkdirSync(cacheRoot, { recursive: true });
+    const staging = fs.mkdtempSync(path.join(cacheRoot, 'init-'));
+    const rt = await startRuntime(
+      parseConfig({ dataDir: path.join(staging, 'data'), port: 0, socketDir: null }, 'test'),
+      testLogger(),
+    );
+    await rt.stop();
+    fs.rmSync(seed, { recursive: true, force: true });
+    fs.renameSync(path.join(staging, 'data'), seed);
+    fs.rmSync(staging, { recursive: true, force: true });
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-test-'));
+  fs.chmodSync(dir, 0o755);
+  execFileSync('cp', ['-a', seed, path.join(dir, 'data')]);
+  return path.join(dir, 'data');
+}
+
+export async function startTestRuntime(overrides: Partial<Record<keyof RuntimeConfig, unknown>> = {}): Promise<TestRuntime> {
+  const dataDir = (overrides.dataDir as string | undefined) ?? (await freshDataDir());
+  const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-sock-'));
+  fs.chmodSync(socketDir, 0o755);
+  const config = parseConfig({ dataDir, port: 0, socketDir, auth: 'trust', ...overrides }, 'test');
+  const runtime = await startRuntime(config, testLogger());
+  const port = runtime.engine.port;
+  const host = config.host;
+  return {
+    runtime,
+    config,
+    port,
+    host,
+    socketDir,
+    dataDir,
+    connection: (database = 'postgres', user = 'postgres') => ({ host, port, user, database }),
+    env: (database = 'postgres', user = 'postgres') => ({
+      ...process.env,
+      PGHOST: host,
+      PGPORT: String(port),
+      PGUSER: user,
+      PGDATABASE: database,
+      PGAPPNAME: '',
+      PGCONNECT_TIMEOUT: '10',
+    }),
+    async stop() {
+      await runtime.stop();
+      fs.rmSync(socketDir, { recursive: true, force: true });
+      if (!overrides.dataDir) fs.rmSync(path.dirname(dataDir), { recursive: true, force: true });
+    },
+  };
+}
