@@ -134,7 +134,11 @@ export class SqlClient {
   /** Runs `sql` (one or more statements) with the simple query protocol; resolves with the last result. */
   query(sql: string): Promise<QueryResult> {
     if (this.isClosed || this.ending) {
-      return Promise.reject(new PgxError('POSTGRES_FAILED', 'query on a closed admin connection to PostgreSQL', { hint: 'This is a bug in pgx; please report it.' }));
+      return Promise.reject(
+        new PgxError('POSTGRES_FAILED', `query on a closed connection to PostgreSQL at ${this.path}`, {
+          hint: 'Open a new connection; PostgreSQL may have restarted (see pgx status and the runtime log).',
+        }),
+      );
     }
     return new Promise<QueryResult>((resolve, reject) => {
       this.queue.push({ sql, resolve, reject });
