@@ -42,6 +42,7 @@ export function startupPacketLength(buf: Buffer): number {
 
 /** Parses one complete startup-phase packet (including its length word). */
 export function parseStartupPacket(packet: Buffer): StartupPacket {
+  if (packet.length < 8) throw new ProtocolError('invalid length of startup packet');
   const code = packet.readInt32BE(4);
   if (code === SSL_REQUEST_CODE) return { kind: 'ssl' };
   if (code === GSSENC_REQUEST_CODE) return { kind: 'gssenc' };
@@ -87,7 +88,7 @@ export function parseSASLInitialResponse(body: Buffer): { mechanism: string; dat
   const mechanism = body.toString('utf8', 0, nameEnd);
   const len = body.readInt32BE(nameEnd + 1);
   const dataStart = nameEnd + 5;
-  if (len === -1) return { mechanism, data: Buffer.alloc(0) };
+  if (len === -1 && dataStart === body.length) return { mechanism, data: Buffer.alloc(0) };
   if (len < 0 || dataStart + len !== body.length) throw new ProtocolError('malformed SASLInitialResponse message');
   return { mechanism, data: body.subarray(dataStart) };
 }
@@ -95,6 +96,6 @@ export function parseSASLInitialResponse(body: Buffer): { mechanism: string; dat
 /** Text of a Query message body (NUL-terminated string). */
 export function queryText(body: Buffer): string {
   const end = body.indexOf(0);
-  if (end !== body.length - 1) throw new ProtocolError('invalid string in message');
+  if (end < 0 || end !== body.length - 1) throw new ProtocolError('invalid string in message');
   return body.toString('utf8', 0, end);
 }

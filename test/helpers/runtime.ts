@@ -36,13 +36,17 @@ async function freshDataDir(): Promise<string> {
   if (!fs.existsSync(path.join(seed, 'PG_VERSION'))) {
     fs.mkdirSync(cacheRoot, { recursive: true });
     const staging = fs.mkdtempSync(path.join(cacheRoot, 'init-'));
+    fs.chmodSync(staging, 0o755);
     const rt = await startRuntime(
       parseConfig({ dataDir: path.join(staging, 'data'), port: 0, socketDir: null }, 'test'),
       testLogger(),
     );
     await rt.stop();
-    fs.rmSync(seed, { recursive: true, force: true });
-    fs.renameSync(path.join(staging, 'data'), seed);
+    try {
+      fs.renameSync(path.join(staging, 'data'), seed);
+    } catch {
+      // Another test process made the seed meanwhile; theirs is as good as ours.
+    }
     fs.rmSync(staging, { recursive: true, force: true });
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-test-'));

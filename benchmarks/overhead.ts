@@ -1,0 +1,250 @@
+// The overhead benchmark: what the PGX engine costs compared with connecting to PostgreSQL directly
+// and with PgBouncer, all three in front of the same PostgreSQL 18 in the same run.
+//
+// Method (see docs/benchmarks.md): every target is warmed up; each workload's fixed work is sized from
+// the warm-up (same work for every target); then rounds run each workload on every target, the order
+// alternating (direct, pgx, pgbouncer; then the reverse) so drift on a shared machine hits all three
+// alike. Reported: medians over rounds, and ratios paired within a round. Every sample is kept.
+
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { systemClock } from '../src/clock.js';
+import { PgxError } from '../src/errors.js';
+import { Cleanup } from './lib/cleanup.js';
+import { ownCpuMs, processCpuMs } from './lib/cpu.js';
+import { runChecked } from './lib/exec.js';
+import { machineInfo } from './lib/machine.js';
+import { replaceSection } from './lib/markdown-section.js';
+import { markdownSection, svgChart, terminalReport } from './lib/overhead-report.js';
+import type { OverheadResults, Sample, Workload } from './lib/overhead-results.js';
+import { packageRoot } from './lib/paths.js';
+import { initPgbench, pgbenchArgs, pgbenchVersion, runPgbench, type PgbenchRun } from './lib/pgbench.js';
+import { startPgBouncer } from './lib/pgbouncer.js';
+import { psqlValue, timeScan } from './lib/psql.js';
+import { startBenchRuntime, type Transport } from './lib/runtime.js';
+import { BENCH_DATABASE, TARGET_NAMES, type Target, type TargetName } from './lib/target.js';
+
+const HELP = `Usage: npm run bench -- overhead [options]
+
+Options:
+  --rounds N           measured rounds, order alternating each round (env PGX_BENCH_ROUNDS)   [3]
+  --seconds S          size each run's fixed work to take about S seconds                     [6]
+  --transport T        tcp (all three targets on loopback TCP) or unix (all on Unix sockets)   [tcp]
+  --quick              smoke run: 1 round, ~1 s runs; results go to a temp file, docs untouched
+  --report FILE        redraw the table, docs section and chart from a results JSON; run nothing
+  -h, --help           this help
+`;
+
+const SCALE = 10;
+const SCAN_SQL = 'SELECT * FROM pgbench_accounts';
+const POOL_SIZE = 100;
+
+interface Options {
+  rounds: number;
+  runSeconds: number;
+  warmSeconds: number;
+  transport: Transport;
+  quick: boolean;
+}
+
+/** The workloads, before their fixed work is sized. */
+function plannedWorkloads(): Workload[] {
+  const w = (kind: Workload['kind'], clients: number, protocol: 'simple' | 'prepared'): Workload => {
+    const id = kind === 'scan' ? 'scan' : `${kind}-${protocol}-${clients}`;
+    const label =
+      kind === 'scan' ? 'scan 1M rows (psql)' : kind === 'connect' ? `-S -C, ${clients} client${clients > 1 ? 's' : ''}` : `-S ${protocol}, ${clients} client${clients > 1 ? 's' : ''}`;
+    return { id, kind, label, clients, threads: clients > 1 ? 2 : 1, protocol, transactionsPerClient: 1, command: '' };
+  };
+  return [
+    ...[1, 4, 16].map((c) => w('select', c, 'simple')),
+    ...[1, 4, 16].map((c) => w('select', c, 'prepared')),
+    w('connect', 1, 'simple'),
+    w('connect', 4, 'simple'),
+    w('scan', 1, 'simple'),
+  ];
+}
+
+function pgbenchRun(w: Workload, sizing: { seconds: number } | { transactionsPerClient: number }): PgbenchRun {
+  return { clients: w.clients, threads: w.threads, protocol: w.protocol, connectEach: w.kind === 'connect', ...sizing };
+}
+
+/** Transactions per client so that a run at `tps` takes about `seconds`; two significant digits. */
+function sizeWork(tps: number, clients: number, seconds: number): number {
+  const raw = Math.max(20, (tps * seconds) / clients);
+  const unit = 10 ** Math.max(0, Math.floor(Math.log10(raw)) - 1);
+  return Math.round(raw / unit) * unit;
+}
+
+function median3(values: number[]): number {
+  return [...values].sort((a, b) => a - b)[values.length >> 1]!;
+}
+
+function parseOptions(argv: string[]): Options | 'help' | { report: string } {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      rounds: { type: 'string' },
+      seconds: { type: 'string' },
+      transport: { type: 'string' },
+      quick: { type: 'boolean' },
+      report: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return 'help';
+  if (values.report) return { report: values.report };
+  const quick = values.quick ?? false;
+  const rounds = Number(values.rounds ?? process.env.PGX_BENCH_ROUNDS ?? (quick ? 1 : 3));
+  const runSeconds = Number(values.seconds ?? (quick ? 1 : 6));
+  const transport = values.transport ?? 'tcp';
+  if (!Number.isInteger(rounds) || rounds < 1) throw new PgxError('CONFIG_INVALID', `--rounds ${values.rounds}: expected a whole number >= 1`);
+  if (!(runSeconds > 0)) throw new PgxError('CONFIG_INVALID', `--seconds ${values.seconds}: expected a positive number`);
+  if (transport !== 'tcp' && transport !== 'unix') throw new PgxError('CONFIG_INVALID', `--transport ${transport}: expected tcp or unix`);
+  return { rounds, runSeconds, warmSeconds: quick ? 1 : 2, transport, quick };
+}
+
+function progress(text: string): void {
+  process.stderr.write(`${text}\n`);
+}
+
+/** CPU the proxy has used so far: the engine runs in this process, PgBouncer in its own. */
+function proxyCpu(target: TargetName, pgbouncerPid: number): number | null {
+  if (target === 'pgx') return ownCpuMs();
+  if (target === 'pgbouncer') return processCpuMs(pgbouncerPid);
+  return null;
+}
+
+async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults> {
+  const started = systemClock.monotonic();
+  const date = new Date(systemClock.now());
+  const [pgbench, psql] = [await pgbenchVersion(), (await runChecked('psql', ['--version'], { env: process.env })).stdout.trim()];
+
+  const workDir = mkdtempSync(path.join(os.tmpdir(), 'pgx-bench-'));
+  cleanup.add('work directory', () => rmSync(workDir, { recursive: true, force: true }));
+  // PostgreSQL and PgBouncer run as an unprivileged user, who must reach their directories inside.
+  chmodSync(workDir, 0o755);
+
+  progress(`starting the PGX runtime (${opts.transport}) in ${workDir}`);
+  const rt = await startBenchRuntime(workDir, opts.transport, cleanup);
+  await psqlValue(rt.direct, `CREATE DATABASE ${BENCH_DATABASE}`, 'postgres');
+  progress(`pgbench -i -s ${SCALE} through direct PostgreSQL`);
+  await initPgbench(rt.direct, SCALE);
+  const bouncer = await startPgBouncer({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, poolSize: POOL_SIZE, transport: opts.transport }, cleanup);
+  const targets: Record<TargetName, Target> = { direct: rt.direct, pgx: rt.pgx, pgbouncer: bouncer.target };
+  const postgres = await psqlValue(rt.direct, 'SHOW server_version');
+
+  const workloads = plannedWorkloads();
+  const warmup: OverheadResults['warmup'] = [];
+  progress(`warm-up: ${opts.warmSeconds} s of each workload on each target, which also sizes the fixed work`);
+  for (const w of workloads) {
+    const tps: number[] = [];
+    for (const t of TARGET_NAMES) {
+      const value = w.kind === 'scan' ? await timeScan(targets[t], SCAN_SQL) : (await runPgbench(targets[t], pgbenchRun(w, { seconds: opts.warmSeconds }))).tps;
+      warmup.push({ workload: w.id, target: t, value });
+      tps.push(value);
+    }
+    // Same work for every target; sized so the middle one of the three takes about --seconds. For the
+    // scan (a value in seconds) the work is that many scans back to back, reported per scan.
+    w.transactionsPerClient = w.kind === 'scan' ? Math.max(1, Math.round(opts.runSeconds / median3(tps))) : sizeWork(median3(tps), w.clients, opts.runSeconds);
+    w.command =
+      w.kind === 'scan'
+        ? `psql -Atc '${SCAN_SQL}' > /dev/null  (${w.transactionsPerClient} times in a row)`
+        : `pgbench ${pgbenchArgs(pgbenchRun(w, { transactionsPerClient: w.transactionsPerClient })).join(' ')}`;
+    progress(`  ${w.label}: ${tps.map((v, i) => `${TARGET_NAMES[i]} ${w.kind === 'scan' ? `${v.toFixed(2)} s` : `${Math.round(v)} tps`}`).join(', ')} -> ${w.command}`);
+  }
+
+  const samples: Sample[] = [];
+  for (let round = 0; round < opts.rounds; round++) {
+    const order = round % 2 === 0 ? [...TARGET_NAMES] : [...TARGET_NAMES].reverse();
+    progress(`round ${round + 1}/${opts.rounds}: ${order.join(', ')}`);
+    for (const w of workloads) {
+      for (const [position, t] of order.entries()) {
+        const cpuBefore = proxyCpu(t, bouncer.pid);
+        let sample: Sample;
+        const load1 = os.loadavg()[0]!;
+        if (w.kind === 'scan') {
+          let seconds = 0;
+          for (let i = 0; i < w.transactionsPerClient; i++) seconds += await timeScan(targets[t], SCAN_SQL);
+          const value = seconds / w.transactionsPerClient;
+          sample = { round, position, workload: w.id, target: t, value, wallMs: seconds * 1000, latencyMs: null, proxyCpuMs: null, load1 };
+        } else {
+          const r = await runPgbench(targets[t], pgbenchRun(w, { transactionsPerClient: w.transactionsPerClient }));
+          sample = { round, position, workload: w.id, target: t, value: r.tps, wallMs: r.wallMs, latencyMs: r.latencyMs, proxyCpuMs: null, load1 };
+        }
+        const cpuAfter = proxyCpu(t, bouncer.pid);
+        if (cpuBefore !== null && cpuAfter !== null) sample.proxyCpuMs = cpuAfter - cpuBefore;
+        samples.push(sample);
+        progress(`  ${w.label.padEnd(22)} ${t.padEnd(9)} ${w.kind === 'scan' ? `${sample.value.toFixed(3)} s` : `${sample.value.toFixed(0)} tps`} (${(sample.wallMs / 1000).toFixed(1)} s)`);
+      }
+    }
+  }
+
+  return {
+    benchmark: 'overhead',
+    format: 1,
+    options: { rounds: opts.rounds, quick: opts.quick, transport: opts.transport, runSeconds: opts.runSeconds, scale: SCALE },
+    machine: await machineInfo(date),
+    versions: { postgres, pgbench, psql, pgbouncer: bouncer.version },
+    setup: { pgSettings: rt.pgSettings, pgxMaxBackends: rt.maxBackends, pgbouncerPoolMode: 'session', pgbouncerPoolSize: POOL_SIZE },
+    workloads,
+    warmup,
+    samples,
+    durationSeconds: Math.round((systemClock.monotonic() - started) / 1000),
+  };
+}
+
+/** Writes the raw JSON (timestamped, and as -latest) and redraws the docs section and the chart. */
+function publish(results: OverheadResults): string {
+  const root = packageRoot();
+  const stamp = results.machine.date.replace(/[:.]/g, '-').replace(/-\d{3}Z$/, 'Z');
+  const json = `${JSON.stringify(results, null, 1)}\n`;
+  if (results.options.quick) {
+    const file = path.join(os.tmpdir(), `pgx-overhead-quick-${stamp}.json`);
+    writeFileSync(file, json);
+    return file;
+  }
+  const dir = path.join(root, 'benchmarks', 'results');
+  mkdirSync(dir, { recursive: true });
+  const rel = `benchmarks/results/overhead-${stamp}.json`;
+  writeFileSync(path.join(root, rel), json);
+  writeFileSync(path.join(dir, 'overhead-latest.json'), json);
+  writeDocs(results, rel);
+  return rel;
+}
+
+function writeDocs(results: OverheadResults, rawPath: string): void {
+  const root = packageRoot();
+  mkdirSync(path.join(root, 'docs', 'img'), { recursive: true });
+  writeFileSync(path.join(root, 'docs', 'img', 'overhead.svg'), svgChart(results));
+  replaceSection(path.join(root, 'docs', 'benchmarks.md'), 'overhead', markdownSection(results, rawPath, 'img/overhead.svg'));
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const opts = parseOptions(argv);
+  if (opts === 'help') {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if ('report' in opts) {
+    const results = JSON.parse(readFileSync(opts.report, 'utf8')) as OverheadResults;
+    process.stdout.write(`${terminalReport(results)}\n`);
+    const rel = path.relative(packageRoot(), path.resolve(opts.report));
+    if (!results.options.quick) writeDocs(results, rel.startsWith('..') ? opts.report : rel);
+    return 0;
+  }
+  const cleanup = new Cleanup();
+  const offSignals = cleanup.onSignals();
+  let results: OverheadResults;
+  try {
+    results = await measure(opts, cleanup);
+  } finally {
+    await cleanup.run();
+    offSignals();
+  }
+  const saved = publish(results);
+  process.stdout.write(`\n${terminalReport(results)}\n\nraw results: ${saved}\n`);
+  return 0;
+}

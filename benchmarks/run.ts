@@ -1,0 +1,39 @@
+// `npm run bench -- NAME [options]`: runs one benchmark by name. Each benchmark is a module with a
+// `main(argv)` that returns an exit code.
+
+interface Benchmark {
+  about: string;
+  load(): Promise<{ main(argv: string[]): Promise<number> }>;
+}
+
+const BENCHMARKS: Record<string, Benchmark> = {
+  overhead: {
+    about: 'pgbench -S / -C and a 1M-row scan: PostgreSQL direct vs the PGX engine vs PgBouncer, one run',
+    load: () => import('./overhead.js'),
+  },
+};
+
+function usage(): string {
+  const names = Object.entries(BENCHMARKS).map(([name, b]) => `  ${name.padEnd(12)} ${b.about}`);
+  return ['Usage: npm run bench -- NAME [options]   (NAME --help for its options)', '', 'Benchmarks:', ...names, ''].join('\n');
+}
+
+async function run(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  const bench = name === undefined ? undefined : BENCHMARKS[name];
+  if (!bench) {
+    if (name !== undefined && name !== '--help' && name !== '-h') process.stderr.write(`unknown benchmark: ${name}\n\n`);
+    process.stderr.write(usage());
+    return name === undefined || name === '--help' || name === '-h' ? 0 : 2;
+  }
+  return (await bench.load()).main(rest);
+}
+
+run(process.argv.slice(2)).then(
+  (code) => (process.exitCode = code),
+  (err: unknown) => {
+    const e = err as Error & { hint?: string };
+    process.stderr.write(`benchmark failed: ${e.message}\n${e.hint ? `hint: ${e.hint}\n` : ''}`);
+    process.exitCode = 1;
+  },
+);
