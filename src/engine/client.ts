@@ -29,6 +29,9 @@ export type ClientState = 'startup' | 'authenticating' | 'connecting' | 'active'
 /** Largest authentication message we accept (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH is 65535). */
 const MAX_AUTH_MESSAGE = 65535;
 
+/** How long a closing client may take to read its last bytes before its socket is destroyed. */
+const CLOSE_GRACE_MS = 5000;
+
 /** Startup parameters that select the pool and are not sent on as settings. */
 const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
 
@@ -292,9 +295,12 @@ export class ClientSession implements Cancellable {
     }
     this.pump = null;
     this.socket.off('data', this.onLoginData);
-    if (!this.socket.destroyed) this.socket.end();
-    // A client that never reads its socket must not hold it open forever.
-    this.socket.setTimeout(5000, () => this.socket.destroy());
+    if (!this.socket.destroyed) {
+      this.socket.end();
+      // A client that never reads its socket must not hold it open forever.
+      this.socket.setTimeout(CLOSE_GRACE_MS, () => this.socket.destroy());
+      this.socket.once('close', () => this.socket.setTimeout(0));
+    }
   }
 }
 

@@ -69,10 +69,12 @@ export class Engine {
 
   /** Stops listening, ends every session with 57P01 and closes every backend. */
   async stop(): Promise<void> {
-    await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    // close() resolves only once every accepted connection is gone, so end the sessions meanwhile.
+    const closed = Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
     this.servers.length = 0;
     for (const session of [...this.ctx.sessions]) session.terminate('terminating connection due to administrator command');
     this.ctx.pool.close();
+    await closed;
     if (this.unixPath) fs.rmSync(this.unixPath, { force: true });
   }
 

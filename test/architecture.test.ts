@@ -1,0 +1,74 @@
+// Rules a reviewer checks, checked by CI instead: which folders may import which, where time is read,
+// and that the codec stays pure.
+
+import { expect } from 'chai';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const src = path.join(root, 'src');
+
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? sourceFiles(p) : e.name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** The top-level area a file belongs to: wire, engine, runtime, api, operator, cli, or a leaf file. */
+function area(file: string): string {
+  const rel = path.relative(src, file);
+  return rel.includes(path.sep) ? rel.split(path.sep)[0]! : rel;
+}
+
+function relativeImports(file: string): string[] {
+  const text = fs.readFileSync(file, 'utf8');
+  return [...text.matchAll(/(?:import|export)[^'"]*?from\s+'(\.[^']+)'/g)].map((m) => path.resolve(path.dirname(file), m[1]!));
+}
+
+const MAY_IMPORT: Record<string, string[]> = {
+  wire: ['wire', 'errors.ts', 'clock.ts'],
+  engine: ['engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  runtime: ['runtime', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  api: ['api', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  operator: ['operator', 'api', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  cli: ['cli', 'api', 'operator', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  'errors.ts': [],
+  'clock.ts': [],
+  'log.ts': [],
+};
+
+describe('architecture', () => {
+  const files = sourceFiles(src);
+
+  it('imports point one way: cli/api/operator -> runtime/engine -> wire -> leaves', () => {
+    const violations: string[] = [];
+    for (const f of files) {
+      const from = area(f);
+      const allowed = MAY_IMPORT[from];
+      expect(allowed, `no import rule for ${from}`).to.not.equal(undefined);
+      for (const target of relativeImports(f)) {
+        const to = area(target.replace(/\.js$/, '.ts'));
+        if (to !== from && !allowed!.includes(to)) violations.push(`${path.relative(root, f)} imports ${to}`);
+      }
+    }
+    expect(violations).to.deep.equal([]);
+  });
+
+  it('reads the time only in clock.ts', () => {
+    const offenders = files.filter((f) => !f.endsWith('clock.ts') && /Date\.now\(\)|new Date\(\)\.getTime\(\)/.test(fs.readFileSync(f, 'utf8')));
+    expect(offenders.map((f) => path.relative(root, f))).to.deep.equal([]);
+  });
+
+  it('keeps src/wire pure: no sockets, timers, processes or logs', () => {
+    const offenders = files
+      .filter((f) => area(f) === 'wire')
+      .filter((f) => /from 'node:(net|tls|child_process|fs|dgram)'|setTimeout|setInterval|from '\.\.\/log\.js'/.test(fs.readFileSync(f, 'utf8')));
+    expect(offenders.map((f) => path.relative(root, f))).to.deep.equal([]);
+  });
+
+  it('uses no explicit any', () => {
+    const offenders = files.filter((f) => /:\s*any\b|\bas any\b|<any>/.test(fs.readFileSync(f, 'utf8')));
+    expect(offenders.map((f) => path.relative(root, f))).to.deep.equal([]);
+  });
+});
