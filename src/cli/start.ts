@@ -34,6 +34,7 @@ Options:
   --max-clients N         client sessions at once; beyond it 53300                   [10000]
   --max-backends N        PostgreSQL backends the engine may open                    [100]
   --backend-wait-timeout S  how long a client waits when every backend is busy       [30]
+  --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
   --login-timeout S       time allowed from connect to authenticated                 [15]
   -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
   --log-format json|text  log lines as JSON (default when stderr is not a terminal) or text
@@ -62,6 +63,7 @@ export function parseStartArgs(argv: string[]): RuntimeConfig {
       'max-clients': { type: 'string' },
       'max-backends': { type: 'string' },
       'backend-wait-timeout': { type: 'string' },
+      'backend-idle-timeout': { type: 'string' },
       'login-timeout': { type: 'string' },
       c: { type: 'string', short: 'c', multiple: true },
       'log-format': { type: 'string' },
@@ -80,6 +82,7 @@ export function parseStartArgs(argv: string[]): RuntimeConfig {
     maxClients: num(values['max-clients']),
     maxBackends: num(values['max-backends']),
     backendWaitTimeout: num(values['backend-wait-timeout']),
+    backendIdleTimeout: num(values['backend-idle-timeout']),
     loginTimeout: num(values['login-timeout']),
     logFormat: values['log-format'],
     logLevel: values['log-level'],
