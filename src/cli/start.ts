@@ -48,7 +48,17 @@ const ADMIN_CONNECTIONS = 5;
 const PG_PORT = 5432;
 
 export function parseStartArgs(argv: string[]): RuntimeConfig {
-  const { values } = parseArgs({
+  let parsed;
+  try {
+    parsed = parseStartFlags(argv);
+  } catch (err) {
+    throw new PgxError('CONFIG_INVALID', (err as Error).message, { hint: 'See pgx start --help for the options.' });
+  }
+  return toConfig(parsed);
+}
+
+function parseStartFlags(argv: string[]) {
+  return parseArgs({
     args: argv,
     strict: true,
     allowPositionals: false,
@@ -70,6 +80,9 @@ export function parseStartArgs(argv: string[]): RuntimeConfig {
       'log-level': { type: 'string' },
     },
   });
+}
+
+function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig {
   const fromFile = values.config ? readConfigFile(values.config) : {};
   const num = (v: string | undefined): number | undefined => (v === undefined ? undefined : Number(v));
   const flags: Record<string, unknown> = {

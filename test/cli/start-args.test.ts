@@ -1,0 +1,58 @@
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseStartArgs } from '../../src/cli/start.js';
+import { PgxError } from '../../src/errors.js';
+
+function refusal(argv: string[]): PgxError {
+  try {
+    parseStartArgs(argv);
+  } catch (err) {
+    if (err instanceof PgxError) return err;
+    throw err;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('cli: pgx start options', () => {
+  it('applies the documented defaults', () => {
+    const c = parseStartArgs(['--data-dir', 'd']);
+    expect(c).to.include({ dataDir: 'd', host: '127.0.0.1', port: 6432, socketDir: '/tmp', maxBackends: 100, maxClients: 10000 });
+    expect(c.auth).to.equal(undefined);
+    expect(c.pgSettings).to.deep.equal({});
+  });
+
+  it('merges a config file under the flags, and -c settings over the file\'s', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-cfg-'));
+    const file = path.join(dir, 'pgx.json');
+    fs.writeFileSync(file, JSON.stringify({ dataDir: 'from-file', port: 7000, pgSettings: { work_mem: '4MB', jit: 'off' } }));
+    const c = parseStartArgs(['--config', file, '--port', '7001', '-c', 'work_mem=8MB', '-c', 'search_path=a,b']);
+    expect(c.dataDir).to.equal('from-file');
+    expect(c.port).to.equal(7001);
+    expect(c.pgSettings).to.deep.equal({ work_mem: '8MB', jit: 'off', search_path: 'a,b' });
+    fs.rmSync(dir, { recursive: true });
+  });
+
+  it('takes an empty --socket-dir as TCP only', () => {
+    expect(parseStartArgs(['--data-dir', 'd', '--socket-dir', '']).socketDir).to.equal(null);
+  });
+
+  it('refuses bad input with a message naming the setting and a hint', () => {
+    expect(refusal([]).message).to.contain('no data directory');
+    expect(refusal(['--data-dir', 'd', '--port', 'lots']).message).to.match(/port/);
+    expect(refusal(['--data-dir', 'd', '--auth', 'md5']).message).to.match(/auth/);
+    expect(refusal(['--data-dir', 'd', '-c', 'novalue']).message).to.contain('expected NAME=VALUE');
+    expect(refusal(['--data-dir', 'd', '-c', 'bad name;=1']).message).to.match(/pgSettings/);
+    expect(refusal(['--data-dir', 'd', '--config', '/nonexistent/pgx.json']).message).to.contain('cannot read config file');
+    const e = refusal(['--data-dir', 'd', '--max-backends', '0']);
+    expect(e.code).to.equal('CONFIG_INVALID');
+    expect(e.hint).to.be.a('string');
+  });
+
+  it('refuses unknown flags', () => {
+    const e = refusal(['--data-dir', 'd', '--frobnicate']);
+    expect(e.message).to.contain('--frobnicate');
+    expect(e.hint).to.contain('--help');
+  });
+});
