@@ -29,6 +29,9 @@ export type ClientState = 'startup' | 'authenticating' | 'connecting' | 'active'
 /** Largest authentication message we accept (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH is 65535). */
 const MAX_AUTH_MESSAGE = 65535;
 
+/** Bytes a client may send ahead while it waits for a backend; beyond it its socket is paused. */
+const MAX_PIPELINED = 65536;
+
 /** How long a closing client may take to read its last bytes before its socket is destroyed. */
 const CLOSE_GRACE_MS = 5000;
 
@@ -78,6 +81,7 @@ export class ClientSession implements Cancellable {
 
   private readonly onLoginData = (chunk: Buffer): void => {
     this.inbuf = this.inbuf.length === 0 ? chunk : Buffer.concat([this.inbuf, chunk]);
+    if (this.state === 'connecting' && this.inbuf.length >= MAX_PIPELINED) this.socket.pause();
     try {
       this.processLogin();
     } catch (err) {
@@ -227,6 +231,8 @@ export class ClientSession implements Cancellable {
       terminate: () => this.close(),
       violation: (type, length) => this.failClient(violationError(type, length)),
     });
+    // Paused by onLoginData if it sent too much ahead; the pump may pause it again for backpressure.
+    if (this.socket.isPaused()) this.socket.resume();
     this.pump.start(leftover, backendLeftover);
   }
 

@@ -33,6 +33,8 @@ const BACKEND_ACTIONS: Partial<Record<number, FrameAction>> = {
 /** PostgreSQL's own ceiling for a message (PQ_LARGE_MESSAGE_LIMIT). */
 const MAX_MESSAGE = 0x3fffffff;
 const MAX_WHOLE = 1 << 20;
+/** Bytes queued on a socket before its source is paused until drain. */
+const MAX_QUEUED = 1 << 20;
 
 export interface PumpEvents {
   /** The client sent Terminate. */
@@ -57,17 +59,17 @@ class Outbox {
   flush(): void {
     const n = this.pieces.length;
     if (n === 0) return;
-    let ok: boolean;
     if (n === 1) {
-      ok = this.dest.write(this.pieces[0]!);
+      this.dest.write(this.pieces[0]!);
     } else {
       this.dest.cork();
-      ok = true;
-      for (let i = 0; i < n; i++) ok = this.dest.write(this.pieces[i]!);
+      for (let i = 0; i < n; i++) this.dest.write(this.pieces[i]!);
       this.dest.uncork();
     }
     this.pieces.length = 0;
-    if (!ok && !this.dest.destroyed) {
+    // write() says "wait" past 16 KiB queued, which a large result reaches on every chunk; pausing
+    // that often costs more than it saves. Hold back only once a real backlog builds up.
+    if (this.dest.writableLength > MAX_QUEUED && !this.dest.destroyed) {
       this.source.pause();
       this.dest.once('drain', this.resume);
     }
