@@ -11,7 +11,7 @@ export class MessageWriter {
 
   private ensure(n: number): void {
     if (this.pos + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
+    let size = Math.max(this.buf.length * 2, 64);
     while (size < this.pos + n) size *= 2;
     const grown = Buffer.allocUnsafe(size);
     this.buf.copy(grown, 0, 0, this.pos);
