@@ -4,10 +4,11 @@
 // to PostgreSQL directly on its private socket.
 
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { directEnv, runCommand, type CommandResult } from '../helpers/commands.js';
+import { directEnv, runCommand, waitFor, type CommandResult } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 /** psql without ~/.psqlrc, stopping nothing on error unless the script says so. */
@@ -175,6 +176,29 @@ DROP TABLE psql_errs;
     expect(engine.stdout).to.contain(' debug1\n');
     expect(engine.stderr).to.contain('DEBUG:  00000: debug line');
     expect(engine.stderr).to.contain('ERROR:  22012: division by zero');
+  });
+
+  it('Ctrl-C cancels a running statement (psql sends a CancelRequest through the engine)', async function () {
+    const started = performance.now();
+    const child = spawn('psql', [...PSQL_BASE, '-c', 'SELECT pg_sleep(10) AS psql_cancel_me'], { env: rt.env(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+    try {
+      await waitFor('the statement to run', async () => {
+        const r = await runCommand('psql', [...PSQL_BASE, '-At', '-c', "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%AS psql_cancel_me'"], {
+          env: directEnv(rt),
+        });
+        return r.stdout === '1\n';
+      });
+      child.kill('SIGINT');
+      const code = await exited;
+      expect(stderr).to.contain('ERROR:  canceling statement due to user request');
+      expect(code).to.equal(1);
+      expect(performance.now() - started, 'cancel took too long').to.be.below(8000);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
   });
 
   it('runs the transactional example from the seed exactly as PostgreSQL does', async function () {

@@ -2,7 +2,8 @@
 // the settings to reach the runtime's PostgreSQL directly on its private socket, so a test can compare
 // what a client sees through the engine with what it sees from PostgreSQL itself.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { readdir, readFile, readlink, realpath } from 'node:fs/promises';
 import net from 'node:net';
 import type { TestRuntime } from './runtime.js';
@@ -123,4 +124,30 @@ export async function waitFor(what: string, check: () => boolean | Promise<boole
     if (performance.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** This process's open-file limit (soft and hard), as /proc shows it. */
+export function openFileLimit(): { soft: number; hard: number } {
+  const line = readFileSync('/proc/self/limits', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('Max open files'));
+  const [soft, hard] = (line ?? '').split(/\s+/).slice(3, 5).map((v) => (v === 'unlimited' ? Infinity : Number(v)));
+  return { soft: soft ?? 0, hard: hard ?? 0 };
+}
+
+/**
+ * Raises this process's open-file limit to at least `wanted` with prlimit(1) (util-linux), which can
+ * change a running process's limits: up to the hard limit for anyone, beyond it as root. Node has no
+ * setrlimit of its own. Returns the soft limit in force afterwards.
+ */
+export function raiseOpenFileLimit(wanted: number): number {
+  const { soft, hard } = openFileLimit();
+  if (soft >= wanted) return soft;
+  const newHard = hard >= wanted ? hard : wanted;
+  try {
+    execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${wanted}:${newHard === Infinity ? 'unlimited' : newHard}`], { stdio: 'ignore' });
+  } catch {
+    // Not permitted (beyond the hard limit without root) or no prlimit: the caller sees the old limit.
+  }
+  return openFileLimit().soft;
 }
