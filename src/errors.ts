@@ -7,6 +7,10 @@ export type ErrorCode =
   | 'INVALID_AUTHORIZATION'
   | 'INVALID_PASSWORD'
   | 'UNKNOWN_DATABASE'
+  | 'DUPLICATE_DATABASE'
+  | 'INSUFFICIENT_PRIVILEGE'
+  | 'OBJECT_IN_USE'
+  | 'TOO_MANY_DATABASES'
   | 'TOO_MANY_CONNECTIONS'
   | 'CANNOT_CONNECT_NOW'
   | 'ADMIN_SHUTDOWN'
@@ -27,6 +31,10 @@ const CODES: Record<ErrorCode, CodeInfo> = {
   INVALID_AUTHORIZATION: { sqlstate: '28000', http: 401 },
   INVALID_PASSWORD: { sqlstate: '28P01', http: 401 },
   UNKNOWN_DATABASE: { sqlstate: '3D000', http: 404 },
+  DUPLICATE_DATABASE: { sqlstate: '42P04', http: 409 },
+  INSUFFICIENT_PRIVILEGE: { sqlstate: '42501', http: 403 },
+  OBJECT_IN_USE: { sqlstate: '55006', http: 409 },
+  TOO_MANY_DATABASES: { sqlstate: '53400', http: 429 },
   TOO_MANY_CONNECTIONS: { sqlstate: '53300', http: 429 },
   CANNOT_CONNECT_NOW: { sqlstate: '57P03', http: 503 },
   ADMIN_SHUTDOWN: { sqlstate: '57P01', http: 503 },

@@ -42,6 +42,54 @@ export interface EngineOptions {
   backendWaitTimeoutMs: number;
   /** How long a client may take from connect to authenticated. */
   loginTimeoutMs: number;
+  /** Mint-on-connect and other routing; absent: every name goes to PostgreSQL as it is. */
+  router?: Router;
+  sessionObserver?: SessionObserver;
+  /** Control functions; absent: calls go to PostgreSQL, which does not know them. */
+  control?: ControlFunctions;
   logger: Logger;
   clock: Clock;
+}
+
+/** Who is asking, for permission checks by the runtime. */
+export interface Caller {
+  user: string;
+  database: string;
+}
+
+/**
+ * Turns a database name from a startup packet into a database PostgreSQL has: for a name under the
+ * mint prefix (`tdb_<template>__<token>`) it creates the database from its sealed template, once even
+ * when many clients ask at the same moment. Resolves when the client may be connected to `database`;
+ * rejects with a PgxError (3D000 unknown or unsealed template, 53400 database cap, 57P03 mint queue
+ * full or timed out) that the engine shows the client as FATAL.
+ */
+export interface Router {
+  route(caller: Caller): Promise<void>;
+}
+
+/** Told when client sessions on a database begin and end (the janitor's grace clock). */
+export interface SessionObserver {
+  sessionStarted(database: string): void;
+  sessionEnded(database: string): void;
+}
+
+/** The SQL control functions the engine answers itself (see control.ts for the names it accepts). */
+export type ControlFunction =
+  | 'runtime_status'
+  | 'seal_template'
+  | 'unseal_template'
+  | 'pin_database'
+  | 'unpin_database'
+  | 'drop_database'
+  | 'snapshot_database'
+  | 'restore_database';
+
+export interface ControlFunctions {
+  /**
+   * Runs a control function and returns its text result (JSON for runtime_status). Rejects with a
+   * PgxError (42501 not allowed, 3D000 unknown database, 22023 bad argument, ...) that the client sees
+   * as an ordinary ERROR: its session goes on.
+   */
+  call(fn: ControlFunction, args: (string | null)[], caller: Caller): Promise<string>;
 }
