@@ -48,6 +48,8 @@ export class ClientSession implements Cancellable {
   private backend: BackendConnection | null = null;
   private pump: Pump | null = null;
   private cancelPid = 0;
+  /** The session observer was told this session started, so it must hear that it ended. */
+  private observed = false;
   private readonly loginTimer: NodeJS.Timeout;
 
   constructor(
@@ -68,9 +70,9 @@ export class ClientSession implements Cancellable {
     if (this.backend && this.state === 'active') this.backend.cancel(this.ctx.options.backend);
   }
 
-  /** Ends the session from the engine's side (shutdown): FATAL 57P01 to the client. */
-  terminate(message: string): void {
-    this.failClient(new PgxError('ADMIN_SHUTDOWN', message));
+  /** Ends the session from the engine's side (shutdown, a dropped database): FATAL to the client. */
+  terminate(message: string, hint?: string): void {
+    this.failClient(new PgxError('ADMIN_SHUTDOWN', message, hint === undefined ? {} : { hint }));
   }
 
   private setState(next: ClientState): void {
@@ -201,10 +203,16 @@ export class ClientSession implements Cancellable {
       this.failClient(notAccepting());
       return;
     }
-    this.ctx.pool.acquire(keyParts.join('\0'), startup).then(
-      (backend) => this.attach(backend),
-      (err: unknown) => this.failClient(err),
-    );
+    const router = this.ctx.options.router;
+    const routed = router ? router.route({ user: this.user, database: this.database }) : Promise.resolve();
+    routed
+      .then(() => (this.state === 'connecting' ? this.ctx.pool.acquire(keyParts.join('\0'), startup) : null))
+      .then(
+        (backend) => {
+          if (backend) this.attach(backend);
+        },
+        (err: unknown) => this.failClient(err),
+      );
   }
 
   private attach(backend: BackendConnection): void {
@@ -221,6 +229,8 @@ export class ClientSession implements Cancellable {
     greeting.push(backendKeyData(key.pid, key.secret), READY_IDLE);
     this.socket.write(Buffer.concat(greeting));
     this.setState('active');
+    this.ctx.options.sessionObserver?.sessionStarted(this.database);
+    this.observed = true;
     this.socket.off('data', this.onLoginData);
     const leftover = this.inbuf.length > 0 ? this.inbuf : null;
     this.inbuf = Buffer.alloc(0);
@@ -293,6 +303,7 @@ export class ClientSession implements Cancellable {
     if (this.cancelPid) this.ctx.cancelKeys.revoke(this.cancelPid);
     const backend = this.backend;
     this.backend = null;
+    if (this.observed) this.ctx.options.sessionObserver?.sessionEnded(this.database);
     if (backend) {
       backend.socket.off('close', this.onBackendClose);
       const reusable = this.pump?.reusable ?? false;

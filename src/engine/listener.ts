@@ -67,6 +67,25 @@ export class Engine {
     return { clients: this.ctx.sessions.size, backends: this.ctx.pool.stats() };
   }
 
+  /** Ends every session on a database with FATAL 57P01 (a dropped, expired or restored database). */
+  terminateSessions(database: string, message: string, hint?: string): number {
+    let n = 0;
+    for (const session of [...this.ctx.sessions]) {
+      if (session.database === database && session.state !== 'closed') {
+        session.terminate(message, hint);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Client sessions per database, counting only those past authentication. */
+  sessionsPerDatabase(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const s of this.ctx.sessions) if (s.state === 'active') counts.set(s.database, (counts.get(s.database) ?? 0) + 1);
+    return counts;
+  }
+
   /** Stops listening, ends every session with 57P01 and closes every backend. */
   async stop(): Promise<void> {
     // close() resolves only once every accepted connection is gone, so end the sessions meanwhile.
