@@ -190,6 +190,8 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     await this.work?.catch(() => undefined);
     await this.terminate(this.child);
     await this.releaseOwnership();
+    // The private socket directory is ours alone; PostgreSQL removed its socket, leave no empty dir.
+    await rm(this.socketDir, { recursive: true, force: true });
     this.work = undefined;
     this.stopping = undefined;
     this.setState('stopped');

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, copyFile, lstat, mkdir, mkdtemp, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 
 import { systemClock } from '../../src/clock.js';
@@ -239,6 +239,8 @@ describe('runtime/supervisor (real PostgreSQL 18)', function () {
 
     for (const pid of [dead.pid!, other.pid!]) {
       await writeFile(join(dataDir, 'postmaster.pid'), `${pid}\n${dataDir}\n0\n5432\n\n\n  0 0\nready\n`);
+      // stop() removed the socket directory; a killed runtime would have left it, lock file and all.
+      await mkdir(dirname(sockLock), { recursive: true });
       await writeFile(sockLock, `${pid}\n${dataDir}\n`);
       const logger = recordingLogger();
       const sup = supervisor('main', logger);
