@@ -151,18 +151,24 @@ export class BackendPool {
   private takeIdle(key: string): BackendConnection | undefined {
     const list = this.idle.get(key);
     if (!list) return undefined;
-    // Most recently used first: it is warm, and the oldest ones age out.
-    const conn = list.pop();
+    // Most recently used first: it is warm, and the oldest ones age out. Skip one PostgreSQL has just
+    // ended (the idle watcher destroyed it; its close event, which frees the slot, is still to come).
+    let conn: BackendConnection | undefined;
+    while ((conn = list.pop()) !== undefined) {
+      this.idleCount--;
+      conn.unwatchIdle();
+      if (conn.state !== 'closed') break;
+    }
     if (list.length === 0) this.idle.delete(key);
     if (!conn) return undefined;
-    this.idleCount--;
-    conn.unwatchIdle();
     conn.state = 'active';
     return conn;
   }
 
   private makeIdle(conn: BackendConnection): void {
     if (conn.state === 'closed') return;
+    // A reset that finishes after close() must not park the backend in a pool nobody will sweep.
+    if (this.closed) return this.drop(conn);
     const waiterIndex = this.waiters.findIndex((w) => w.key === conn.key);
     if (waiterIndex >= 0) {
       const [w] = this.waiters.splice(waiterIndex, 1);

@@ -1,7 +1,9 @@
 // Session lifecycle through the engine: a pooled backend handed to the next client carries nothing of
-// the previous one; a client that vanishes mid-transaction leaves no transaction or lock behind; a
-// thousand clients at once are each served or refused with 53300; and `pgx start` survives a kill -9
-// (the next start stops the orphaned postmaster) and stops cleanly on Ctrl-C.
+// the previous one, and one PostgreSQL has ended is never handed out; a client that vanishes
+// mid-transaction leaves no transaction or lock behind; a PostgreSQL crash is answered with 57P03
+// until the supervisor has it back; a thousand clients at once are each served or refused with 53300;
+// and `pgx start` survives a kill -9 (the next start stops the orphaned postmaster) and stops cleanly
+// on Ctrl-C.
 
 import { expect } from 'chai';
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
@@ -13,7 +15,12 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { serialize } from 'pg-protocol';
+import { systemClock } from '../../src/clock.js';
+import { BackendPool } from '../../src/engine/pool.js';
+import type { BackendConnection } from '../../src/engine/server.js';
+import { silentLogger } from '../../src/log.js';
 import {
+  backendAddress,
   directConnection,
   freePort,
   postgresProcessesIn,
@@ -153,6 +160,54 @@ describe('engine: session lifecycle', function () {
       }
     });
 
+    it('an idle backend that PostgreSQL ends is never handed to a client, nor one reset after the pool closed', async function () {
+      // Through the engine: terminate the pooled backend; the next client is served by a new one.
+      const first = await connect(rt.connection());
+      const { pid } = await one<{ pid: number }>(first, 'SELECT pg_backend_pid() AS pid');
+      await first.end();
+      await waitFor('the backend to be idle in the pool', () => rt.runtime.engine.stats().backends.idle >= 1 && rt.runtime.engine.stats().backends.resetting === 0);
+      const direct = await connect(directConnection(rt));
+      await direct.query('SELECT pg_terminate_backend($1)', [pid]);
+      await direct.end();
+      const next = await connect(rt.connection());
+      expect((await one<{ pid: number }>(next, 'SELECT pg_backend_pid() AS pid')).pid).not.to.equal(pid);
+      await next.end();
+
+      // The pool itself, at the worst moment: PostgreSQL's FATAL has been read (the idle watcher
+      // destroyed the backend) but the socket's close event, which frees the slot, has not run yet.
+      const pool = new BackendPool({
+        address: backendAddress(rt),
+        maxBackends: 5,
+        idleTimeoutMs: 60_000,
+        waitTimeoutMs: 5_000,
+        clock: systemClock,
+        logger: silentLogger,
+      });
+      try {
+        const startup = { user: 'postgres', database: 'postgres' };
+        const b = await pool.acquire('k', startup);
+        pool.release(b, true);
+        await waitFor('the backend to be idle', () => pool.stats().idle === 1);
+        const handedOut = new Promise<BackendConnection>((resolve, reject) =>
+          b.socket.once('data', () => pool.acquire('k', startup).then(resolve, reject)),
+        );
+        const killer = await connect(directConnection(rt));
+        await killer.query('SELECT pg_terminate_backend($1)', [b.pid]);
+        await killer.end();
+        const c = await handedOut;
+        expect(c, 'the pool handed out the backend PostgreSQL had just ended').not.to.equal(b);
+
+        // A session ending cleanly just as the engine stops: its reset is still in flight when the
+        // pool closes, and the backend must be closed when the reset completes, not parked idle.
+        pool.release(c, true);
+        pool.close();
+        await waitFor('the reset backend to be closed after pool.close()', () => c.socket.destroyed, 5_000);
+        expect(pool.stats()).to.include({ total: 0, idle: 0 });
+      } finally {
+        pool.close();
+      }
+    });
+
     it('a client that vanishes mid-transaction leaves no transaction and no lock behind', async function () {
       const setup = await connect(rt.connection());
       await setup.query("DROP TABLE IF EXISTS vanish; CREATE TABLE vanish (id int PRIMARY KEY, v text); INSERT INTO vanish VALUES (1, 'orig')");
@@ -212,6 +267,11 @@ describe('engine: session lifecycle', function () {
         process.kill(postmaster, 'SIGKILL');
         const ended = await heldError;
         expect(ended.code ?? 'closed', 'how the held session ended').to.be.oneOf(['57P01', 'closed']);
+        // A client that connects in the instant before the supervisor notices can still be handed the
+        // idle backend while its own FATAL 57P01 is in flight, exactly like a client that connected to
+        // PostgreSQL directly a moment before the crash. From the moment the supervisor knows, the
+        // engine refuses new sessions itself.
+        await waitFor('the supervisor to notice', () => rt.runtime.supervisor.state !== 'ready');
 
         const refusals = new Set<string>();
         let served = false;
