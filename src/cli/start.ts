@@ -9,6 +9,7 @@ import { systemClock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { Engine } from '../engine/listener.js';
+import type { ControlFunctions } from '../engine/ports.js';
 import { locatePgBinaries } from '../runtime/pg-binaries.js';
 import { assertReachable, resolvePgOsUser } from '../runtime/os-user.js';
 import { PostgresSupervisor } from '../runtime/supervisor.js';
@@ -160,7 +161,7 @@ export interface RunningRuntime {
 }
 
 /** Starts PostgreSQL and the engine; used by `pgx start` and by tests. */
-export async function startRuntime(config: RuntimeConfig, logger: Logger): Promise<RunningRuntime> {
+export async function startRuntime(config: RuntimeConfig, logger: Logger, control?: ControlFunctions): Promise<RunningRuntime> {
   const dataDir = path.resolve(config.dataDir);
   const binaries = await locatePgBinaries({ ...(config.pgBin ? { pgBin: config.pgBin } : {}), logger });
   const osUser = await resolvePgOsUser(logger);
@@ -202,6 +203,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger): Promi
     backendIdleTimeoutMs: config.backendIdleTimeout * 1000,
     backendWaitTimeoutMs: config.backendWaitTimeout * 1000,
     loginTimeoutMs: config.loginTimeout * 1000,
+    ...(control ? { control } : {}),
     logger: logger.child({ component: 'engine' }),
     clock: systemClock,
   });

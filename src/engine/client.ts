@@ -21,6 +21,7 @@ import { PgxError, asPgxError } from '../errors.js';
 import { ScramExchange, SCRAM_MECHANISM } from './auth.js';
 import { BackendRefused, BackendUnreachable, type BackendConnection } from './server.js';
 import { Pump } from './pump.js';
+import { ControlSession } from './control.js';
 import type { Cancellable } from './cancel.js';
 import type { EngineContext } from './context.js';
 
@@ -237,10 +238,17 @@ export class ClientSession implements Cancellable {
     const backendLeftover = backend.leftover;
     backend.leftover = null;
     backend.socket.on('close', this.onBackendClose);
-    this.pump = new Pump(this.socket, backend.socket, {
-      terminate: () => this.close(),
-      violation: (type, length) => this.failClient(violationError(type, length)),
-    });
+    const control = this.ctx.options.control;
+    this.pump = new Pump(
+      this.socket,
+      backend.socket,
+      {
+        terminate: () => this.close(),
+        violation: (type, length) => this.failClient(violationError(type, length)),
+        failed: (err) => this.failClient(err),
+      },
+      control ? new ControlSession(control, { user: this.user, database: this.database }, this.ctx.logger) : null,
+    );
     // Paused by onLoginData if it sent too much ahead; the pump may pause it again for backpressure.
     if (this.socket.isPaused()) this.socket.resume();
     this.pump.start(leftover, backendLeftover);

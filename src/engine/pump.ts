@@ -1,11 +1,18 @@
 // The byte pump between a client and the backend it holds. Frames pass both ways as slices of the
 // chunks they arrived in; the engine reads only message headers, plus the few messages it must act on:
-// Terminate from the client, ReadyForQuery from the backend (transaction state). Each direction makes
-// at most one write (or one corked batch) per chunk, and a full socket pauses its source until drain.
+// Terminate from the client, ReadyForQuery from the backend (transaction state), and, when control
+// functions are on, Query and Parse (behind a byte prefilter) and what control.ts asks for. Each
+// direction makes at most one write (or one corked batch) per chunk, and a full socket pauses its
+// source until drain.
+//
+// A control call holds the client's stream: the bytes before it go out, the call runs, the message
+// control.ts rewrites goes out, and only then are the client's later bytes read, so PostgreSQL sees
+// every message in the order the client sent it.
 
 import type net from 'node:net';
 import { Msg, TxStatus } from '../wire/codes.js';
 import { FrameAction, FrameScanner, Verdict, type FrameSink } from '../wire/frame.js';
+import type { Answer, ControlSession, Held } from './control.js';
 
 /** What the client may send once its session is running; anything else is a protocol violation. */
 const CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
@@ -26,9 +33,19 @@ const CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
   [Msg.Password]: FrameAction.Pass,
 };
 
+/** With control functions on, Query and Parse are read whole, behind a prefilter that allocates nothing. */
+const CONTROL_CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
+  ...CLIENT_ACTIONS,
+  [Msg.Query]: FrameAction.Whole,
+  [Msg.Parse]: FrameAction.Whole,
+};
+
 const BACKEND_ACTIONS: Partial<Record<number, FrameAction>> = {
   [Msg.ReadyForQuery]: FrameAction.Whole,
 };
+
+const PARSE_COMPLETE = 0x31;
+const CLOSE_COMPLETE = 0x33;
 
 /** PostgreSQL's own ceiling for a message (PQ_LARGE_MESSAGE_LIMIT). */
 const MAX_MESSAGE = 0x3fffffff;
@@ -41,6 +58,8 @@ export interface PumpEvents {
   terminate(): void;
   /** The client's stream broke the protocol (bad length or message type). */
   violation(type: number, length: number): void;
+  /** Answering a control call broke inside the engine (a bug): the session cannot go on. */
+  failed(err: unknown): void;
 }
 
 /** Collects the slices one chunk produces and writes them as one write, or one corked batch. */
@@ -87,9 +106,16 @@ export class Pump {
   private unsynced = false;
   private tx: number = TxStatus.Idle;
   private terminated = false;
+  private stopped = false;
   private violation: { type: number; length: number } | null = null;
+  /** A control call is running: the client's later bytes wait in `backlog`, in order. */
+  private holding = false;
+  private readonly backlog: Buffer[] = [];
+  /** Whether the scanners read Bind/Close, and ParseComplete/CloseComplete/ErrorResponse (see syncActions). */
+  private readingStatements = false;
+  private readingAnswers = false;
 
-  private readonly fromClient = new FrameScanner({ actions: CLIENT_ACTIONS, otherwise: FrameAction.Reject, maxLength: MAX_MESSAGE, maxWholeLength: MAX_WHOLE });
+  private readonly fromClient: FrameScanner;
   private readonly fromBackend = new FrameScanner({ actions: BACKEND_ACTIONS, maxLength: MAX_MESSAGE, maxWholeLength: MAX_WHOLE });
   private readonly toBackend: Outbox;
   private readonly toClient: Outbox;
@@ -97,16 +123,21 @@ export class Pump {
   private readonly clientSink: FrameSink = {
     forward: (buf, start, end) => this.toBackend.add(buf, start, end),
     note: (type) => {
-      if (type === Msg.Query || type === Msg.FunctionCall) this.pending++;
-      else if (type === Msg.Sync) {
-        this.pending++;
-        this.unsynced = false;
-      } else this.unsynced = true;
+      this.count(type);
+      if (this.control !== null && (type === Msg.Sync || type === Msg.FunctionCall || type === Msg.Query || type === Msg.Parse || type === Msg.Close)) {
+        this.control.clientNote(type);
+      }
     },
-    frame: () => {
-      // Only Terminate is Whole in this direction.
-      this.terminated = true;
-      return Verdict.DropAndPause;
+    frame: (type, buf, start, end) => {
+      if (type === Msg.Terminate) {
+        this.terminated = true;
+        return Verdict.DropAndPause;
+      }
+      // Any other Whole type is one a control session reads.
+      this.count(type);
+      // Failed transaction, nothing in flight that could end it: PostgreSQL would refuse the call.
+      const aborted = this.tx === TxStatus.Failed && this.pending === (type === Msg.Query ? 1 : 0);
+      return this.control!.clientFrame(type, buf, start, end, aborted);
     },
     invalid: (type, length) => {
       this.violation = { type, length };
@@ -115,12 +146,18 @@ export class Pump {
 
   private readonly backendSink: FrameSink = {
     forward: (buf, start, end) => this.toClient.add(buf, start, end),
-    note: () => {},
-    frame: (_type, buf, _start, end) => {
-      // Only ReadyForQuery is Whole in this direction; its last byte is the transaction status.
-      this.tx = buf[end - 1]!;
-      if (this.pending > 0) this.pending--;
-      return Verdict.Forward;
+    // Only ParseComplete and CloseComplete are noted, and only for a control session.
+    note: () => this.control!.backendNote(),
+    frame: (type, buf, start, end) => {
+      if (type === Msg.ReadyForQuery) {
+        // Its last byte is the transaction status.
+        this.tx = buf[end - 1]!;
+        if (this.pending > 0) this.pending--;
+        this.control?.readyForQuery();
+        return Verdict.Forward;
+      }
+      // ParseComplete, CloseComplete, ErrorResponse: read only while control expects an answer.
+      return this.control!.backendFrame(type, buf, start, end);
     },
     invalid: () => {
       // PostgreSQL does not send malformed frames; if it seems to, stop trusting the stream.
@@ -132,9 +169,22 @@ export class Pump {
     private readonly client: net.Socket,
     private readonly backend: net.Socket,
     private readonly events: PumpEvents,
+    /** Control functions for this session; null: nothing is intercepted. */
+    private readonly control: ControlSession | null = null,
   ) {
+    this.fromClient = new FrameScanner({
+      actions: control ? CONTROL_CLIENT_ACTIONS : CLIENT_ACTIONS,
+      otherwise: FrameAction.Reject,
+      maxLength: MAX_MESSAGE,
+      maxWholeLength: MAX_WHOLE,
+    });
     this.toBackend = new Outbox(backend, client);
     this.toClient = new Outbox(client, backend);
+    if (control) {
+      // Control counts completions so it can tell its own from the client's (see control.ts).
+      this.fromBackend.setAction(PARSE_COMPLETE, FrameAction.Note);
+      this.fromBackend.setAction(CLOSE_COMPLETE, FrameAction.Note);
+    }
   }
 
   /** Starts forwarding; bytes that arrived before (from either side) go first. */
@@ -147,6 +197,8 @@ export class Pump {
 
   /** Stops forwarding; the sockets stay open for their owners to close or reuse. */
   stop(): void {
+    this.stopped = true;
+    this.backlog.length = 0;
     this.client.off('data', this.onClientData);
     this.backend.off('data', this.onBackendData);
     if (this.client.isPaused()) this.client.resume();
@@ -158,6 +210,7 @@ export class Pump {
     return (
       this.pending === 0 &&
       !this.unsynced &&
+      !this.holding &&
       this.tx === TxStatus.Idle &&
       this.violation === null &&
       this.fromClient.atBoundary &&
@@ -165,22 +218,113 @@ export class Pump {
     );
   }
 
+  private count(type: number): void {
+    if (type === Msg.Query || type === Msg.FunctionCall) this.pending++;
+    else if (type === Msg.Sync) {
+      this.pending++;
+      this.unsynced = false;
+    } else this.unsynced = true;
+  }
+
   private readonly onClientData = (chunk: Buffer): void => {
+    if (this.stopped) return;
+    if (this.holding) {
+      this.backlog.push(chunk);
+      this.client.pause();
+      return;
+    }
+    this.process(chunk);
+  };
+
+  /** Scans a client chunk, forwarding it in place and sending what control gives for what it holds. */
+  private process(chunk: Buffer): void {
     if (this.terminated || this.violation) return;
-    this.fromClient.feed(chunk, this.clientSink);
+    let pos = 0;
+    for (;;) {
+      pos = this.fromClient.feed(chunk, this.clientSink, pos);
+      const work = this.control === null ? null : this.control.take();
+      if (work === null) break;
+      if (Buffer.isBuffer(work)) {
+        this.toBackend.add(work, 0, work.length);
+        this.syncActions();
+      } else {
+        this.hold(work, pos < chunk.length ? chunk.subarray(pos) : null);
+        return;
+      }
+      if (pos >= chunk.length) break;
+    }
     this.toBackend.flush();
+    this.syncActions();
     // Read back through a getter: the sink may have set these during feed().
     const violation = this.currentViolation();
     if (violation) this.events.violation(violation.type, violation.length);
     else if (this.terminated) this.events.terminate();
-  };
+  }
 
   private currentViolation(): { type: number; length: number } | null {
     return this.violation;
   }
 
+  /** Holds the client's stream while a control call runs; what came before it goes out now. */
+  private hold(held: Held, rest: Buffer | null): void {
+    this.toBackend.flush();
+    this.holding = true;
+    if (rest) this.backlog.unshift(rest);
+    this.client.pause();
+    this.control!.evaluate(held).then(
+      (answer) => this.answered(answer),
+      (err: unknown) => this.events.failed(err),
+    );
+  }
+
+  private answered(answer: Answer): void {
+    if (this.stopped) return;
+    try {
+      const bytes = this.control!.emit(answer, this.pending);
+      this.toBackend.add(bytes, 0, bytes.length);
+      this.syncActions();
+      this.holding = false;
+      this.toBackend.flush();
+      while (!this.holding && !this.stopped && this.backlog.length > 0) this.process(this.backlog.shift()!);
+    } catch (err) {
+      this.events.failed(err);
+      return;
+    }
+    // Past MAX_QUEUED the outbox has paused the client itself and resumes it on drain.
+    if (!this.holding && !this.stopped && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
+  }
+
   private readonly onBackendData = (chunk: Buffer): void => {
-    this.fromBackend.feed(chunk, this.backendSink);
+    let pos = 0;
+    for (;;) {
+      pos = this.fromBackend.feed(chunk, this.backendSink, pos);
+      // Control paused the scan to put a rewritten ErrorResponse in place of the one it dropped.
+      const replacement = this.control === null ? null : this.control.takeBackend();
+      if (replacement === null) break;
+      this.toClient.add(replacement, 0, replacement.length);
+      if (pos < 0 || pos >= chunk.length) break;
+    }
     this.toClient.flush();
+    if (this.control !== null) this.syncActions();
   };
+
+  /** Reads Bind/Close only while a control statement is prepared, and answers whole only while one is awaited. */
+  private syncActions(): void {
+    const control = this.control;
+    if (control === null) return;
+    const statements = control.tracksStatements;
+    if (statements !== this.readingStatements) {
+      this.readingStatements = statements;
+      const action = statements ? FrameAction.Whole : FrameAction.Note;
+      this.fromClient.setAction(Msg.Bind, action);
+      this.fromClient.setAction(Msg.Close, action);
+    }
+    const answers = control.expecting;
+    if (answers !== this.readingAnswers) {
+      this.readingAnswers = answers;
+      this.fromBackend.setAction(PARSE_COMPLETE, answers ? FrameAction.Whole : FrameAction.Note);
+      this.fromBackend.setAction(CLOSE_COMPLETE, answers ? FrameAction.Whole : FrameAction.Note);
+      this.fromBackend.setAction(Msg.ErrorResponse, answers ? FrameAction.Whole : FrameAction.Pass);
+    }
+  }
 }

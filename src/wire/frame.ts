@@ -77,6 +77,14 @@ export class FrameScanner {
     this.maxWholeLength = opts.maxWholeLength;
   }
 
+  /**
+   * Changes what happens to one message type from the next header on: a session reads some types
+   * only while it has a reason to (a prepared control call, an answer it must rewrite).
+   */
+  setAction(type: number, action: FrameAction): void {
+    this.actions[type] = action;
+  }
+
   /** True when the scanner sits exactly on a message boundary. */
   get atBoundary(): boolean {
     return this.skip === 0 && this.headerLen === 0 && this.whole === null;

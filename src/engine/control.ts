@@ -1,0 +1,496 @@
+// SQL control functions (`SELECT pgx_seal_template('t')` and the rest), answered by the engine. The
+// engine never writes a response itself: it rewrites what PostgreSQL receives so that PostgreSQL
+// produces every response message, in order, and the transaction state stays PostgreSQL's own.
+//
+// Simple protocol: a Query that is nothing but control calls is held while the calls run, then sent
+// on as `SELECT E'<result>'::text AS "<column>"` per call, and, for a call that failed, a DO block
+// that raises its SQLSTATE, message, detail and hint (so it aborts a transaction block as a failing
+// function would). Calls after a failure are not made: PostgreSQL would not have reached them.
+//
+// Extended protocol: a Parse of a control call becomes `SELECT $1::text AS "<column>"` with all its
+// N parameters declared text (one, if the call has none); a Bind of that statement is held while the
+// call runs with the Bind's values, then sent on with the result as $1. A failed call becomes a
+// Close + Parse + Bind of an engine-owned statement holding the DO block, bound to the client's
+// portal, so the error comes at the client's Execute; the engine swallows the CloseComplete and
+// ParseComplete those extra messages earn.
+//
+// The ErrorResponse such a DO block produces carries a PL/pgSQL context ("inline_code_block line 1
+// at RAISE") and a pl_exec.c location that would only confuse: the engine rewrites that one
+// ErrorResponse without them.
+//
+// Recognition is a byte prefilter (no `pgx_` or `pgrust_` anywhere: forwarded untouched, nothing
+// decoded or allocated), then pgsql-ast-parser. Only statements that are exactly
+// `SELECT fn(args) [[AS] alias]` match; anything else, including SQL the parser cannot read, a
+// schema-qualified name, or a Query mixing control calls with other statements, goes to PostgreSQL
+// unchanged, and PostgreSQL answers it (usually: function does not exist).
+
+import { parse, type Expr, type Statement } from 'pgsql-ast-parser';
+import { asPgxError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { Msg } from '../wire/codes.js';
+import { errorResponse, parseErrorFields } from '../wire/error-response.js';
+import {
+  bindMessage,
+  closeMessage,
+  parseMessage,
+  queryMessage,
+  readBind,
+  readClose,
+  readParse,
+  statementName,
+  type BindMessage,
+} from '../wire/extended.js';
+import { Verdict } from '../wire/frame.js';
+import { queryText } from '../wire/frontend.js';
+import type { Caller, ControlFunction, ControlFunctions } from './ports.js';
+
+/** The names accepted, with their argument counts. The pgrust_ names are PGX's, kept as aliases. */
+const FUNCTIONS = new Map<string, { fn: ControlFunction; min: number; max: number }>([
+  ['pgx_runtime_status', { fn: 'runtime_status', min: 0, max: 0 }],
+  ['pgx_seal_template', { fn: 'seal_template', min: 1, max: 1 }],
+  ['pgx_unseal_template', { fn: 'unseal_template', min: 1, max: 1 }],
+  ['pgx_pin_database', { fn: 'pin_database', min: 1, max: 1 }],
+  ['pgx_unpin_database', { fn: 'unpin_database', min: 1, max: 1 }],
+  ['pgx_drop_database', { fn: 'drop_database', min: 1, max: 1 }],
+  ['pgx_snapshot_database', { fn: 'snapshot_database', min: 2, max: 2 }],
+  // (db, snapshot [, force])
+  ['pgx_restore_database', { fn: 'restore_database', min: 2, max: 3 }],
+  ['pgrust_runtime_status', { fn: 'runtime_status', min: 0, max: 0 }],
+  ['pgrust_seal_template', { fn: 'seal_template', min: 1, max: 1 }],
+  ['pgrust_pin_database', { fn: 'pin_database', min: 1, max: 1 }],
+  ['pgrust_unpin_database', { fn: 'unpin_database', min: 1, max: 1 }],
+]);
+
+const TEXT_OID = 25;
+const PARSE_COMPLETE = 0x31; // '1'
+const CLOSE_COMPLETE = 0x33; // '3'
+
+/** The statement the engine prepares (and re-prepares) to raise a failed call's error at Execute. */
+const ERROR_STATEMENT = 'pgx_control_error';
+
+/** A literal argument, or a `$n` parameter (0-based) filled in from a Bind. */
+type Arg = { value: string | null } | { param: number };
+
+export interface ControlCall {
+  fn: ControlFunction;
+  /** The result column's name: the alias, or the function name as PostgreSQL would name it. */
+  column: string;
+  args: Arg[];
+}
+
+/** An error for PostgreSQL to raise: the fields of the ErrorResponse the client will see. */
+export interface Raise {
+  code: string;
+  message: string;
+  detail?: string | undefined;
+  hint?: string | undefined;
+}
+
+const ABORTED: Raise = { code: '25P02', message: 'current transaction is aborted, commands ignored until end of transaction block' };
+
+// ---- recognition ----
+
+const P = 0x70;
+const G = 0x67;
+
+/**
+ * True if buf[start, end) contains `pgx_` or `pgrust_` in any case. Reads bytes in place and
+ * allocates nothing: it runs on every Query and Parse a client sends.
+ */
+export function mentionsControl(buf: Buffer, start: number, end: number): boolean {
+  for (let i = start + 3; i < end; i++) {
+    if (buf[i] !== 0x5f) continue;
+    // `| 0x20` lower-cases a letter; no other byte lands on these letters.
+    if ((buf[i - 3]! | 0x20) === P && (buf[i - 2]! | 0x20) === G && (buf[i - 1]! | 0x20) === 0x78) return true;
+    if (
+      i - 6 >= start &&
+      (buf[i - 6]! | 0x20) === P &&
+      (buf[i - 5]! | 0x20) === G &&
+      (buf[i - 4]! | 0x20) === 0x72 &&
+      (buf[i - 3]! | 0x20) === 0x75 &&
+      (buf[i - 2]! | 0x20) === 0x73 &&
+      (buf[i - 1]! | 0x20) === 0x74
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * The control calls a SQL string consists of, or null unless every statement in it is exactly a
+ * control call. `$n` parameters are accepted only where a Bind will supply them.
+ */
+export function recognize(sql: string, allowParams: boolean): ControlCall[] | null {
+  let statements: Statement[];
+  try {
+    statements = parse(sql);
+  } catch {
+    return null;
+  }
+  if (statements.length === 0) return null;
+  const calls: ControlCall[] = [];
+  for (const s of statements) {
+    const call = matchCall(s, allowParams);
+    if (call === null) return null;
+    calls.push(call);
+  }
+  return calls;
+}
+
+function onlyKeys(o: object, allowed: readonly string[]): boolean {
+  return Object.keys(o).every((k) => allowed.includes(k));
+}
+
+function matchCall(s: Statement, allowParams: boolean): ControlCall | null {
+  // Any key beyond these (FROM, WHERE, DISTINCT, LIMIT, FILTER, OVER, a schema, ...) means the
+  // statement is something else, and PostgreSQL should have it.
+  if (s.type !== 'select' || !onlyKeys(s, ['type', 'columns']) || s.columns?.length !== 1) return null;
+  const col = s.columns[0]!;
+  if (!onlyKeys(col, ['expr', 'alias'])) return null;
+  const e = col.expr;
+  if (e.type !== 'call' || !onlyKeys(e, ['type', 'function', 'args']) || !onlyKeys(e.function, ['name'])) return null;
+  const known = FUNCTIONS.get(e.function.name);
+  if (!known || e.args.length < known.min || e.args.length > known.max) return null;
+  const args: Arg[] = [];
+  for (const a of e.args) {
+    const arg = matchArg(a, allowParams);
+    if (arg === null) return null;
+    args.push(arg);
+  }
+  // The parser has folded unquoted names to lower case, as PostgreSQL does, but leaves a doubled
+  // quote inside a quoted alias as it was written.
+  const column = col.alias ? col.alias.name.replace(/""/g, '"') : e.function.name;
+  return { fn: known.fn, column, args };
+}
+
+function matchArg(a: Expr, allowParams: boolean): Arg | null {
+  switch (a.type) {
+    case 'string':
+      return { value: a.value };
+    case 'null':
+      return { value: null };
+    case 'boolean':
+      // restore's force flag: passed on as PostgreSQL would print it.
+      return { value: a.value ? 'true' : 'false' };
+    case 'parameter': {
+      const n = /^\$([1-9][0-9]{0,4})$/.exec(a.name);
+      return allowParams && n ? { param: Number(n[1]) - 1 } : null;
+    }
+    default:
+      return null;
+  }
+}
+
+// ---- SQL the engine sends instead ----
+
+/** An escape-string literal: it means the same whatever standard_conforming_strings says. */
+function literal(s: string): string {
+  // PostgreSQL text cannot hold NUL, and a NUL would end the Query string early.
+  return `E'${s.replace(/\0/g, '').replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+}
+
+function identifier(s: string): string {
+  return `"${s.replace(/\0/g, '').replace(/"/g, '""')}"`;
+}
+
+function resultSelect(result: string, column: string): string {
+  return `SELECT ${literal(result)}::text AS ${identifier(column)}`;
+}
+
+/** A DO block that makes PostgreSQL raise exactly this error. */
+export function raiseStatement(r: Raise): string {
+  const options = [`ERRCODE = ${literal(r.code)}`, `MESSAGE = ${literal(r.message)}`];
+  if (r.detail !== undefined) options.push(`DETAIL = ${literal(r.detail)}`);
+  if (r.hint !== undefined) options.push(`HINT = ${literal(r.hint)}`);
+  const body = `BEGIN RAISE EXCEPTION USING ${options.join(', ')}; END`;
+  let tag = '$pgx$';
+  for (let i = 0; body.includes(tag); i++) tag = `$pgx${i}$`;
+  return `DO ${tag}${body}${tag}`;
+}
+
+/** What a thrown value looks like as the error PostgreSQL will raise (NULs dropped, as literal() does). */
+function toRaise(err: unknown): Raise {
+  const e = asPgxError(err);
+  const clean = (s: string | undefined): string | undefined => s?.replace(/\0/g, '');
+  return { code: e.sqlstate, message: clean(e.message)!, detail: clean(e.detail), hint: clean(e.hint) };
+}
+
+// ---- the session's bookkeeping ----
+
+/** A prepared statement that is a control call, as the client prepared it. */
+interface Prepared {
+  call: ControlCall;
+  /** Parameters the client believes the statement has (N). */
+  clientParams: number;
+  /** Parameters PostgreSQL's statement has: N, or 1 when N is 0 (the result needs a slot). */
+  declared: number;
+}
+
+/** A client message held back while its calls run. */
+export type Held =
+  | { kind: 'query'; calls: ControlCall[]; aborted: boolean }
+  | { kind: 'bind'; bind: BindMessage; prepared: Prepared; aborted: boolean };
+
+export interface Answer {
+  held: Held;
+  results: string[];
+  /** The first call that failed; the calls after it were not made. */
+  error: Raise | null;
+}
+
+/**
+ * An error response the engine is waiting for, to rewrite it, and in the extended protocol the
+ * completions of its own Close and Parse, to swallow them. Positions are counted because the
+ * responses carry nothing to match them by.
+ */
+interface Expected {
+  /** ReadyForQuery messages due before the segment (up to a Sync or Query) that holds ours. */
+  rfqAhead: number;
+  /** ParseComplete/CloseComplete due to the client's own messages, in that segment, before ours. */
+  completesAhead: number;
+  /** Our own completions still to swallow (2 for Close + Parse, 0 in the simple protocol). */
+  swallow: number;
+  raise: Raise;
+}
+
+/** Per client session: prepared control statements, and answers the engine expects to rewrite. */
+export class ControlSession {
+  private readonly statements = new Map<string, Prepared>();
+  private readonly expected: Expected[] = [];
+  /** Parse and Close messages sent since the last Sync: each earns a completion unless an error skips it. */
+  private sentInSegment = 0;
+  /** ParseComplete and CloseComplete received since the last ReadyForQuery. */
+  private receivedInHead = 0;
+  /** Set by clientFrame when it returns DropAndPause; the pump takes it at once. */
+  private work: Buffer | Held | null = null;
+  /** Set by backendFrame when it returns DropAndPause. */
+  private backendWork: Buffer | null = null;
+
+  constructor(
+    private readonly port: ControlFunctions,
+    private readonly caller: Caller,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Binds and Closes need reading: some prepared statement is a control call. */
+  get tracksStatements(): boolean {
+    return this.statements.size > 0;
+  }
+
+  /** ParseComplete, CloseComplete and ErrorResponse need reading whole: an answer is to be rewritten. */
+  get expecting(): boolean {
+    return this.expected.length > 0;
+  }
+
+  /** A client message the pump forwarded unread (Sync, FunctionCall, or one too large to read). */
+  clientNote(type: number): void {
+    if (type === Msg.Sync || type === Msg.FunctionCall) this.sentInSegment = 0;
+    else if (type === Msg.Query) this.queryArrived();
+    else if (type === Msg.Parse || type === Msg.Close) this.sentInSegment++;
+  }
+
+  /**
+   * A whole Query, Parse, Bind or Close from the client. DropAndPause: the pump calls take() and
+   * sends what it gives instead. `aborted`: the session's transaction has failed and nothing is in
+   * flight that could end it, so a call would only be refused (the calls are then not made).
+   */
+  clientFrame(type: number, buf: Buffer, start: number, end: number, aborted: boolean): Verdict {
+    try {
+      switch (type) {
+        case Msg.Query:
+          return this.onQuery(buf, start, end, aborted);
+        case Msg.Parse:
+          return this.onParse(buf, start, end);
+        case Msg.Bind:
+          return this.onBind(buf, start, end, aborted);
+        case Msg.Close:
+          this.onClose(buf, start, end);
+          return Verdict.Forward;
+        default:
+          return Verdict.Forward;
+      }
+    } catch {
+      // A malformed message: PostgreSQL reads it too, and answers with its own error.
+      return Verdict.Forward;
+    }
+  }
+
+  /** What the last DropAndPause stands for: bytes to send now, or a call to run first. */
+  take(): Buffer | Held | null {
+    const w = this.work;
+    this.work = null;
+    return w;
+  }
+
+  /** Runs the held calls, in order, stopping at the first failure. Never rejects. */
+  async evaluate(held: Held): Promise<Answer> {
+    const results: string[] = [];
+    const calls = held.kind === 'query' ? held.calls : [held.prepared.call];
+    for (const call of calls) {
+      if (held.aborted) return { held, results, error: ABORTED };
+      try {
+        results.push(await this.port.call(call.fn, this.argsOf(call, held), this.caller));
+      } catch (err) {
+        const raise = toRaise(err);
+        if (raise.code === 'XX000') this.logger.error('control function failed', { fn: call.fn, err: asPgxError(err).cause ?? err });
+        else this.logger.debug('control function refused', { fn: call.fn, code: raise.code, reason: raise.message });
+        return { held, results, error: raise };
+      }
+    }
+    return { held, results, error: null };
+  }
+
+  /**
+   * The bytes to send PostgreSQL for an answered call. `inFlight`: ReadyForQuery messages PostgreSQL
+   * still owes, counting the held Query's own.
+   */
+  emit(answer: Answer, inFlight: number): Buffer {
+    const { held, results, error } = answer;
+    if (held.kind === 'query') {
+      const statements = results.map((r, i) => resultSelect(r, held.calls[i]!.column));
+      if (error) {
+        statements.push(raiseStatement(error));
+        this.expected.push({ rfqAhead: inFlight - 1, completesAhead: 0, swallow: 0, raise: error });
+      }
+      return queryMessage(statements.join('; '));
+    }
+    const bind = held.bind;
+    if (!error) {
+      // $1 carries the result; the client's other values stay, as the statement still declares them.
+      const params = [Buffer.from(results[0]!), ...bind.params.slice(1)];
+      return bindMessage({ ...bind, paramFormats: [], params });
+    }
+    // Completions still due in this segment before ours: when no earlier segment is outstanding,
+    // some of what was sent in it may have been answered already.
+    const completesAhead = inFlight === 0 ? this.sentInSegment - this.receivedInHead : this.sentInSegment;
+    this.expected.push({ rfqAhead: inFlight, completesAhead, swallow: 2, raise: error });
+    this.sentInSegment += 2;
+    return Buffer.concat([
+      closeMessage({ kind: 'S', name: ERROR_STATEMENT }),
+      parseMessage({ name: ERROR_STATEMENT, query: raiseStatement(error), paramTypes: [] }),
+      bindMessage({ portal: bind.portal, statement: ERROR_STATEMENT, paramFormats: [], params: [], resultFormats: [] }),
+    ]);
+  }
+
+  /** A ParseComplete or CloseComplete from PostgreSQL, passed on unread. */
+  backendNote(): void {
+    this.receivedInHead++;
+  }
+
+  /** A ReadyForQuery from PostgreSQL: a segment ended, and with it what we waited for in it. */
+  readyForQuery(): void {
+    this.receivedInHead = 0;
+    for (let i = this.expected.length - 1; i >= 0; i--) {
+      const e = this.expected[i]!;
+      if (e.rfqAhead > 0) e.rfqAhead--;
+      else this.expected.splice(i, 1);
+    }
+  }
+
+  /** A ParseComplete, CloseComplete or ErrorResponse from PostgreSQL, read while expecting(). */
+  backendFrame(type: number, buf: Buffer, start: number, end: number): Verdict {
+    if (type === PARSE_COMPLETE || type === CLOSE_COMPLETE) {
+      this.receivedInHead++;
+      let verdict = Verdict.Forward;
+      for (const e of this.expected) {
+        if (e.rfqAhead > 0) continue;
+        if (e.completesAhead > 0) e.completesAhead--;
+        else if (e.swallow > 0) {
+          e.swallow--;
+          verdict = Verdict.Drop;
+        }
+      }
+      return verdict;
+    }
+    if (type !== Msg.ErrorResponse) return Verdict.Forward;
+    // PostgreSQL skips the rest of a segment after an error, so whatever we waited for there is over.
+    let verdict = Verdict.Forward;
+    const ours = this.expected.find((e) => e.rfqAhead === 0);
+    if (ours && ours.swallow === 0) {
+      const fields = parseErrorFields(buf.subarray(start + 5, end));
+      if (fields.get('C') === ours.raise.code && fields.get('M') === ours.raise.message) {
+        this.backendWork = errorResponse({ severity: 'ERROR', ...ours.raise });
+        verdict = Verdict.DropAndPause;
+      }
+    }
+    for (let i = this.expected.length - 1; i >= 0; i--) if (this.expected[i]!.rfqAhead === 0) this.expected.splice(i, 1);
+    return verdict;
+  }
+
+  /** The rewritten ErrorResponse to send the client in place of the one dropped. */
+  takeBackend(): Buffer | null {
+    const w = this.backendWork;
+    this.backendWork = null;
+    return w;
+  }
+
+  private argsOf(call: ControlCall, held: Held): (string | null)[] {
+    return call.args.map((a) => {
+      if ('value' in a) return a.value;
+      // Text format, or binary: for text parameters the binary form is the same bytes.
+      const v = held.kind === 'bind' ? held.bind.params[a.param] : null;
+      return v === null || v === undefined ? null : v.toString('utf8');
+    });
+  }
+
+  private queryArrived(): void {
+    this.sentInSegment = 0;
+    // A simple Query replaces the unnamed statement (PostgreSQL drops it).
+    this.statements.delete('');
+  }
+
+  private onQuery(buf: Buffer, start: number, end: number, aborted: boolean): Verdict {
+    this.queryArrived();
+    if (!mentionsControl(buf, start + 5, end)) return Verdict.Forward;
+    const calls = recognize(queryText(buf.subarray(start + 5, end)), false);
+    if (calls === null) return Verdict.Forward;
+    this.work = { kind: 'query', calls, aborted };
+    return Verdict.DropAndPause;
+  }
+
+  private onParse(buf: Buffer, start: number, end: number): Verdict {
+    this.sentInSegment++;
+    // A Parse replaces the unnamed statement, and a named one the client deallocated with SQL (which
+    // the engine does not follow). Were the name still prepared, PostgreSQL would refuse the Parse
+    // (42P05): a client error, after which Binds of that name go to PostgreSQL unchanged.
+    if (this.statements.size > 0) this.statements.delete(statementName(buf, start, end));
+    if (!mentionsControl(buf, start + 5, end)) return Verdict.Forward;
+    const msg = readParse(buf, start, end);
+    const calls = recognize(msg.query, true);
+    if (calls === null || calls.length !== 1) return Verdict.Forward;
+    const call = calls[0]!;
+    let clientParams = msg.paramTypes.length;
+    for (const a of call.args) if ('param' in a) clientParams = Math.max(clientParams, a.param + 1);
+    const declared = Math.max(clientParams, 1);
+    this.statements.set(msg.name, { call, clientParams, declared });
+    this.work = parseMessage({
+      name: msg.name,
+      query: `SELECT $1::text AS ${identifier(call.column)}`,
+      paramTypes: new Array<number>(declared).fill(TEXT_OID),
+    });
+    return Verdict.DropAndPause;
+  }
+
+  private onBind(buf: Buffer, start: number, end: number, aborted: boolean): Verdict {
+    if (this.statements.size === 0) return Verdict.Forward;
+    const prepared = this.statements.get(statementName(buf, start, end));
+    if (!prepared) return Verdict.Forward;
+    const bind = readBind(buf, start, end);
+    const n = bind.params.length;
+    const formats = bind.paramFormats.length;
+    // Counts PostgreSQL would refuse go on unchanged for it to refuse. A zero-argument call takes no
+    // value, or the one value a Describe of its statement announced.
+    if (n !== prepared.declared && n !== prepared.clientParams) return Verdict.Forward;
+    if (formats > 1 && formats !== n) return Verdict.Forward;
+    this.work = { kind: 'bind', bind, prepared, aborted };
+    return Verdict.DropAndPause;
+  }
+
+  private onClose(buf: Buffer, start: number, end: number): void {
+    this.sentInSegment++;
+    if (this.statements.size === 0) return;
+    const msg = readClose(buf, start, end);
+    if (msg.kind === 'S') this.statements.delete(msg.name);
+  }
+}

@@ -1,0 +1,545 @@
+// SQL control functions through the engine (src/engine/control.ts): recognition first, then psql,
+// node-postgres, postgres.js, raw protocol pipelines and pgbench against a real PostgreSQL 18, with a
+// test ControlFunctions port. What a client sees must be what it would see if the functions were real
+// SQL functions returning text; for that, the same names exist as real functions in a database that
+// is reached directly, and outputs are compared.
+
+import { expect } from 'chai';
+import pg from 'pg';
+import net from 'node:net';
+import fs from 'node:fs';
+import { parse, serialize } from 'pg-protocol';
+import type { BackendMessage } from 'pg-protocol/dist/messages.js';
+import postgres from 'postgres';
+import { PgxError } from '../../src/errors.js';
+import { Engine } from '../../src/engine/listener.js';
+import { mentionsControl, raiseStatement, recognize } from '../../src/engine/control.js';
+import type { Caller, ControlFunction, ControlFunctions } from '../../src/engine/ports.js';
+import { directConnection, directEnv, runCommand, type CommandResult } from '../helpers/commands.js';
+import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+
+const STATUS = JSON.stringify({ databases: 3, templates: ['tpl'], note: "it's \\ fine ☃" });
+const DENIED_HINT = 'Only the runtime owner may do this; connect as postgres.';
+
+/** The port the engine calls: records calls, answers `<fn>:<args>`, and refuses the name "forbidden". */
+class TestControl implements ControlFunctions {
+  calls: { fn: ControlFunction; args: (string | null)[]; caller: Caller }[] = [];
+
+  async call(fn: ControlFunction, args: (string | null)[], caller: Caller): Promise<string> {
+    this.calls.push({ fn, args, caller });
+    // Answer on a later turn, as the runtime does: the engine must hold the client meanwhile.
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    if (args[0] === 'forbidden') {
+      throw new PgxError('INSUFFICIENT_PRIVILEGE', `permission denied to ${fn} "forbidden"`, { hint: DENIED_HINT });
+    }
+    if (args[0] === 'slow') await new Promise((resolve) => setTimeout(resolve, 100));
+    if (args[0] === 'weird') {
+      throw new PgxError('INVALID_PARAMETER', "it's a \\ $pgx$ 'test' ☃", { detail: 'line\nbreak', hint: '$$' });
+    }
+    if (fn === 'runtime_status') return STATUS;
+    return `${fn}:${args.map((a) => a ?? 'NULL').join(',')}`;
+  }
+}
+
+// The same functions, as real PostgreSQL functions, for what a client would see from those.
+const REAL_FUNCTIONS = `
+CREATE FUNCTION pgx_runtime_status() RETURNS text LANGUAGE sql AS $f$ SELECT ${pgLiteral(STATUS)} $f$;
+CREATE FUNCTION pgx_pin_database(name text) RETURNS text LANGUAGE plpgsql AS $f$
+BEGIN
+  IF name = 'forbidden' THEN
+    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'permission denied to pin_database "forbidden"', HINT = ${pgLiteral(DENIED_HINT)};
+  END IF;
+  RETURN 'pin_database:' || name;
+END $f$;
+CREATE FUNCTION pgrust_seal_template(name text) RETURNS text LANGUAGE sql AS $f$ SELECT 'seal_template:' || name $f$;
+`;
+
+function pgLiteral(s: string): string {
+  return `'${s.replace(/'/g, "''")}'`;
+}
+
+describe('engine/control: recognising control calls', () => {
+  const has = (s: string): boolean => {
+    const b = Buffer.from(`xx${s}yy`);
+    return mentionsControl(b, 2, b.length - 2);
+  };
+
+  it('prefilters on pgx_ or pgrust_ in any case, within the bounds given', () => {
+    expect(has('SELECT pgx_runtime_status()')).to.equal(true);
+    expect(has('select PGX_X')).to.equal(true);
+    expect(has('select PgRuSt_seal')).to.equal(true);
+    expect(has('pgx_')).to.equal(true);
+    expect(has('SELECT 1')).to.equal(false);
+    expect(has('SELECT pgx')).to.equal(false);
+    expect(has('SELECT pg_x, rust_y, pgxx_z')).to.equal(false);
+    // Bytes outside [start, end) do not count.
+    const b = Buffer.from('pgx_ SELECT 1 pgrust_');
+    expect(mentionsControl(b, 4, b.length - 1)).to.equal(false);
+    expect(mentionsControl(b, 1, b.length)).to.equal(true);
+  });
+
+  it('takes exactly SELECT fn(args) [AS alias], any case, with an optional semicolon', () => {
+    expect(recognize('SELECT pgx_runtime_status()', false)).to.deep.equal([{ fn: 'runtime_status', column: 'pgx_runtime_status', args: [] }]);
+    expect(recognize("select PGX_Seal_Template('t') AS \"My\"\"Col\";", false)).to.deep.equal([
+      { fn: 'seal_template', column: 'My"Col', args: [{ value: 't' }] },
+    ]);
+    expect(recognize("SELECT pgrust_pin_database('it''s') p", false)).to.deep.equal([
+      { fn: 'pin_database', column: 'p', args: [{ value: "it's" }] },
+    ]);
+    expect(recognize("SELECT pgx_restore_database('db', NULL, true)", false)).to.deep.equal([
+      { fn: 'restore_database', column: 'pgx_restore_database', args: [{ value: 'db' }, { value: null }, { value: 'true' }] },
+    ]);
+    expect(recognize('SELECT pgx_snapshot_database($2, $1)', true)).to.deep.equal([
+      { fn: 'snapshot_database', column: 'pgx_snapshot_database', args: [{ param: 1 }, { param: 0 }] },
+    ]);
+    expect(recognize("SELECT pgx_seal_template('a'); SELECT pgx_unseal_template('b')", false)?.map((c) => c.fn)).to.deep.equal([
+      'seal_template',
+      'unseal_template',
+    ]);
+  });
+
+  it('leaves everything else to PostgreSQL', () => {
+    for (const sql of [
+      "SELECT 'pgx_seal_template(1)'",
+      'SELECT 1 AS pgx_x',
+      "SELECT pgx_seal_template('a') FROM pg_class",
+      'SELECT DISTINCT pgx_runtime_status()',
+      'SELECT pgx_runtime_status() LIMIT 1',
+      "SELECT pgx_seal_template('a'), 1",
+      "SELECT public.pgx_seal_template('a')",
+      'SELECT "PGX_RUNTIME_STATUS"()',
+      'SELECT pgx_seal_template(1)',
+      "SELECT pgx_seal_template('a'::text)",
+      "SELECT pgx_seal_template('a', 'b')",
+      'SELECT pgx_seal_template()',
+      "SELECT pgx_unknown('a')",
+      'SELECT pgx_seal_template($1)', // no parameters in a simple Query
+      "SELECT pgx_seal_template('a'); SELECT 1", // mixed: all or nothing
+      "SELECT upper(pgx_seal_template('a'))",
+      "WITH x AS (SELECT 1) SELECT pgx_seal_template('a')",
+      'SELECT pgx_seal_template((',
+      '',
+    ]) {
+      expect(recognize(sql, false), sql).to.equal(null);
+    }
+  });
+
+  it('builds a DO block whose literals survive quotes, backslashes and its own dollar tag', () => {
+    const sql = raiseStatement({ code: '22023', message: "a 'b' \\c $pgx$", hint: 'h' });
+    expect(sql).to.equal(
+      "DO $pgx0$BEGIN RAISE EXCEPTION USING ERRCODE = E'22023', MESSAGE = E'a ''b'' \\\\c $pgx$', HINT = E'h'; END$pgx0$",
+    );
+  });
+});
+
+describe('engine/control: control functions through the engine', function () {
+  this.timeout(60_000);
+  let rt: TestRuntime;
+  let engine: Engine;
+  const control = new TestControl();
+  const open: { end(): Promise<unknown> }[] = [];
+
+  before(async function () {
+    rt = await startTestRuntime();
+    // startTestRuntime configures a runtime without a control port: a second engine in front of the
+    // same PostgreSQL, with one.
+    engine = new Engine({ ...rt.runtime.engine.options, port: 0, socketDir: null, control });
+    await engine.start();
+    const admin = new pg.Client(directConnection(rt));
+    await admin.connect();
+    await admin.query('CREATE DATABASE realfn');
+    await admin.end();
+    const real = new pg.Client(directConnection(rt, 'realfn'));
+    await real.connect();
+    await real.query(REAL_FUNCTIONS);
+    await real.end();
+  });
+
+  beforeEach(function () {
+    control.calls = [];
+  });
+
+  afterEach(async function () {
+    await Promise.allSettled(open.splice(0).map((c) => c.end()));
+  });
+
+  after(async function () {
+    await engine?.stop();
+    await rt?.stop();
+  });
+
+  const env = (): NodeJS.ProcessEnv => ({ ...rt.env(), PGPORT: String(engine.port) });
+  const psql = (args: string[], input?: string, e: NodeJS.ProcessEnv = env()): Promise<CommandResult> =>
+    runCommand('psql', ['-X', ...args], { env: e, timeoutMs: 30_000, ...(input === undefined ? {} : { input }) });
+
+  async function pgClient(): Promise<pg.Client> {
+    const client = new pg.Client({ ...rt.connection(), port: engine.port });
+    client.on('error', () => {});
+    await client.connect();
+    open.push(client);
+    return client;
+  }
+
+  function pgjs(): postgres.Sql {
+    const sql = postgres({ ...rt.connection(), port: engine.port, max: 1, onnotice: () => {} });
+    open.push({ end: () => sql.end({ timeout: 5 }) });
+    return sql;
+  }
+
+  describe('simple protocol (psql)', function () {
+    it('shows pgx_runtime_status() as a real text function would, header and all', async function () {
+      const sql = 'SELECT pgx_runtime_status()';
+      const through = await psql(['-c', sql]);
+      const direct = await psql(['-c', sql], undefined, directEnv(rt, 'realfn'));
+      expect(through.stderr).to.equal('');
+      expect(through.stdout).to.equal(direct.stdout);
+      expect(through.stdout).to.match(/^ +pgx_runtime_status +\n-+\n /);
+      expect(through.stdout).to.contain(STATUS);
+      expect(control.calls).to.deep.equal([{ fn: 'runtime_status', args: [], caller: { user: 'postgres', database: 'postgres' } }]);
+    });
+
+    it('calls seal_template for pgrust_seal_template(name), with the column named as written', async function () {
+      const sql = "SELECT PGRUST_SEAL_TEMPLATE('tpl'); select pgrust_seal_template('tpl') AS \"Sealed\"";
+      const through = await psql(['-c', sql]);
+      const direct = await psql(['-c', sql], undefined, directEnv(rt, 'realfn'));
+      expect(through.stdout).to.equal(direct.stdout);
+      expect(through.stdout).to.contain('pgrust_seal_template').and.to.contain('Sealed').and.to.contain('seal_template:tpl');
+      expect(control.calls.map((c) => [c.fn, c.args])).to.deep.equal([
+        ['seal_template', ['tpl']],
+        ['seal_template', ['tpl']],
+      ]);
+    });
+
+    it('raises a refused call as an ERROR with SQLSTATE and HINT, and the session goes on', async function () {
+      const r = await psql(['-v', 'VERBOSITY=verbose', '-At'], "SELECT pgx_pin_database('forbidden');\nSELECT 'still here';\n");
+      expect(r.stderr).to.equal(
+        `ERROR:  42501: permission denied to pin_database "forbidden"\nHINT:  ${DENIED_HINT}\n`,
+      );
+      expect(r.stdout).to.equal('still here\n');
+    });
+
+    it('aborts a transaction block like a failing function, and makes no call in an aborted one', async function () {
+      const script = [
+        'BEGIN;',
+        "SELECT pgx_pin_database('forbidden');",
+        'SELECT 1;',
+        "SELECT pgx_pin_database('not-called');",
+        'ROLLBACK;',
+        "SELECT pgx_pin_database('after');",
+      ].join('\n');
+      const r = await psql(['-v', 'VERBOSITY=verbose', '-At'], script);
+      const aborted = 'ERROR:  25P02: current transaction is aborted, commands ignored until end of transaction block';
+      expect(r.stderr.split('\n').filter((l) => l.includes('ERROR'))).to.deep.equal([
+        'ERROR:  42501: permission denied to pin_database "forbidden"',
+        aborted,
+        aborted,
+      ]);
+      expect(r.stdout).to.equal('BEGIN\nROLLBACK\npin_database:after\n');
+      expect(control.calls.map((c) => c.args[0])).to.deep.equal(['forbidden', 'after']);
+    });
+
+    it('runs every call of a multi-statement Query, and none after a failed one', async function () {
+      const r = await psql(['-At', '-c', "SELECT pgx_seal_template('a'); SELECT pgx_pin_database('forbidden'); SELECT pgx_drop_database('c')"]);
+      expect(r.stdout).to.equal('seal_template:a\n');
+      expect(r.stderr).to.contain('permission denied');
+      expect(control.calls.map((c) => c.fn)).to.deep.equal(['seal_template', 'pin_database']);
+    });
+
+    it('forwards statements that only mention pgx_ untouched', async function () {
+      const sql = "SELECT 'pgx_seal_template(1)' AS s, 1 AS pgx_x /* pgx_drop_database('a') */";
+      const through = await psql(['-c', sql]);
+      expect(through.stdout).to.equal((await psql(['-c', sql], undefined, directEnv(rt))).stdout);
+      expect(through.stdout).to.contain('pgx_seal_template(1)');
+      const mixed = await psql(['-At', '-c', "SELECT 1; SELECT pgx_seal_template('a')"]);
+      expect(mixed.stderr).to.contain('function pgx_seal_template(unknown) does not exist');
+      expect(control.calls).to.deep.equal([]);
+    });
+
+    it("forwards SQL the parser cannot read, and PostgreSQL's own syntax error comes back", async function () {
+      const r = await psql(['-v', 'VERBOSITY=verbose', '-c', "SELECT pgx_seal_template(('a'"]);
+      expect(r.stderr).to.contain('ERROR:  42601: syntax error at end of input');
+      expect(control.calls).to.deep.equal([]);
+    });
+
+    it('keeps quotes, backslashes and non-ASCII intact both ways', async function () {
+      const c = await pgClient();
+      const ok = await c.query(`SELECT pgx_seal_template('it''s \\ ☃') AS r`);
+      expect(ok.rows).to.deep.equal([{ r: "seal_template:it's \\ ☃" }]);
+      const err = await c.query("SELECT pgx_seal_template('weird')").catch((e: unknown) => e as pg.DatabaseError);
+      expect(err).to.include({ code: '22023', message: "it's a \\ $pgx$ 'test' ☃", detail: 'line\nbreak', hint: '$$' });
+      expect((err as pg.DatabaseError).where).to.equal(undefined);
+    });
+  });
+
+  describe('extended protocol', function () {
+    it('node-postgres: parameters, unnamed and named statements, results typed text', async function () {
+      const c = await pgClient();
+      const r = await c.query('SELECT pgx_pin_database($1)', ['db1']);
+      expect(r.rows).to.deep.equal([{ pgx_pin_database: 'pin_database:db1' }]);
+      expect(r.fields[0]!.dataTypeID).to.equal(25);
+      const named = { name: 'pin', text: 'SELECT pgx_pin_database($1) AS pinned' };
+      expect((await c.query({ ...named, values: ['a'] })).rows).to.deep.equal([{ pinned: 'pin_database:a' }]);
+      expect((await c.query({ ...named, values: ['b'] })).rows).to.deep.equal([{ pinned: 'pin_database:b' }]);
+      const snap = await c.query("SELECT pgx_snapshot_database('db1', $1)", ['s1']);
+      expect(snap.rows[0]).to.deep.equal({ pgx_snapshot_database: 'snapshot_database:db1,s1' });
+      expect(control.calls.map((x) => x.args)).to.deep.equal([['db1'], ['a'], ['b'], ['db1', 's1']]);
+    });
+
+    it('node-postgres: a refused call fails at Execute, again and again, and aborts a transaction', async function () {
+      const c = await pgClient();
+      const named = { name: 'pin2', text: 'SELECT pgx_pin_database($1)' };
+      for (let i = 0; i < 2; i++) {
+        const err = await c.query({ ...named, values: ['forbidden'] }).catch((e: unknown) => e as pg.DatabaseError);
+        expect(err).to.include({ code: '42501', message: 'permission denied to pin_database "forbidden"', hint: DENIED_HINT });
+        expect((await c.query({ ...named, values: ['ok'] })).rows).to.deep.equal([{ pgx_pin_database: 'pin_database:ok' }]);
+      }
+      await c.query('BEGIN');
+      const err = await c.query('SELECT pgx_pin_database($1)', ['forbidden']).catch((e: unknown) => e as pg.DatabaseError);
+      expect(err).to.include({ code: '42501' });
+      const next = await c.query('SELECT 1').catch((e: unknown) => e as pg.DatabaseError);
+      expect(next).to.include({ code: '25P02' });
+      const refused = await c.query('SELECT pgx_pin_database($1)', ['in-aborted']).catch((e: unknown) => e as pg.DatabaseError);
+      expect(refused).to.include({ code: '25P02' });
+      expect(control.calls.map((x) => x.args[0])).to.not.include('in-aborted');
+      await c.query('ROLLBACK');
+      expect((await c.query('SELECT 2 AS two')).rows).to.deep.equal([{ two: 2 }]);
+    });
+
+    it('postgres.js: described and cached statements, called twice, with and without arguments', async function () {
+      const sql = pgjs();
+      for (let i = 0; i < 2; i++) {
+        expect(await sql`SELECT pgx_pin_database(${'db' + i}) AS r`).to.deep.equal([{ r: `pin_database:db${i}` }]);
+        const [status] = await sql`SELECT pgx_runtime_status()`;
+        expect(status).to.deep.equal({ pgx_runtime_status: STATUS });
+      }
+      const err = await sql`SELECT pgx_pin_database(${'forbidden'})`.catch((e: unknown) => e as postgres.PostgresError);
+      expect(err).to.include({ code: '42501', hint: DENIED_HINT });
+      expect(await sql`SELECT pgx_pin_database(${'db9'}) AS r`).to.deep.equal([{ r: 'pin_database:db9' }]);
+      expect(control.calls.map((c) => c.fn)).to.deep.equal([
+        'pin_database',
+        'runtime_status',
+        'pin_database',
+        'runtime_status',
+        'pin_database',
+        'pin_database',
+      ]);
+    });
+
+    it('postgres.js: a pipeline of normal statements around control calls keeps its order', async function () {
+      const sql = pgjs();
+      const results = await Promise.all([
+        sql`SELECT 1 AS a`,
+        sql`SELECT pgx_pin_database(${'p1'}) AS b`,
+        sql`SELECT ${'x'}::text AS c`,
+        sql`SELECT pgx_unpin_database(${'p2'}) AS d`,
+        sql`SELECT pgx_pin_database(${'forbidden'}) AS e`.catch((e: unknown) => (e as postgres.PostgresError).code),
+        sql`SELECT 4 AS f`,
+      ]);
+      expect(results.map((r) => (typeof r === 'string' ? r : [...r]))).to.deep.equal([
+        [{ a: 1 }],
+        [{ b: 'pin_database:p1' }],
+        [{ c: 'x' }],
+        [{ d: 'unpin_database:p2' }],
+        '42501',
+        [{ f: 4 }],
+      ]);
+    });
+
+    it('answers a raw pipeline with the same messages as real functions would', async function () {
+      const bytes = Buffer.concat([
+        serialize.parse({ text: 'SELECT 1 AS a' }),
+        serialize.bind(),
+        serialize.execute(),
+        serialize.parse({ name: 'c', text: 'SELECT pgx_pin_database($1)' }),
+        serialize.describe({ type: 'S', name: 'c' }),
+        serialize.bind({ statement: 'c', values: ['x'] }),
+        serialize.describe({ type: 'P' }),
+        serialize.execute(),
+        serialize.bind({ statement: 'c', values: ['forbidden'] }),
+        serialize.execute(),
+        serialize.sync(),
+        serialize.query("SELECT pgrust_seal_template('a'); SELECT pgx_runtime_status()"),
+        serialize.query('SELECT pgx_runtime_status()'),
+        // Two refusals in one segment: PostgreSQL skips everything after the first.
+        serialize.bind({ statement: 'c', values: ['forbidden'] }),
+        serialize.execute(),
+        serialize.bind({ statement: 'c', values: ['forbidden'] }),
+        serialize.execute(),
+        serialize.sync(),
+        // An error before the call in its segment: PostgreSQL skips the call's messages.
+        serialize.parse({ text: 'SELEC 1' }),
+        serialize.bind({ statement: 'c', values: ['skipped'] }),
+        serialize.execute(),
+        serialize.sync(),
+        serialize.bind({ statement: 'c', values: ['y'] }),
+        serialize.execute(),
+        serialize.close({ type: 'S', name: 'c' }),
+        serialize.parse({ name: 'c', text: 'SELECT $1::text AS plain' }),
+        serialize.bind({ statement: 'c', values: ['z'] }),
+        serialize.execute(),
+        serialize.sync(),
+      ]);
+      const through = await exchange({ port: engine.port, host: rt.host }, 'postgres', bytes, 6);
+      const { host: socketDir, port } = directConnection(rt);
+      const direct = await exchange({ path: `${socketDir}/.s.PGSQL.${port}` }, 'realfn', bytes, 6);
+      // A real PL/pgSQL function adds its context to the error; the engine's error has none.
+      expect(through).to.deep.equal(direct.map((line) => line.replace(/ PL\/pgSQL function .* at RAISE$/, '')));
+      expect(through).to.include('parameterDescription 25');
+      expect(through).to.include(`error 42501 permission denied to pin_database "forbidden" ${DENIED_HINT}`);
+      // The engine makes a call as soon as its Bind arrives, before it can know that an earlier
+      // message in the segment failed: the second 'forbidden' and 'skipped' are called, though
+      // PostgreSQL then skips what the engine sent for them.
+      const calls = ['x', 'forbidden', 'a', null, null, 'forbidden', 'forbidden', 'skipped', 'y'];
+      expect(control.calls.map((c) => c.args[0] ?? null)).to.deep.equal(calls);
+      // The same bytes in small pieces: held messages and their remainders straddle chunks.
+      for (const size of [1, 3, 7, 64]) {
+        control.calls = [];
+        expect(await exchange({ port: engine.port, host: rt.host }, 'postgres', bytes, 6, size), `pieces of ${size}`).to.deep.equal(through);
+        expect(control.calls.map((c) => c.args[0] ?? null)).to.deep.equal(calls);
+      }
+    });
+  });
+
+  describe('statement names and sessions', function () {
+    it('forgets a control statement on Close, on a new unnamed Parse, and on a Parse after DEALLOCATE', async function () {
+      const bytes = Buffer.concat([
+        serialize.parse({ name: 'd', text: 'SELECT pgx_pin_database($1)' }),
+        serialize.parse({ text: 'SELECT pgx_unpin_database($1)' }),
+        serialize.bind({ statement: 'd', values: ['1'] }),
+        serialize.execute(),
+        serialize.bind({ values: ['2'] }),
+        serialize.execute(),
+        serialize.parse({ text: 'SELECT $1::text AS plain' }),
+        serialize.bind({ values: ['3'] }),
+        serialize.execute(),
+        serialize.sync(),
+        serialize.query('DEALLOCATE d'),
+        serialize.parse({ name: 'd', text: 'SELECT $1::text AS plain' }),
+        serialize.bind({ statement: 'd', values: ['4'] }),
+        serialize.execute(),
+        serialize.close({ type: 'S', name: 'd' }),
+        serialize.parse({ name: 'd', text: 'SELECT pgx_pin_database($1)' }),
+        serialize.bind({ statement: 'd', values: ['5'] }),
+        serialize.execute(),
+        serialize.close({ type: 'S', name: 'd' }),
+        serialize.parse({ name: 'd', text: 'SELECT $1::text AS plain' }),
+        serialize.bind({ statement: 'd', values: ['6'] }),
+        serialize.execute(),
+        serialize.sync(),
+      ]);
+      const lines = await exchange({ port: engine.port, host: rt.host }, 'postgres', bytes, 3);
+      expect(lines.filter((l) => l.startsWith('dataRow') || l.startsWith('error'))).to.deep.equal([
+        'dataRow ["pin_database:1"]',
+        'dataRow ["unpin_database:2"]',
+        'dataRow ["3"]',
+        'dataRow ["4"]',
+        'dataRow ["pin_database:5"]',
+        'dataRow ["6"]',
+      ]);
+      expect(control.calls.map((c) => c.args[0])).to.deep.equal(['1', '2', '5']);
+    });
+
+    it('lets a client leave while its call runs, and the engine goes on', async function () {
+      const gone = net.connect(engine.port, rt.host);
+      gone.on('error', () => {});
+      await new Promise((resolve) => gone.once('connect', resolve));
+      gone.write(Buffer.concat([serialize.startup({ user: 'postgres', database: 'postgres' }), serialize.query("SELECT pgx_pin_database('slow')")]));
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      gone.destroy();
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(control.calls.map((c) => c.args[0])).to.deep.equal(['slow']);
+      const r = await psql(['-At', '-c', "SELECT pgx_pin_database('next')"]);
+      expect(r.stdout).to.equal('pin_database:next\n');
+      expect(engine.stats().clients).to.equal(0);
+    });
+  });
+
+  describe('normal traffic', function () {
+    const pgbench = (args: string[]): Promise<CommandResult> => runCommand('pgbench', ['--no-vacuum', ...args], { env: env(), timeoutMs: 50_000 });
+
+    function expectClean(r: CommandResult, transactions: number): void {
+      const output = `${r.stdout}\n${r.stderr}`;
+      expect(r.code, `pgbench failed:\n${output}`).to.equal(0);
+      expect(r.stdout, output).to.contain(`number of transactions actually processed: ${transactions}/${transactions}`);
+      expect(r.stdout, output).to.match(/number of failed transactions: 0 \(0\.000%\)/);
+    }
+
+    it('pgbench -S passes through in every protocol mode, and control calls mix in', async function () {
+      const init = await runCommand('pgbench', ['-i', '-s', '1', '-q'], { env: env(), timeoutMs: 50_000 });
+      expect(init.code, init.stderr).to.equal(0);
+      for (const mode of ['simple', 'extended', 'prepared']) {
+        expectClean(await pgbench(['-M', mode, '-S', '-c', '4', '-j', '2', '-t', '500']), 2000);
+      }
+      expect(control.calls).to.deep.equal([]);
+      const script = "SELECT pgx_runtime_status();\n\\set aid random(1, 100000)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\nSELECT pgx_pin_database('db');\n";
+      const file = `${rt.dataDir}/../control.sql`;
+      fs.writeFileSync(file, script);
+      for (const mode of ['simple', 'prepared']) {
+        expectClean(await pgbench(['-M', mode, '-f', file, '-c', '2', '-j', '2', '-t', '100']), 200);
+      }
+      expect(control.calls.length).to.equal(800);
+    });
+  });
+});
+
+/**
+ * Logs in (trust), sends `bytes`, and describes every message up to the `readies`-th ReadyForQuery
+ * after login, as comparable lines: the message name and what it says.
+ */
+function exchange(where: net.NetConnectOpts, database: string, bytes: Buffer, readies: number, pieces = 0): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(where);
+    const lines: string[] = [];
+    let ready = -1;
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`timed out after ${lines.join('; ')}`));
+    }, 10_000);
+    socket.on('error', reject);
+    socket.on('connect', () => socket.write(serialize.startup({ user: 'postgres', database })));
+    void parse(socket, (m: BackendMessage) => {
+      if (m.name === 'readyForQuery' && ++ready === 0) return void writeInPieces(socket, bytes, pieces);
+      if (ready < 0) return;
+      lines.push(describeMessage(m));
+      if (ready === readies) {
+        clearTimeout(timer);
+        socket.end(serialize.end());
+        resolve(lines);
+      }
+    });
+  });
+}
+
+/** Writes bytes whole, or in pieces of `size` a turn apart, so that they arrive as separate chunks. */
+async function writeInPieces(socket: net.Socket, bytes: Buffer, size: number): Promise<void> {
+  if (size <= 0) {
+    socket.write(bytes);
+    return;
+  }
+  for (let i = 0; i < bytes.length && !socket.destroyed; i += size) {
+    socket.write(bytes.subarray(i, i + size));
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+}
+
+function describeMessage(m: BackendMessage): string {
+  const any = m as unknown as Record<string, unknown> & { fields?: { name: string; dataTypeID: number }[] };
+  switch (m.name) {
+    case 'error': {
+      const e = m as unknown as { code: string; message: string; hint?: string; where?: string };
+      return `error ${e.code} ${e.message} ${e.hint ?? ''} ${e.where ?? ''}`.trim();
+    }
+    case 'rowDescription':
+      return `rowDescription ${any.fields!.map((f) => `${f.name}:${f.dataTypeID}`).join(',')}`;
+    case 'parameterDescription':
+      return `parameterDescription ${(any.dataTypeIDs as number[]).join(',')}`;
+    case 'dataRow':
+      return `dataRow ${JSON.stringify(any.fields)}`;
+    case 'commandComplete':
+      return `commandComplete ${String(any.text)}`;
+    case 'readyForQuery':
+      return `readyForQuery ${String(any.status)}`;
+    default:
+      return m.name;
+  }
+}
