@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import net from 'node:net';
-import { exec } from '../helpers/exec.js';
+import { runCommand } from '../helpers/commands.js';
 import pg from 'pg';
 import postgres from 'postgres';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -74,7 +74,7 @@ describe('engine: startup and authentication', function () {
     });
 
     it('accepts any role over the Unix socket, as psql -h DIR does', async () => {
-      const out = await exec('psql', ['-h', rt.socketDir, '-p', String(rt.port), '-U', 'postgres', '-Atc', 'SELECT current_user']);
+      const out = await runCommand('psql', ['-h', rt.socketDir, '-p', String(rt.port), '-U', 'postgres', '-Atc', 'SELECT current_user']);
       expect(out.stderr).to.equal('');
       expect(out.stdout.trim()).to.equal('postgres');
     });
@@ -119,7 +119,7 @@ describe('engine: startup and authentication', function () {
     });
 
     it('lets psql in with PGPASSWORD', async () => {
-      const out = await exec('psql', ['-Atc', 'SELECT 1'], { env: { ...rt.env('postgres', 'app'), PGPASSWORD: 'correct horse' } });
+      const out = await runCommand('psql', ['-Atc', 'SELECT 1'], { env: { ...rt.env('postgres', 'app'), PGPASSWORD: 'correct horse' } });
       expect(out.stderr).to.equal('');
       expect(out.stdout.trim()).to.equal('1');
     });
@@ -129,8 +129,8 @@ describe('engine: startup and authentication', function () {
       const err = await c.connect().then(() => null, (e: { code?: string; message: string }) => e);
       expect(err?.code).to.equal('28P01');
       expect(err?.message).to.equal('password authentication failed for user "app"');
-      const out = await exec('psql', ['-Atc', 'SELECT 1'], { env: { ...rt.env('postgres', 'app'), PGPASSWORD: 'wrong' } });
-      expect(out.status).to.equal(2);
+      const out = await runCommand('psql', ['-Atc', 'SELECT 1'], { env: { ...rt.env('postgres', 'app'), PGPASSWORD: 'wrong' } });
+      expect(out.code).to.equal(2);
       expect(out.stderr).to.contain('FATAL:  password authentication failed for user "app"');
     });
 
@@ -142,8 +142,8 @@ describe('engine: startup and authentication', function () {
     });
 
     it('requires the password even on the Unix socket', async () => {
-      const out = await exec('psql', ['-h', rt.socketDir, '-p', String(rt.port), '-U', 'app', '-w', '-Atc', 'SELECT 1']);
-      expect(out.status).to.equal(2);
+      const out = await runCommand('psql', ['-h', rt.socketDir, '-p', String(rt.port), '-U', 'app', '-w', '-Atc', 'SELECT 1']);
+      expect(out.code).to.equal(2);
       expect(out.stderr).to.match(/password/);
     });
   });
