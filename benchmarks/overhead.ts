@@ -23,18 +23,21 @@ import { packageRoot } from './lib/paths.js';
 import { initPgbench, pgbenchArgs, pgbenchVersion, runPgbench, type PgbenchRun } from './lib/pgbench.js';
 import { startPgBouncer } from './lib/pgbouncer.js';
 import { psqlValue, timeScan } from './lib/psql.js';
+import { waitForQuiet } from './lib/quiet.js';
 import { startBenchRuntime, type Transport } from './lib/runtime.js';
 import { BENCH_DATABASE, TARGET_NAMES, type Target, type TargetName } from './lib/target.js';
 
 const HELP = `Usage: npm run bench -- overhead [options]
 
 Options:
-  --rounds N           measured rounds, order alternating each round (env PGX_BENCH_ROUNDS)   [3]
-  --seconds S          size each run's fixed work to take about S seconds                     [6]
-  --transport T        tcp (all three targets on loopback TCP) or unix (all on Unix sockets)   [tcp]
-  --quick              smoke run: 1 round, ~1 s runs; results go to a temp file, docs untouched
-  --report FILE        redraw the table, docs section and chart from a results JSON; run nothing
-  -h, --help           this help
+  --rounds N         measured rounds, order alternating each round (env PGX_BENCH_ROUNDS)     [3]
+  --seconds S        size each run's fixed work to take about S seconds                       [6]
+  --transport T      tcp (all three targets on loopback TCP) or unix (all on Unix sockets)    [tcp]
+  --quiet-wait S     before each workload, wait up to S s for a second with idle CPUs         [30]
+  --quick            smoke run: 1 round, ~1 s runs, no quiet wait; results to a temp file,
+                     docs untouched
+  --report FILE      redraw the table, docs section and chart from a results JSON
+  -h, --help         this help
 `;
 
 const SCALE = 10;
@@ -47,6 +50,7 @@ interface Options {
   warmSeconds: number;
   transport: Transport;
   quick: boolean;
+  quietWaitSeconds: number;
 }
 
 /** The workloads, before their fixed work is sized. */
@@ -90,6 +94,7 @@ function parseOptions(argv: string[]): Options | 'help' | { report: string } {
       seconds: { type: 'string' },
       transport: { type: 'string' },
       quick: { type: 'boolean' },
+      'quiet-wait': { type: 'string' },
       report: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -103,7 +108,9 @@ function parseOptions(argv: string[]): Options | 'help' | { report: string } {
   if (!Number.isInteger(rounds) || rounds < 1) throw new PgxError('CONFIG_INVALID', `--rounds ${values.rounds}: expected a whole number >= 1`);
   if (!(runSeconds > 0)) throw new PgxError('CONFIG_INVALID', `--seconds ${values.seconds}: expected a positive number`);
   if (transport !== 'tcp' && transport !== 'unix') throw new PgxError('CONFIG_INVALID', `--transport ${transport}: expected tcp or unix`);
-  return { rounds, runSeconds, warmSeconds: quick ? 1 : 2, transport, quick };
+  const quietWaitSeconds = Number(values['quiet-wait'] ?? (quick ? 0 : 30));
+  if (!(quietWaitSeconds >= 0)) throw new PgxError('CONFIG_INVALID', `--quiet-wait ${values['quiet-wait']}: expected seconds >= 0`);
+  return { rounds, runSeconds, warmSeconds: quick ? 1 : 2, transport, quick, quietWaitSeconds };
 }
 
 function progress(text: string): void {
@@ -117,9 +124,58 @@ function proxyCpu(target: TargetName, pgbouncerPid: number): number | null {
   return null;
 }
 
+/** Runs every workload briefly on every target, and sizes each workload's fixed work from that. */
+async function warmUpAndSize(workloads: Workload[], targets: Record<TargetName, Target>, opts: Options): Promise<OverheadResults['warmup']> {
+  const warmup: OverheadResults['warmup'] = [];
+  progress(`warm-up: ${opts.warmSeconds} s of each workload on each target, which also sizes the fixed work`);
+  for (const w of workloads) {
+    // A burst from someone else here would shrink the work of every later run.
+    if (opts.quietWaitSeconds > 0) await waitForQuiet(opts.quietWaitSeconds * 1000);
+    const values: number[] = [];
+    for (const t of TARGET_NAMES) {
+      const value = w.kind === 'scan' ? await timeScan(targets[t], SCAN_SQL) : (await runPgbench(targets[t], pgbenchRun(w, { seconds: opts.warmSeconds }))).tps;
+      warmup.push({ workload: w.id, target: t, value });
+      values.push(value);
+    }
+    // Same work for every target; sized so the middle one of the three takes about --seconds. For the
+    // scan (a value in seconds) the work is that many scans back to back, reported per scan.
+    const mid = median3(values);
+    w.transactionsPerClient = w.kind === 'scan' ? Math.max(1, Math.round(opts.runSeconds / mid)) : sizeWork(mid, w.clients, opts.runSeconds);
+    w.command =
+      w.kind === 'scan'
+        ? `psql -Atc '${SCAN_SQL}' > /dev/null  (${w.transactionsPerClient} times in a row)`
+        : `pgbench ${pgbenchArgs(pgbenchRun(w, { transactionsPerClient: w.transactionsPerClient })).join(' ')}`;
+    progress(`  ${w.label}: ${values.map((v, i) => `${TARGET_NAMES[i]} ${w.kind === 'scan' ? `${v.toFixed(2)} s` : `${Math.round(v)} tps`}`).join(', ')} -> ${w.command}`);
+  }
+  return warmup;
+}
+
+/** One workload's fixed work on one target: the sample, with the proxy's CPU over the run. */
+async function runOnce(w: Workload, target: Target, pgbouncerPid: number, at: Pick<Sample, 'round' | 'position' | 'idleBefore'>): Promise<Sample> {
+  const load1 = os.loadavg()[0]!;
+  const cpuBefore = proxyCpu(target.name, pgbouncerPid);
+  let value: number;
+  let wallMs: number;
+  let latencyMs: number | null = null;
+  if (w.kind === 'scan') {
+    let seconds = 0;
+    for (let i = 0; i < w.transactionsPerClient; i++) seconds += await timeScan(target, SCAN_SQL);
+    value = seconds / w.transactionsPerClient;
+    wallMs = seconds * 1000;
+  } else {
+    const r = await runPgbench(target, pgbenchRun(w, { transactionsPerClient: w.transactionsPerClient }));
+    value = r.tps;
+    wallMs = r.wallMs;
+    latencyMs = r.latencyMs;
+  }
+  const cpuAfter = proxyCpu(target.name, pgbouncerPid);
+  const proxyCpuMs = cpuBefore !== null && cpuAfter !== null ? cpuAfter - cpuBefore : null;
+  return { ...at, workload: w.id, target: target.name, value, wallMs, latencyMs, proxyCpuMs, load1 };
+}
+
 async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults> {
   const started = systemClock.monotonic();
-  const date = new Date(systemClock.now());
+  const machine = await machineInfo(new Date(systemClock.now()));
   const [pgbench, psql] = [await pgbenchVersion(), (await runChecked('psql', ['--version'], { env: process.env })).stdout.trim()];
 
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'pgx-bench-'));
@@ -137,47 +193,18 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
   const postgres = await psqlValue(rt.direct, 'SHOW server_version');
 
   const workloads = plannedWorkloads();
-  const warmup: OverheadResults['warmup'] = [];
-  progress(`warm-up: ${opts.warmSeconds} s of each workload on each target, which also sizes the fixed work`);
-  for (const w of workloads) {
-    const tps: number[] = [];
-    for (const t of TARGET_NAMES) {
-      const value = w.kind === 'scan' ? await timeScan(targets[t], SCAN_SQL) : (await runPgbench(targets[t], pgbenchRun(w, { seconds: opts.warmSeconds }))).tps;
-      warmup.push({ workload: w.id, target: t, value });
-      tps.push(value);
-    }
-    // Same work for every target; sized so the middle one of the three takes about --seconds. For the
-    // scan (a value in seconds) the work is that many scans back to back, reported per scan.
-    w.transactionsPerClient = w.kind === 'scan' ? Math.max(1, Math.round(opts.runSeconds / median3(tps))) : sizeWork(median3(tps), w.clients, opts.runSeconds);
-    w.command =
-      w.kind === 'scan'
-        ? `psql -Atc '${SCAN_SQL}' > /dev/null  (${w.transactionsPerClient} times in a row)`
-        : `pgbench ${pgbenchArgs(pgbenchRun(w, { transactionsPerClient: w.transactionsPerClient })).join(' ')}`;
-    progress(`  ${w.label}: ${tps.map((v, i) => `${TARGET_NAMES[i]} ${w.kind === 'scan' ? `${v.toFixed(2)} s` : `${Math.round(v)} tps`}`).join(', ')} -> ${w.command}`);
-  }
-
+  const warmup = await warmUpAndSize(workloads, targets, opts);
   const samples: Sample[] = [];
   for (let round = 0; round < opts.rounds; round++) {
     const order = round % 2 === 0 ? [...TARGET_NAMES] : [...TARGET_NAMES].reverse();
     progress(`round ${round + 1}/${opts.rounds}: ${order.join(', ')}`);
     for (const w of workloads) {
+      const idleBefore = opts.quietWaitSeconds > 0 ? await waitForQuiet(opts.quietWaitSeconds * 1000) : null;
       for (const [position, t] of order.entries()) {
-        const cpuBefore = proxyCpu(t, bouncer.pid);
-        let sample: Sample;
-        const load1 = os.loadavg()[0]!;
-        if (w.kind === 'scan') {
-          let seconds = 0;
-          for (let i = 0; i < w.transactionsPerClient; i++) seconds += await timeScan(targets[t], SCAN_SQL);
-          const value = seconds / w.transactionsPerClient;
-          sample = { round, position, workload: w.id, target: t, value, wallMs: seconds * 1000, latencyMs: null, proxyCpuMs: null, load1 };
-        } else {
-          const r = await runPgbench(targets[t], pgbenchRun(w, { transactionsPerClient: w.transactionsPerClient }));
-          sample = { round, position, workload: w.id, target: t, value: r.tps, wallMs: r.wallMs, latencyMs: r.latencyMs, proxyCpuMs: null, load1 };
-        }
-        const cpuAfter = proxyCpu(t, bouncer.pid);
-        if (cpuBefore !== null && cpuAfter !== null) sample.proxyCpuMs = cpuAfter - cpuBefore;
+        const sample = await runOnce(w, targets[t], bouncer.pid, { round, position, idleBefore });
         samples.push(sample);
-        progress(`  ${w.label.padEnd(22)} ${t.padEnd(9)} ${w.kind === 'scan' ? `${sample.value.toFixed(3)} s` : `${sample.value.toFixed(0)} tps`} (${(sample.wallMs / 1000).toFixed(1)} s)`);
+        const shown = w.kind === 'scan' ? `${sample.value.toFixed(3)} s` : `${sample.value.toFixed(0)} tps`;
+        progress(`  ${w.label.padEnd(22)} ${t.padEnd(9)} ${shown} (${(sample.wallMs / 1000).toFixed(1)} s)`);
       }
     }
   }
@@ -185,8 +212,8 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
   return {
     benchmark: 'overhead',
     format: 1,
-    options: { rounds: opts.rounds, quick: opts.quick, transport: opts.transport, runSeconds: opts.runSeconds, scale: SCALE },
-    machine: await machineInfo(date),
+    options: { rounds: opts.rounds, quick: opts.quick, transport: opts.transport, runSeconds: opts.runSeconds, quietWaitSeconds: opts.quietWaitSeconds, scale: SCALE },
+    machine,
     versions: { postgres, pgbench, psql, pgbouncer: bouncer.version },
     setup: { pgSettings: rt.pgSettings, pgxMaxBackends: rt.maxBackends, pgbouncerPoolMode: 'session', pgbouncerPoolSize: POOL_SIZE },
     workloads,

@@ -2,6 +2,7 @@
 // SVG chart. Pure functions of the results JSON, so `--report FILE` can redraw an old run.
 
 import { summarise, type OverheadResults, type WorkloadSummary } from './overhead-results.js';
+import { median } from './stats.js';
 import { panelGrid, type Panel } from './svg-chart.js';
 import { formatTable, markdownTable } from './table.js';
 import { TARGET_LABELS, TARGET_NAMES } from './target.js';
@@ -39,13 +40,22 @@ function row(s: WorkloadSummary, pass: string, fail: string): string[] {
   ];
 }
 
+function loadNote(r: OverheadResults): string {
+  const loads = r.samples.map((s) => s.load1).sort((a, b) => a - b);
+  if (loads.length === 0) return '';
+  const fmt = (x: number): string => x.toFixed(1);
+  const idle = r.samples.flatMap((s) => (typeof s.idleBefore === 'number' ? [s.idleBefore] : []));
+  const quiet = idle.length ? `, CPUs ${Math.round(100 * median(idle))}% idle (median) in the second before a workload's runs` : '';
+  return `; 1-min load average at the samples' start ${fmt(loads[0]!)}-${fmt(loads[loads.length - 1]!)}, median ${fmt(median(loads))} (the run itself keeps about 2 busy)${quiet}`;
+}
+
 function describeRun(r: OverheadResults): string {
   const m = r.machine;
   const transport = r.options.transport === 'tcp' ? 'TCP loopback for all three targets' : 'Unix sockets for all three targets';
   return (
     `${m.date.slice(0, 16).replace('T', ' ')} UTC, commit ${m.gitCommit.slice(0, 10)}${m.gitDirty ? ' (with uncommitted changes)' : ''}; ` +
     `${m.nproc} CPUs (${m.cpuModel}), Node ${m.node}, PostgreSQL ${r.versions.postgres}, ${r.versions.pgbouncer}, ${r.versions.pgbench}; ` +
-    `${transport}; ${r.options.rounds} rounds; pgbench scale ${r.options.scale}; ${Math.round(r.durationSeconds / 60)} minutes in all.`
+    `${transport}; ${r.options.rounds} rounds; pgbench scale ${r.options.scale}; ${Math.round(r.durationSeconds / 60)} minutes in all${loadNote(r)}.`
   );
 }
 
@@ -66,24 +76,23 @@ export function terminalReport(r: OverheadResults): string {
 export function markdownSection(r: OverheadResults, rawPath: string, svgPath: string): string {
   const summaries = summarise(r);
   const bars = summaries.flatMap((s) => s.bars);
-  const failing = summaries.flatMap((s) => s.bars.filter((b) => !b.pass).map((b) => `${s.workload.label}: ${b.text}`));
   const commands = r.workloads.map((w) => [w.label, `\`${w.command}\``]);
   return [
     `Latest run: ${describeRun(r)}`,
     '',
-    markdownTable(header(), summaries.map((s) => row(s, 'pass', '**FAIL**'))),
+    markdownTable(header(), summaries.map((s) => row(s, 'pass', '**FAIL**')), ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l']),
     '',
     'direct, PGX and PgBouncer columns are medians (tps, or seconds for the scan); ratios are medians of the',
     'per-round ratios; (k/n) counts the rounds in which PGX did at least as well as PgBouncer; cpu is the',
     "proxy's own CPU per transaction (per scan for the scan).",
     '',
-    `Bars: ${bars.filter((b) => b.pass).length} of ${bars.length} pass.${failing.length ? ` Failing: ${failing.join('; ')}.` : ''}`,
+    `**Bars: ${bars.filter((b) => b.pass).length} of ${bars.length} pass.**`,
     '',
     `![Throughput by target and workload](${svgPath})`,
     '',
     `Raw samples, machine and versions: [${rawPath}](../${rawPath}). Fixed work per run:`,
     '',
-    markdownTable(['workload', 'command (per target: PGHOST/PGPORT differ)'], commands),
+    markdownTable(['workload', 'command (per target: PGHOST/PGPORT differ)'], commands, ['l', 'l']),
   ].join('\n');
 }
 

@@ -34,12 +34,14 @@ export interface Sample {
   proxyCpuMs: number | null;
   /** The machine's 1-minute load average as the run started: other work on a shared machine shows here. */
   load1: number;
+  /** Idle share of the CPUs in the second before this workload's runs began (null: not checked). */
+  idleBefore: number | null;
 }
 
 export interface OverheadResults {
   benchmark: 'overhead';
   format: 1;
-  options: { rounds: number; quick: boolean; transport: 'tcp' | 'unix'; runSeconds: number; scale: number };
+  options: { rounds: number; quick: boolean; transport: 'tcp' | 'unix'; runSeconds: number; quietWaitSeconds: number; scale: number };
   machine: MachineInfo;
   versions: { postgres: string; pgbench: string; psql: string; pgbouncer: string };
   setup: { pgSettings: Record<string, string>; pgxMaxBackends: number; pgbouncerPoolMode: 'session'; pgbouncerPoolSize: number };

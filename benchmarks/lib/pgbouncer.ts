@@ -87,7 +87,7 @@ export async function startPgBouncer(opts: PgBouncerOptions, cleanup: Cleanup): 
     stderr += `\nspawn failed: ${err.message}`;
   });
   cleanup.add('PgBouncer', async () => {
-    if (exited) return;
+    if (exited || proc.pid === undefined) return;
     proc.kill('SIGTERM');
     await Promise.race([exit, sleep(5000)]);
     if (!exited) proc.kill('SIGKILL');

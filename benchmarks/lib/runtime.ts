@@ -4,7 +4,7 @@
 // use the same transport as clients of the engine and of PgBouncer.
 
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, chmodSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startRuntime } from '../../src/cli/start.js';
@@ -53,9 +53,12 @@ export async function startBenchRuntime(workDir: string, transport: Transport, c
     pgSettings.listen_addresses = '127.0.0.1';
   }
   const config = parseConfig({ dataDir, port: 0, socketDir, auth: 'trust', maxBackends: MAX_BACKENDS, pgSettings }, 'bench');
+  const pgSocketDir = privateSocketDir(path.resolve(dataDir));
+  // The supervisor leaves its (per data directory) socket directory behind; the data directory is ours
+  // and temporary, so is that. Registered first, so it runs after the runtime has stopped.
+  cleanup.add('PostgreSQL socket directory', () => rmSync(pgSocketDir, { recursive: true, force: true }));
   const rt = await startRuntime(config, silentLogger);
   cleanup.add('PGX runtime', () => rt.stop());
-  const pgSocketDir = privateSocketDir(path.resolve(dataDir));
   if (!existsSync(path.join(pgSocketDir, `.s.PGSQL.${PG_PORT}`))) {
     throw new PgxError('INTERNAL', `PostgreSQL's socket is not in ${pgSocketDir}`, {
       hint: 'src/cli/start.ts changed how it places the private socket; update benchmarks/lib/runtime.ts to match.',

@@ -9,8 +9,9 @@ export function formatTable(header: string[], rows: string[][]): string {
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
-/** A Markdown table with the same cells. */
-export function markdownTable(header: string[], rows: string[][]): string {
+/** A Markdown table with the same cells; `align` per column, 'l' or 'r' (default: first left, rest right). */
+export function markdownTable(header: string[], rows: string[][], align?: ('l' | 'r')[]): string {
   const row = (r: string[]): string => `| ${r.join(' | ')} |`;
-  return [row(header), row(header.map((_, c) => (c === 0 ? '---' : '---:'))), ...rows.map(row)].join('\n');
+  const rule = header.map((_, c) => ((align?.[c] ?? (c === 0 ? 'l' : 'r')) === 'l' ? '---' : '---:'));
+  return [row(header), row(rule), ...rows.map(row)].join('\n');
 }

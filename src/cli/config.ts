@@ -33,6 +33,15 @@ export const runtimeConfigSchema = z
         }),
       )
       .default([]),
+    // Disposable databases (src/runtime/databases.ts); names match the flags.
+    prefix: z.string().regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter').default('tdb_'),
+    grace: z.number().min(0).default(15),
+    poolSize: z.number().int().min(0).max(1000).default(2),
+    mintRoles: z.union([z.enum(['any', 'createdb']), z.array(z.string().min(1).max(63))]).default('createdb'),
+    maxDatabases: z.number().int().min(1).default(10_000),
+    maxDatabasesPerRole: z.number().int().min(1).nullable().default(null),
+    mintQueueSize: z.number().int().min(0).default(1000),
+    mintTimeout: z.number().min(0.1).default(30),
     logFormat: z.enum(['json', 'text']).optional(),
     logLevel: z.enum(['error', 'warn', 'info', 'debug']).default('info'),
   })

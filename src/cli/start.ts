@@ -15,6 +15,8 @@ import { assertReachable, resolvePgOsUser } from '../runtime/os-user.js';
 import { PostgresSupervisor } from '../runtime/supervisor.js';
 import { RoleCredentials } from '../runtime/credentials.js';
 import { AdminConnection } from '../runtime/admin-connection.js';
+import { DisposableDatabases } from '../runtime/databases.js';
+import type { DatabaseSettings } from '../runtime/database-settings.js';
 import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
 
 export const START_HELP = `Usage: pgx start [options]
@@ -38,6 +40,18 @@ Options:
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
   --login-timeout S       time allowed from connect to authenticated                 [15]
   -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
+
+Disposable databases (connect to <prefix><template>__<token> to mint one from a sealed template):
+  --prefix P              name prefix that mints on connect                           [tdb_]
+  --grace S               drop a minted database S seconds after its last session     [15]
+  --pool-size N           warm spare databases kept per sealed template (0: none)     [2]
+  --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
+                          or a comma-separated list of roles                          [createdb]
+  --max-databases N       minted databases in the runtime; beyond it 53400           [10000]
+  --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
+  --mint-queue-size N     mints waiting at once; beyond it 57P03                      [1000]
+  --mint-timeout S        how long a mint may wait in the queue, then 57P03           [30]
+
   --log-format json|text  log lines as JSON (default when stderr is not a terminal) or text
   --log-level LEVEL       error, warn, info or debug                                 [info]
   -h, --help              this help
@@ -47,6 +61,8 @@ Options:
  * for a backend process that has not quite exited when its slot is reused. */
 const ADMIN_CONNECTIONS = 5;
 const PG_PORT = 5432;
+/** For the status document; kept in step with package.json. */
+const PGX_VERSION = '0.1.0';
 
 export function parseStartArgs(argv: string[]): RuntimeConfig {
   let parsed;
@@ -76,6 +92,14 @@ function parseStartFlags(argv: string[]) {
       'backend-wait-timeout': { type: 'string' },
       'backend-idle-timeout': { type: 'string' },
       'login-timeout': { type: 'string' },
+      prefix: { type: 'string' },
+      grace: { type: 'string' },
+      'pool-size': { type: 'string' },
+      'mint-roles': { type: 'string' },
+      'max-databases': { type: 'string' },
+      'max-databases-per-role': { type: 'string' },
+      'mint-queue-size': { type: 'string' },
+      'mint-timeout': { type: 'string' },
       c: { type: 'string', short: 'c', multiple: true },
       'log-format': { type: 'string' },
       'log-level': { type: 'string' },
@@ -98,6 +122,14 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     backendWaitTimeout: num(values['backend-wait-timeout']),
     backendIdleTimeout: num(values['backend-idle-timeout']),
     loginTimeout: num(values['login-timeout']),
+    prefix: values.prefix,
+    grace: num(values.grace),
+    poolSize: num(values['pool-size']),
+    mintRoles: mintRolesFlag(values['mint-roles']),
+    maxDatabases: num(values['max-databases']),
+    maxDatabasesPerRole: num(values['max-databases-per-role']),
+    mintQueueSize: num(values['mint-queue-size']),
+    mintTimeout: num(values['mint-timeout']),
     logFormat: values['log-format'],
     logLevel: values['log-level'],
   };
@@ -116,6 +148,12 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     throw new PgxError('CONFIG_INVALID', 'no data directory given', { hint: 'Pass --data-dir DIR (npm start uses .pgx/data).' });
   }
   return parseConfig(merged, values.config ? `${values.config} and flags` : 'flags');
+}
+
+/** --mint-roles any | createdb | role1,role2 */
+function mintRolesFlag(v: string | undefined): string | string[] | undefined {
+  if (v === undefined || v === 'any' || v === 'createdb') return v;
+  return v.split(',').map((r) => r.trim()).filter((r) => r.length > 0);
 }
 
 /** PostgreSQL's private socket directory: short (socket paths are limited to 107 bytes) and per data dir. */
@@ -154,6 +192,7 @@ export async function runStart(argv: string[]): Promise<number> {
 
 export interface RunningRuntime {
   engine: Engine;
+  databases: DisposableDatabases;
   supervisor: PostgresSupervisor;
   pgVersion: string;
   auth: 'trust' | 'scram';
@@ -168,12 +207,22 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   await assertReachable(dataDir, osUser, 'data-dir');
   await assertReachable(path.join(binaries.binDir, 'postgres'), osUser, 'pg-bin');
   const socketDir = privateSocketDir(dataDir);
+  const databaseSettings: Partial<DatabaseSettings> = {
+    prefix: config.prefix,
+    graceSeconds: config.grace,
+    poolSize: config.poolSize,
+    mintRoles: Array.isArray(config.mintRoles) ? { kind: 'list', roles: config.mintRoles } : { kind: config.mintRoles },
+    maxDatabases: config.maxDatabases,
+    maxDatabasesPerRole: config.maxDatabasesPerRole,
+    mintQueueSize: config.mintQueueSize,
+    mintTimeoutSeconds: config.mintTimeout,
+  };
   const supervisor = new PostgresSupervisor({
     dataDir,
     binDir: binaries.binDir,
     socketDir,
     port: PG_PORT,
-    maxConnections: config.maxBackends + ADMIN_CONNECTIONS,
+    maxConnections: config.maxBackends + ADMIN_CONNECTIONS + DisposableDatabases.adminConnections(databaseSettings),
     settings: config.pgSettings,
     logger: logger.child({ component: 'supervisor' }),
     clock: systemClock,
@@ -190,7 +239,21 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     await supervisor.stop();
     throw err;
   }
-  const engine = new Engine({
+  const databases: DisposableDatabases = new DisposableDatabases({
+    connect: (database) => supervisor.connect(database, 'postgres'),
+    // The engine is constructed below; the facade calls these only after start(), when it exists.
+    engine: {
+      terminateSessions: (database, message, hint) => engine.terminateSessions(database, message, hint),
+      sessionsPerDatabase: () => engine.sessionsPerDatabase(),
+    },
+    settings: databaseSettings,
+    version: PGX_VERSION,
+    postgresVersion: binaries.version,
+    postgresPid: () => supervisor.pid,
+    clock: systemClock,
+    logger: logger.child({ component: 'databases' }),
+  });
+  const engine: Engine = new Engine({
     host: config.host,
     port: config.port,
     socketDir: config.socketDir,
@@ -203,13 +266,19 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     backendIdleTimeoutMs: config.backendIdleTimeout * 1000,
     backendWaitTimeoutMs: config.backendWaitTimeout * 1000,
     loginTimeoutMs: config.loginTimeout * 1000,
-    ...(control ? { control } : {}),
+    router: databases,
+    sessionObserver: databases,
+    control: control ?? databases,
     logger: logger.child({ component: 'engine' }),
     clock: systemClock,
   });
   try {
+    // Records loaded and reconciled before the first client is routed.
+    await databases.start();
     await engine.start();
   } catch (err) {
+    await engine.stop();
+    await databases.stop();
     await admin.close();
     await supervisor.stop();
     throw err;
@@ -217,11 +286,14 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   logger.info('runtime ready', { port: engine.port, socketDir: config.socketDir, dataDir, pg: binaries.version, auth });
   return {
     engine,
+    databases,
     supervisor,
     pgVersion: binaries.version,
     auth,
     async stop() {
+      // Engine first: its sessions end (the facade records when), then the facade's own work stops.
       await engine.stop();
+      await databases.stop();
       await admin.close();
       await supervisor.stop();
       logger.info('stopped');

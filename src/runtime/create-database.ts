@@ -1,0 +1,68 @@
+// How a database is made from a template, claimed from the warm pool, and dropped: the SQL text, and
+// the one place the copy strategy is chosen.
+
+import { PostgresError, quoteIdent, type SqlClient } from './sql-client.js';
+import type { CreateStrategy } from './records.js';
+
+/**
+ * The copy strategy for a template, decided when it is sealed and recorded with it. WAL_LOG copies
+ * block by block without the two checkpoints FILE_COPY forces, which makes it the faster choice for the
+ * small templates of tests and agents on any filesystem. FILE_COPY with file_copy_method = clone (a
+ * reflink per file, copy-on-write) wins for large templates on XFS/btrfs/ZFS; detecting that is the
+ * copy-on-write issue's, and belongs here when it comes.
+ */
+export function chooseStrategy(): CreateStrategy {
+  return 'WAL_LOG';
+}
+
+export function createDatabaseSql(name: string, template: string, strategy: CreateStrategy, owner: string): string {
+  return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY ${strategy} OWNER ${quoteIdent(owner)}`;
+}
+
+/**
+ * A warm spare: owned by the runtime's role until a claim hands it over, and closed to connections so
+ * nobody (autovacuum aside) touches it, which also keeps its RENAME from waiting on other sessions.
+ */
+export function createSpareSql(name: string, template: string, strategy: CreateStrategy): string {
+  return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY ${strategy} ALLOW_CONNECTIONS false`;
+}
+
+/**
+ * A spare becomes the client's database: renamed, given to the client's role, opened for connections.
+ * Sent as one query string, which PostgreSQL runs as one transaction: all of it happens or none.
+ */
+export function claimSpareSql(spare: string, name: string, owner: string): string {
+  const target = quoteIdent(name);
+  return (
+    `ALTER DATABASE ${quoteIdent(spare)} RENAME TO ${target}; ` +
+    `ALTER DATABASE ${target} OWNER TO ${quoteIdent(owner)}; ` +
+    `ALTER DATABASE ${target} ALLOW_CONNECTIONS true`
+  );
+}
+
+/** IF EXISTS makes a repeated drop a no-op; FORCE ends backends left (e.g. the engine's idle pool). */
+export function dropDatabaseSql(name: string): string {
+  return `DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`;
+}
+
+/** How often a create is retried while the template is briefly in use (55006), e.g. by autovacuum. */
+const TEMPLATE_BUSY_RETRIES = 5;
+const TEMPLATE_BUSY_WAIT_MS = 50;
+
+/**
+ * Runs CREATE DATABASE. Returns false if the name already existed (42P04): someone else made it, which
+ * is what was asked. A template some other backend is still connected to is retried briefly.
+ */
+export async function createDatabase(client: SqlClient, sql: string): Promise<boolean> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await client.query(sql);
+      return true;
+    } catch (err) {
+      if (err instanceof PostgresError && err.sqlstate === '42P04') return false;
+      const busy = err instanceof PostgresError && err.sqlstate === '55006';
+      if (!busy || attempt >= TEMPLATE_BUSY_RETRIES) throw err;
+      await new Promise((resolve) => setTimeout(resolve, TEMPLATE_BUSY_WAIT_MS * (attempt + 1)));
+    }
+  }
+}

@@ -1,0 +1,379 @@
+// Disposable databases: the one object the CLI wires into the engine. It is the engine's Router (mint
+// on connect), SessionObserver (the janitor's grace clock) and ControlFunctions (pgx_* SQL functions),
+// implemented structurally: runtime/ never imports engine/. Behind it: the registry and pgx_control
+// metadata, the minter and its queue, the warm pool, templates, the janitor and the status document.
+
+import type { Clock } from '../clock.js';
+import { PgxError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { Counters } from './counters.js';
+import { DatabaseCommands } from './database-commands.js';
+import { DEFAULT_DATABASE_SETTINGS, type DatabaseSettings } from './database-settings.js';
+import { Dropper, type EngineSessions } from './dropper.js';
+import { Janitor, type JanitorTask } from './janitor.js';
+import { dropIdleTask, dropStaleSparesTask, expireTtlTask, flushCountersTask, type LifecycleOptions } from './janitor-tasks.js';
+import { MetadataStore } from './metadata.js';
+import { Minter } from './mint.js';
+import { MintQueue } from './mint-queue.js';
+import {
+  CONTROL_DATABASE,
+  databaseDoesNotExist,
+  isReservedName,
+  isUnderPrefix,
+  parseMintName,
+  prefixProblem,
+  SPARE_PREFIX,
+} from './names.js';
+import { functionDenied, Permissions } from './permissions.js';
+import type { DatabaseRecord, TemplateRecord } from './records.js';
+import { reconcile } from './reconcile.js';
+import { Registry } from './registry.js';
+import { SessionCounts } from './sessions.js';
+import { quoteLiteral, type SqlClient } from './sql-client.js';
+import { runtimeStatus, type RuntimeStatus } from './status.js';
+import { Templates } from './templates.js';
+import { WarmPool } from './warm-pool.js';
+
+/** The engine's Caller and ControlFunction, restated here because runtime/ does not import engine/. */
+export interface Caller {
+  user: string;
+  database: string;
+}
+
+export type ControlFunction =
+  | 'runtime_status'
+  | 'seal_template'
+  | 'unseal_template'
+  | 'pin_database'
+  | 'unpin_database'
+  | 'drop_database'
+  | 'snapshot_database'
+  | 'restore_database';
+
+export interface DisposableDatabasesOptions {
+  /** A superuser connection to the named database over PostgreSQL's private socket. */
+  connect: (database: string) => Promise<SqlClient>;
+  /** The engine's session table: end sessions on a database, count sessions per database. */
+  engine: EngineSessions;
+  settings?: Partial<DatabaseSettings>;
+  /** PGX's version, and PostgreSQL's, for the status document. */
+  version: string;
+  postgresVersion: string;
+  /** The postmaster's pid, while it runs. */
+  postgresPid: () => number | undefined;
+  clock: Clock;
+  logger: Logger;
+}
+
+type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
+
+const RESOLVED = Promise.resolve();
+
+export class DisposableDatabases {
+  readonly settings: DatabaseSettings;
+  private state: State = 'new';
+  private readonly registry = new Registry();
+  private readonly counters = new Counters();
+  private readonly metadata: MetadataStore;
+  private readonly permissions: Permissions;
+  private readonly queue: MintQueue;
+  private readonly pool: WarmPool;
+  private readonly minter: Minter;
+  private readonly templates: Templates;
+  private readonly dropper: Dropper;
+  private readonly sessions: SessionCounts;
+  private readonly janitor: Janitor;
+  private readonly commands: DatabaseCommands;
+  /** Metadata writes not awaited by their caller (session transitions); stop() waits for them. */
+  private readonly writes = new Set<Promise<void>>();
+  private readonly startedAt: number;
+  private readonly log: Logger;
+
+  /** Admin connections it holds at most: size PostgreSQL's max_connections with this on top. */
+  static adminConnections(settings: Partial<DatabaseSettings> = {}): number {
+    // metadata + pool refill + dropper + a seal's VACUUM connection, and the mint workers.
+    return 4 + (settings.mintWorkers ?? DEFAULT_DATABASE_SETTINGS.mintWorkers);
+  }
+
+  constructor(private readonly opts: DisposableDatabasesOptions) {
+    const s = (this.settings = { ...DEFAULT_DATABASE_SETTINGS, ...opts.settings });
+    const problem = prefixProblem(s.prefix);
+    if (problem !== null) throw new PgxError('CONFIG_INVALID', `--prefix ${s.prefix}: ${problem}`, { hint: 'Use a prefix like tdb_ (the default).' });
+    const { clock, connect } = opts;
+    const log = (this.log = opts.logger);
+    this.startedAt = clock.monotonic();
+    const control = (): Promise<SqlClient> => connect(CONTROL_DATABASE);
+    this.metadata = new MetadataStore(connect, log);
+    this.permissions = new Permissions(() => this.metadata.client(), s.mintRoles);
+    this.queue = new MintQueue({ workers: s.mintWorkers, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control });
+    const { registry, counters, metadata, permissions, queue } = this;
+    this.pool = new WarmPool({ size: s.poolSize, connect: control, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, clock, logger: log });
+    this.minter = new Minter({
+      maxDatabases: s.maxDatabases,
+      maxDatabasesPerRole: s.maxDatabasesPerRole,
+      registry,
+      metadata,
+      pool: this.pool,
+      queue,
+      permissions,
+      counters,
+      clock,
+      logger: log,
+    });
+    this.dropper = new Dropper(control, registry, metadata, opts.engine, log);
+    this.templates = new Templates({ prefix: s.prefix, connect, registry, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
+    this.sessions = new SessionCounts({ busy: (db) => this.onBusy(db), idle: (db) => this.onIdle(db) });
+    this.commands = new DatabaseCommands({ prefix: s.prefix, registry, metadata, permissions, sessions: this.sessions, dropper: this.dropper, clock });
+    this.janitor = new Janitor({ intervalMs: s.janitorIntervalMs, tasks: this.janitorTasks(), clock, logger: log.child({ component: 'janitor' }) });
+  }
+
+  // --- lifecycle -----------------------------------------------------------------------------------
+
+  /** Opens pgx_control, loads the records, reconciles them with the cluster, starts janitor and pool. */
+  async start(): Promise<void> {
+    if (this.state !== 'new') return;
+    this.state = 'starting';
+    try {
+      await this.load();
+    } catch (err) {
+      this.state = 'new';
+      throw err;
+    }
+    this.state = 'running';
+    this.janitor.start();
+    this.pool.kick();
+    this.log.info('disposable-databases-ready', {
+      prefix: this.settings.prefix,
+      templates: [...this.registry.templates.values()].filter((t) => t.sealed).length,
+      databases: this.registry.databases.size,
+      spares: this.registry.spares.size,
+    });
+  }
+
+  private async load(): Promise<void> {
+    const { metadata, registry } = this;
+    const { clock } = this.opts;
+    await metadata.open();
+    const [templates, databases, counters] = [await metadata.loadTemplates(), await metadata.loadDatabases(), await metadata.loadCounters()];
+    registry.load(templates, databases);
+    // Sessions open when the last runtime stopped (or died) ended with it: their grace starts now.
+    for (const open of databases.filter((d) => d.inUse)) {
+      await metadata.saveDatabase(registry.update(open.name, { inUse: false, lastSessionEnd: clock.now() })!);
+    }
+    this.counters.load(counters);
+    await this.reconcile();
+  }
+
+  /** Stops janitor, pool and mints (waiting ones get 57P03), writes what is pending, closes connections. */
+  async stop(): Promise<void> {
+    if (this.state === 'stopped' || this.state === 'stopping') return;
+    this.state = 'stopping';
+    await this.janitor.stop();
+    await this.queue.stop();
+    await this.pool.stop();
+    await Promise.all([...this.writes]);
+    await flushCountersTask(this.counters, this.metadata).run().catch((err: unknown) => this.log.warn('counters-not-saved', { err }));
+    await this.dropper.close();
+    await this.metadata.close();
+    this.state = 'stopped';
+  }
+
+  // --- Router --------------------------------------------------------------------------------------
+
+  /**
+   * Resolves when `database` can be connected to: at once for names outside the prefix (PostgreSQL
+   * answers 3D000 itself if absent), after minting it for a new name under the prefix. PGX's own
+   * databases (pgx_control, spares) are refused as if they did not exist.
+   */
+  route(caller: Caller): Promise<void> {
+    if (isReservedName(caller.database)) return Promise.reject(databaseDoesNotExist(caller.database));
+    if (!isUnderPrefix(caller.database, this.settings.prefix)) return RESOLVED;
+    return this.routeMinted(caller.database, caller.user);
+  }
+
+  private async routeMinted(database: string, user: string): Promise<void> {
+    const name = parseMintName(database, this.settings.prefix);
+    if (this.state !== 'running') {
+      throw new PgxError('CANNOT_CONNECT_NOW', `cannot create database "${database}": the runtime is ${this.state === 'new' || this.state === 'starting' ? 'starting up' : 'shutting down'}`, {
+        hint: 'Connect again in a moment.',
+      });
+    }
+    // A name being dropped (idle, expired) is minted afresh once the drop is done.
+    await this.dropper.dropping(database)?.catch(() => undefined);
+    if (this.registry.databases.has(database)) {
+      this.registry.lastRouted.set(database, this.opts.clock.now());
+      return;
+    }
+    await this.minter.mint(name, user);
+  }
+
+  // --- SessionObserver -----------------------------------------------------------------------------
+
+  sessionStarted(database: string): void {
+    this.sessions.started(database);
+  }
+
+  sessionEnded(database: string): void {
+    this.sessions.ended(database);
+  }
+
+  private onBusy(database: string): void {
+    const d = this.registry.update(database, { inUse: true });
+    if (d) this.persist(d);
+  }
+
+  private onIdle(database: string): void {
+    const d = this.registry.update(database, { inUse: false, lastSessionEnd: this.opts.clock.now() });
+    if (d) this.persist(d);
+  }
+
+  /** On disk in order behind earlier writes; a failed write is logged (memory rules until restart). */
+  private persist(record: DatabaseRecord): void {
+    const write: Promise<void> = this.metadata
+      .saveDatabase(record)
+      .catch((err: unknown) => this.log.warn('metadata-write-failed', { database: record.name, err }))
+      .finally(() => this.writes.delete(write));
+    this.writes.add(write);
+  }
+
+  // --- ControlFunctions ----------------------------------------------------------------------------
+
+  /** Runs a pgx_* control function for `caller`; the result is the function's text value. */
+  async call(fn: ControlFunction, args: (string | null)[], caller: Caller): Promise<string> {
+    const sqlName = `pgx_${fn}`;
+    switch (fn) {
+      case 'runtime_status': {
+        const access = await this.permissions.access(caller.user, caller.database);
+        if (!access.ownerOrSuperuser) throw functionDenied(sqlName, caller.database);
+        return JSON.stringify(await this.status());
+      }
+      case 'seal_template':
+        return (await this.templates.seal(nameArg(sqlName, args), caller.user, sqlName, caller.database)).name;
+      case 'unseal_template':
+        return (await this.templates.unseal(nameArg(sqlName, args), caller.user, sqlName)).name;
+      case 'pin_database':
+        return (await this.commands.setPinned(nameArg(sqlName, args), true, caller.user, sqlName)).name;
+      case 'unpin_database':
+        return (await this.commands.setPinned(nameArg(sqlName, args), false, caller.user, sqlName)).name;
+      case 'drop_database':
+        await this.commands.drop(nameArg(sqlName, args), caller, sqlName);
+        return nameArg(sqlName, args);
+      case 'snapshot_database':
+      case 'restore_database':
+        throw new PgxError('FEATURE_NOT_SUPPORTED', `${sqlName} is not supported yet`, {
+          hint: 'Snapshots come with copy-on-write storage; meanwhile seal a template and mint from it.',
+        });
+    }
+    // A function the engine learned before this runtime did.
+    throw new PgxError('FEATURE_NOT_SUPPORTED', `${sqlName} is not supported by this runtime`);
+  }
+
+  // --- operations (also for the HTTP API) ----------------------------------------------------------
+
+  seal(name: string, user: string): Promise<TemplateRecord> {
+    return this.templates.seal(name, user);
+  }
+
+  unseal(name: string, user: string): Promise<TemplateRecord> {
+    return this.templates.unseal(name, user);
+  }
+
+  setPinned(name: string, pinned: boolean, user: string): Promise<DatabaseRecord> {
+    return this.commands.setPinned(name, pinned, user);
+  }
+
+  setTtl(name: string, seconds: number | null, user: string): Promise<DatabaseRecord> {
+    return this.commands.setTtl(name, seconds, user);
+  }
+
+  drop(name: string, caller: Caller): Promise<void> {
+    return this.commands.drop(name, caller);
+  }
+
+  /** The status document (see status.ts for what each field means). */
+  async status(): Promise<RuntimeStatus> {
+    const { rows } = await (await this.metadata.client()).query(
+      `SELECT count(*) FROM pg_catalog.pg_database WHERE datname <> ${quoteLiteral(CONTROL_DATABASE)} ` +
+        `AND NOT starts_with(datname::text, ${quoteLiteral(SPARE_PREFIX)})`,
+    );
+    return runtimeStatus({
+      pid: process.pid,
+      postgresPid: this.opts.postgresPid() ?? null,
+      uptimeMs: this.opts.clock.monotonic() - this.startedAt,
+      version: this.opts.version,
+      postgresVersion: this.opts.postgresVersion,
+      sessions: this.sessions.totals(),
+      clusterDatabases: Number(rows[0]?.[0] ?? 0),
+      registry: this.registry,
+      pool: this.pool,
+      counters: this.counters,
+      janitorLastRun: this.janitor.lastRun,
+    });
+  }
+
+  /** One janitor pass now, after any in progress (tests; an API "sweep" later). */
+  runJanitor(): Promise<void> {
+    return this.janitor.runOnce();
+  }
+
+  /** The record of a minted database, or null (a snapshot for tests and the API). */
+  database(name: string): DatabaseRecord | null {
+    return this.registry.databases.get(name) ?? null;
+  }
+
+  // --- internals -----------------------------------------------------------------------------------
+
+  private reconcile(): Promise<number> {
+    return reconcile({
+      prefix: this.settings.prefix,
+      registry: this.registry,
+      metadata: this.metadata,
+      busy: (name) => this.minter.isMinting(name) || this.pool.isBusy(name) || this.dropper.dropping(name) !== undefined,
+      clock: this.opts.clock,
+      logger: this.log,
+    });
+  }
+
+  private janitorTasks(): JanitorTask[] {
+    const s = this.settings;
+    const lifecycle: LifecycleOptions = {
+      prefix: s.prefix,
+      graceMs: s.graceSeconds * 1000,
+      protectMs: s.protectSeconds * 1000,
+      batch: s.janitorBatch,
+      registry: this.registry,
+      sessions: this.sessions,
+      engine: this.opts.engine,
+      dropper: this.dropper,
+      counters: this.counters,
+      clock: this.opts.clock,
+      logger: this.log,
+    };
+    let lastReconcile = this.opts.clock.monotonic();
+    return [
+      expireTtlTask(lifecycle),
+      dropIdleTask(lifecycle),
+      dropStaleSparesTask(lifecycle),
+      {
+        name: 'reconcile',
+        run: async () => {
+          if (this.opts.clock.monotonic() - lastReconcile < s.reconcileIntervalMs) return 0;
+          lastReconcile = this.opts.clock.monotonic();
+          return this.reconcile();
+        },
+      },
+      flushCountersTask(this.counters, this.metadata),
+    ];
+  }
+}
+
+/** The one argument of a control function: a database name, not NULL. */
+function nameArg(fn: string, args: (string | null)[]): string {
+  const name = args[0];
+  if (args.length !== 1 || name === null || name === undefined) {
+    throw new PgxError('INVALID_PARAMETER', `${fn}(name) takes one database name, not ${args.length === 1 ? 'NULL' : `${args.length} arguments`}`, {
+      hint: `For example: SELECT ${fn}('tpl_app').`,
+    });
+  }
+  return name;
+}

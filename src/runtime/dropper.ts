@@ -1,0 +1,70 @@
+// Dropping a database: the engine ends its client sessions first (so clients read why, as FATAL 57P01),
+// then DROP DATABASE IF EXISTS ... WITH (FORCE), then the records go. Idempotent, and concurrent
+// requests for one name share one drop; route() waits for a drop in progress before minting the name
+// again.
+
+import type { Logger } from '../log.js';
+import { AdminConnection } from './admin-connection.js';
+import { dropDatabaseSql } from './create-database.js';
+import type { MetadataStore } from './metadata.js';
+import type { Registry } from './registry.js';
+import type { SqlClient } from './sql-client.js';
+
+/** What the runtime needs from the engine's session table; the CLI passes the engine's methods. */
+export interface EngineSessions {
+  /** Ends every client session on `database` with FATAL 57P01 carrying `message`; returns how many. */
+  terminateSessions(database: string, message: string, hint?: string): number;
+  /** Client sessions per database, as the engine counts them. */
+  sessionsPerDatabase(): Map<string, number>;
+}
+
+export interface Termination {
+  message: string;
+  hint?: string;
+}
+
+export class Dropper {
+  private readonly conn: AdminConnection;
+  private readonly inProgress = new Map<string, Promise<void>>();
+
+  constructor(
+    connect: () => Promise<SqlClient>,
+    private readonly registry: Registry,
+    private readonly metadata: MetadataStore,
+    private readonly engine: EngineSessions,
+    private readonly log: Logger,
+  ) {
+    // Its own connection: a drop may wait on a checkpoint, and must not hold up metadata writes.
+    this.conn = new AdminConnection(connect);
+  }
+
+  /** The drop in progress for `name`, if any. */
+  dropping(name: string): Promise<void> | undefined {
+    return this.inProgress.get(name);
+  }
+
+  /**
+   * Drops `name`. `terminate` is what its client sessions are told; null when it has none to tell
+   * (the janitor's idle drops). `reason` is logged and names the setting that caused the drop.
+   */
+  drop(name: string, terminate: Termination | null, reason: string): Promise<void> {
+    const running = this.inProgress.get(name);
+    if (running) return running;
+    const work = this.run(name, terminate, reason).finally(() => this.inProgress.delete(name));
+    this.inProgress.set(name, work);
+    return work;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.inProgress.values()].map((p) => p.catch(() => undefined)));
+    await this.conn.close();
+  }
+
+  private async run(name: string, terminate: Termination | null, reason: string): Promise<void> {
+    const ended = terminate ? this.engine.terminateSessions(name, terminate.message, terminate.hint) : 0;
+    await (await this.conn.get()).query(dropDatabaseSql(name));
+    this.registry.forget(name);
+    await this.metadata.deleteDatabase(name);
+    this.log.info('database-dropped', { database: name, reason, sessionsEnded: ended });
+  }
+}

@@ -1,0 +1,214 @@
+// PGX's own records, kept in a control database inside the cluster (pgx_control) so they live and die
+// with the data directory: templates, the databases PGX minted (and its warm spares), counters. Pins,
+// TTLs and live databases therefore survive a runtime restart, and the janitor resumes from the
+// recorded times.
+//
+// Tenants never reach pgx_control: route() refuses the name as if it did not exist (the engine asks the
+// router for every connect), and CONNECT is revoked from PUBLIC as a second wall for direct access.
+//
+// One connection, one query at a time: writes are applied in the order they are issued, so a write
+// that is not awaited (a session-end time) can never overtake a later one for the same row.
+
+import type { Logger } from '../log.js';
+import { AdminConnection } from './admin-connection.js';
+import { CONTROL_DATABASE } from './names.js';
+import type { CreateStrategy, DatabaseKind, DatabaseRecord, TemplateRecord } from './records.js';
+import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
+
+/** Idempotent: run at every start. Later versions add columns with ADD COLUMN IF NOT EXISTS. */
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS templates (
+  name        text PRIMARY KEY,
+  sealed      boolean NOT NULL,
+  sealed_at   timestamptz,
+  strategy    text NOT NULL,
+  generation  integer NOT NULL
+);
+CREATE TABLE IF NOT EXISTS databases (
+  name              text PRIMARY KEY,
+  kind              text NOT NULL CHECK (kind IN ('ephemeral', 'spare')),
+  template          text NOT NULL,
+  generation        integer NOT NULL,
+  owner             text NOT NULL,
+  created_at        timestamptz NOT NULL,
+  last_session_end  timestamptz,
+  in_use            boolean NOT NULL DEFAULT false,
+  pinned            boolean NOT NULL DEFAULT false,
+  expires_at        timestamptz
+);
+CREATE TABLE IF NOT EXISTS counters (
+  name   text PRIMARY KEY,
+  value  bigint NOT NULL
+);
+CREATE SEQUENCE IF NOT EXISTS spare_numbers;
+`;
+
+export class MetadataStore {
+  private readonly conn: AdminConnection;
+
+  constructor(
+    /** A superuser connection to the named database over PostgreSQL's private socket. */
+    private readonly connect: (database: string) => Promise<SqlClient>,
+    private readonly log: Logger,
+  ) {
+    this.conn = new AdminConnection(() => connect(CONTROL_DATABASE));
+  }
+
+  /**
+   * The connection to pgx_control. pg_database and pg_roles are shared catalogs, so catalog lookups
+   * (permissions, existence) use it too instead of holding another connection open.
+   */
+  client(): Promise<SqlClient> {
+    return this.conn.get();
+  }
+
+  /** Creates pgx_control on first start and its tables if missing. */
+  async open(): Promise<void> {
+    const admin = await this.connect('postgres');
+    try {
+      const { rows } = await admin.query(`SELECT 1 FROM pg_catalog.pg_database WHERE datname = ${quoteLiteral(CONTROL_DATABASE)}`);
+      if (rows.length === 0) {
+        // template0: never modified, so the control database holds nothing a user put in template1.
+        await ignoreDuplicate(admin.query(`CREATE DATABASE ${quoteIdent(CONTROL_DATABASE)} TEMPLATE template0`));
+        this.log.info('control-database-created', { database: CONTROL_DATABASE });
+      }
+      await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${quoteIdent(CONTROL_DATABASE)} FROM PUBLIC`);
+    } finally {
+      await admin.close();
+    }
+    await (await this.client()).query(SCHEMA);
+  }
+
+  async close(): Promise<void> {
+    await this.conn.close();
+  }
+
+  async loadTemplates(): Promise<TemplateRecord[]> {
+    const { rows } = await (await this.client()).query(
+      `SELECT name, sealed, ${epochMs('sealed_at')}, strategy, generation FROM templates ORDER BY name`,
+    );
+    return rows.map(([name, sealed, sealedAt, strategy, generation]) => ({
+      name: name!,
+      sealed: sealed === 't',
+      sealedAt: sealedAt === null ? null : Number(sealedAt),
+      strategy: (strategy === 'FILE_COPY' ? 'FILE_COPY' : 'WAL_LOG') satisfies CreateStrategy,
+      generation: Number(generation),
+    }));
+  }
+
+  async loadDatabases(): Promise<DatabaseRecord[]> {
+    const { rows } = await (await this.client()).query(
+      `SELECT name, kind, template, generation, owner, ${epochMs('created_at')}, ${epochMs('last_session_end')}, ` +
+        `in_use, pinned, ${epochMs('expires_at')} FROM databases ORDER BY name`,
+    );
+    return rows.map(([name, kind, template, generation, owner, createdAt, lastEnd, inUse, pinned, expiresAt]) => ({
+      name: name!,
+      kind: (kind === 'spare' ? 'spare' : 'ephemeral') satisfies DatabaseKind,
+      template: template!,
+      generation: Number(generation),
+      owner: owner!,
+      createdAt: Number(createdAt),
+      lastSessionEnd: lastEnd === null ? null : Number(lastEnd),
+      inUse: inUse === 't',
+      pinned: pinned === 't',
+      expiresAt: expiresAt === null ? null : Number(expiresAt),
+    }));
+  }
+
+  async loadCounters(): Promise<Map<string, number>> {
+    const { rows } = await (await this.client()).query('SELECT name, value FROM counters');
+    return new Map(rows.map(([name, value]) => [name!, Number(value)]));
+  }
+
+  async saveTemplate(t: TemplateRecord): Promise<void> {
+    await (await this.client()).query(
+      `INSERT INTO templates (name, sealed, sealed_at, strategy, generation) VALUES ` +
+        `(${quoteLiteral(t.name)}, ${t.sealed}, ${timestamp(t.sealedAt)}, ${quoteLiteral(t.strategy)}, ${int(t.generation)}) ` +
+        `ON CONFLICT (name) DO UPDATE SET sealed = EXCLUDED.sealed, sealed_at = EXCLUDED.sealed_at, ` +
+        `strategy = EXCLUDED.strategy, generation = EXCLUDED.generation`,
+    );
+  }
+
+  async deleteTemplate(name: string): Promise<void> {
+    await (await this.client()).query(`DELETE FROM templates WHERE name = ${quoteLiteral(name)}`);
+  }
+
+  /** Inserts or replaces the whole row: every change (pin, TTL, session end) is one write shape. */
+  async saveDatabase(r: DatabaseRecord): Promise<void> {
+    await (await this.client()).query(upsertDatabase(r));
+  }
+
+  /** A claimed spare becomes a minted database: both rows change in one transaction. */
+  async replaceDatabase(previousName: string, r: DatabaseRecord): Promise<void> {
+    await (await this.client()).query(`BEGIN; DELETE FROM databases WHERE name = ${quoteLiteral(previousName)}; ${upsertDatabase(r)}; COMMIT`);
+  }
+
+  async deleteDatabase(name: string): Promise<void> {
+    await (await this.client()).query(`DELETE FROM databases WHERE name = ${quoteLiteral(name)}`);
+  }
+
+  /** A number never handed out before in this data directory, for naming a spare. */
+  async nextSpareNumber(): Promise<number> {
+    const { rows } = await (await this.client()).query(`SELECT nextval('spare_numbers')`);
+    return Number(rows[0]![0]);
+  }
+
+  async saveCounters(values: Iterable<[string, number]>): Promise<void> {
+    const tuples = [...values].map(([name, value]) => `(${quoteLiteral(name)}, ${int(value)})`);
+    if (tuples.length === 0) return;
+    await (await this.client()).query(
+      `INSERT INTO counters (name, value) VALUES ${tuples.join(', ')} ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`,
+    );
+  }
+}
+
+function upsertDatabase(r: DatabaseRecord): string {
+  return (
+    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at) VALUES (` +
+    [
+      quoteLiteral(r.name),
+      quoteLiteral(r.kind),
+      quoteLiteral(r.template),
+      int(r.generation),
+      quoteLiteral(r.owner),
+      timestamp(r.createdAt),
+      timestamp(r.lastSessionEnd),
+      String(r.inUse),
+      String(r.pinned),
+      timestamp(r.expiresAt),
+    ].join(', ') +
+    `) ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, template = EXCLUDED.template, generation = EXCLUDED.generation, ` +
+    `owner = EXCLUDED.owner, created_at = EXCLUDED.created_at, last_session_end = EXCLUDED.last_session_end, ` +
+    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at`
+  );
+}
+
+/** Clock milliseconds as a timestamptz, so people reading pgx_control see real times. */
+function timestamp(ms: number | null): string {
+  if (ms === null) return 'NULL';
+  return `to_timestamp(${finite(ms) / 1000})`;
+}
+
+function epochMs(column: string): string {
+  return `round(extract(epoch FROM ${column}) * 1000)::int8`;
+}
+
+function int(n: number): string {
+  return String(Math.trunc(finite(n)));
+}
+
+function finite(n: number): number {
+  // Numbers are inlined into SQL text: never let NaN or Infinity through.
+  if (!Number.isFinite(n)) throw new RangeError(`not a finite number: ${n}`);
+  return n;
+}
+
+/** A create that finds the object already there (42P04) did what was asked. */
+export async function ignoreDuplicate<T>(work: Promise<T>): Promise<T | undefined> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof PostgresError && err.sqlstate === '42P04') return undefined;
+    throw err;
+  }
+}

@@ -1,0 +1,182 @@
+// Minting: a name under the prefix that does not exist yet becomes a database, copied from its sealed
+// template, owned by the connecting role. Concurrent requests for one name share one mint. A spare
+// from the warm pool is claimed when one is ready (warm: a rename), else the template is copied
+// (cold). Refusals are worded as PostgreSQL words a missing database (3D000), with a hint saying why.
+
+import type { Clock } from '../clock.js';
+import { PgxError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { Counters, MintSource } from './counters.js';
+import { claimSpareSql, createDatabase, createDatabaseSql } from './create-database.js';
+import type { MetadataStore } from './metadata.js';
+import type { MintQueue } from './mint-queue.js';
+import { databaseDoesNotExist, type MintName } from './names.js';
+import type { Permissions } from './permissions.js';
+import type { DatabaseRecord, TemplateRecord } from './records.js';
+import type { Registry } from './registry.js';
+import { PostgresError, type SqlClient } from './sql-client.js';
+import type { WarmPool } from './warm-pool.js';
+
+export interface MinterOptions {
+  /** Minted databases the runtime holds at most (--max-databases); beyond it 53400. */
+  maxDatabases: number;
+  /** Minted databases one role may own at most (--max-databases-per-role); null for no cap. */
+  maxDatabasesPerRole: number | null;
+  registry: Registry;
+  metadata: MetadataStore;
+  pool: WarmPool;
+  queue: MintQueue;
+  permissions: Permissions;
+  counters: Counters;
+  clock: Clock;
+  logger: Logger;
+}
+
+interface InFlight {
+  user: string;
+  promise: Promise<void>;
+}
+
+export class Minter {
+  private readonly inFlight = new Map<string, InFlight>();
+  /** Mints past the caps and not yet recorded, in total and per role: they count against the caps. */
+  private accepted = 0;
+  private readonly acceptedPerRole = new Map<string, number>();
+  /** Refusals that concern the asking role only; another role sharing the mint asks again for itself. */
+  private readonly roleRefusals = new WeakSet<Error>();
+
+  constructor(private readonly opts: MinterOptions) {}
+
+  isMinting(name: string): boolean {
+    return this.inFlight.has(name);
+  }
+
+  /** Creates `name` for `user`, or joins the mint of it already running. */
+  mint(name: MintName, user: string): Promise<void> {
+    const running = this.inFlight.get(name.name);
+    if (running) {
+      if (running.user === user) return running.promise;
+      return running.promise.catch((err: unknown) => {
+        if (err instanceof Error && this.roleRefusals.has(err)) return this.mint(name, user);
+        throw err;
+      });
+    }
+    const promise = this.run(name, user).finally(() => this.inFlight.delete(name.name));
+    this.inFlight.set(name.name, { user, promise });
+    return promise;
+  }
+
+  private async run(name: MintName, user: string): Promise<void> {
+    const { registry, permissions, counters, clock } = this.opts;
+    const started = clock.monotonic();
+    const template = registry.sealedTemplate(name.template);
+    if (!template) {
+      // A database made outside PGX (or before its template was unsealed) is still a database.
+      if (await permissions.databaseExists(name.name)) return;
+      throw databaseDoesNotExist(name.name, {
+        hint: registry.templates.has(name.template)
+          ? `Template "${name.template}" is unsealed; seal it again with SELECT pgx_seal_template('${name.template}').`
+          : `There is no sealed template "${name.template}"; create that database and seal it with SELECT pgx_seal_template('${name.template}').`,
+      });
+    }
+    if (!(await permissions.mayMint(user))) {
+      if (await permissions.databaseExists(name.name)) return;
+      const err = databaseDoesNotExist(name.name, {
+        hint: `Role "${user}" may not create databases on connect. Connect as a role with CREATEDB, or add it to the runtime's mint roles (--mint-roles).`,
+      });
+      this.roleRefusals.add(err);
+      throw err;
+    }
+    this.accept(name.name, user);
+    try {
+      const source = await this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user));
+      const ms = clock.monotonic() - started;
+      counters.recordMint(source, ms);
+      this.opts.logger.debug('database-minted', { database: name.name, template: template.name, owner: user, source, ms: Math.round(ms) });
+    } catch (err) {
+      counters.add('mints.failures');
+      this.opts.logger.warn('mint-failed', { database: name.name, template: template.name, owner: user, err });
+      throw err;
+    } finally {
+      this.release(user);
+    }
+  }
+
+  /** Counts the mint against the caps, or refuses it with 53400 naming the setting. */
+  private accept(name: string, user: string): void {
+    const { registry, maxDatabases, maxDatabasesPerRole, counters } = this.opts;
+    if (registry.databases.size + this.accepted >= maxDatabases) {
+      counters.add('mints.failures');
+      throw new PgxError('TOO_MANY_DATABASES', `cannot create database "${name}": the runtime holds its maximum of ${maxDatabases} databases`, {
+        hint: 'Drop databases you no longer need (SELECT pgx_drop_database(name)), unpin idle ones, or raise --max-databases.',
+      });
+    }
+    const mine = this.acceptedPerRole.get(user) ?? 0;
+    if (maxDatabasesPerRole !== null && registry.ownedBy(user) + mine >= maxDatabasesPerRole) {
+      counters.add('mints.failures');
+      throw new PgxError('TOO_MANY_DATABASES', `cannot create database "${name}": role "${user}" already owns its maximum of ${maxDatabasesPerRole} databases`, {
+        hint: 'Drop databases this role no longer needs (SELECT pgx_drop_database(name)), or raise --max-databases-per-role.',
+      });
+    }
+    this.accepted++;
+    this.acceptedPerRole.set(user, mine + 1);
+  }
+
+  private release(user: string): void {
+    this.accepted--;
+    const mine = (this.acceptedPerRole.get(user) ?? 1) - 1;
+    if (mine === 0) this.acceptedPerRole.delete(user);
+    else this.acceptedPerRole.set(user, mine);
+  }
+
+  /** On a mint worker: claim a spare if one is ready, else copy the template. */
+  private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource> {
+    const { pool, logger } = this.opts;
+    const spare = pool.take(template);
+    if (spare) {
+      try {
+        await client.query(claimSpareSql(spare.name, name.name, user));
+        await this.record(name, template, user, spare.generation, spare.name);
+        pool.handedOut(spare);
+        return 'warm';
+      } catch (err) {
+        // The claim is one transaction: on 42P04 (the name exists already) the spare is untouched and
+        // goes back. Anything else makes it suspect (gone, or the connection died mid-way): the janitor
+        // drops it IF EXISTS, and the create below answers 42P04 if the rename did go through.
+        if (err instanceof PostgresError && err.sqlstate === '42P04') pool.giveBack(spare);
+        else pool.discard(spare);
+        logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
+      }
+    }
+    await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
+    await this.record(name, template, user, template.generation, null);
+    pool.kick();
+    return 'cold';
+  }
+
+  /** In memory at once (routing sees it); on disk after, a failed write only logged: the database exists. */
+  private async record(name: MintName, template: TemplateRecord, user: string, generation: number, spare: string | null): Promise<void> {
+    const { registry, metadata, clock, logger } = this.opts;
+    const now = clock.now();
+    const record: DatabaseRecord = {
+      name: name.name,
+      kind: 'ephemeral',
+      template: template.name,
+      generation,
+      owner: user,
+      createdAt: now,
+      lastSessionEnd: null,
+      inUse: false,
+      pinned: false,
+      expiresAt: null,
+    };
+    registry.put(record);
+    registry.lastRouted.set(name.name, now);
+    try {
+      if (spare === null) await metadata.saveDatabase(record);
+      else await metadata.replaceDatabase(spare, record);
+    } catch (err) {
+      logger.error('metadata-write-failed', { database: name.name, err });
+    }
+  }
+}

@@ -1,0 +1,37 @@
+// The shapes PGX records about templates and the databases it minted, shared by the metadata store
+// (which persists them) and the registry (which holds them in memory for routing and the janitor).
+
+/** How CREATE DATABASE copies a template; chosen in create-database.ts. */
+export type CreateStrategy = 'WAL_LOG' | 'FILE_COPY';
+
+export interface TemplateRecord {
+  name: string;
+  /** Sealed: IS_TEMPLATE true, ALLOW_CONNECTIONS false, frozen; only sealed templates are minted from. */
+  sealed: boolean;
+  /** Clock.now() of the last seal, or null if never sealed. */
+  sealedAt: number | null;
+  strategy: CreateStrategy;
+  /** Bumped at every seal; a spare made from an older generation is stale. */
+  generation: number;
+}
+
+/** ephemeral: minted for a client, dropped by the janitor. spare: a warm-pool copy waiting to be claimed. */
+export type DatabaseKind = 'ephemeral' | 'spare';
+
+export interface DatabaseRecord {
+  name: string;
+  kind: DatabaseKind;
+  template: string;
+  /** The template generation it was copied from (what makes a spare stale after a reseal). */
+  generation: number;
+  owner: string;
+  /** Clock.now() when minted (claimed, for a warm mint) or created (a spare). */
+  createdAt: number;
+  /** Clock.now() when its last client session ended; null if it has not had one since it was minted. */
+  lastSessionEnd: number | null;
+  /** True while sessions are open: after a crash, such a database counts as idle since the restart. */
+  inUse: boolean;
+  pinned: boolean;
+  /** Hard TTL: Clock.now() at which it is dropped whatever its sessions or pin; null for none. */
+  expiresAt: number | null;
+}

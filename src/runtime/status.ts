@@ -1,0 +1,105 @@
+// The status document (pgx_runtime_status(), and GET /v1/status later). Its field names are a contract
+// with clients and the operator: add fields, never rename or remove one. Every value is observed
+// (counted, measured or read from PostgreSQL), never a configured value passed off as a measurement,
+// except where the field says it is a setting (pool.size).
+
+import type { Counters } from './counters.js';
+import type { Registry } from './registry.js';
+import type { PoolStats, WarmPool } from './warm-pool.js';
+
+export interface RuntimeStatus {
+  runtime: {
+    /** The runtime (node) process. */
+    pid: number;
+    /** The supervised postmaster, null while PostgreSQL is down. */
+    postgres_pid: number | null;
+    uptime_s: number;
+    version: string;
+    postgres_version: string;
+  };
+  sessions: {
+    /** Client sessions the engine reported open. */
+    total: number;
+    /** Databases with at least one open session. */
+    databases: number;
+  };
+  databases: {
+    /** Databases in pg_database, PGX's own (pgx_control, spares) not counted. */
+    total: number;
+    /** Minted databases alive (spares and templates excluded). */
+    ephemeral: number;
+    /** Warm spares in the cluster, stale ones waiting to be dropped included. */
+    spares: number;
+    /** Minted databases pinned against the janitor. */
+    pinned: number;
+    /** Sealed templates. */
+    templates: number;
+  };
+  /** Per sealed template. */
+  pool: Record<string, PoolStats>;
+  mints: {
+    warm: number;
+    cold: number;
+    /** Mints attempted (template sealed, role allowed) that did not produce a database: caps, queue, errors. */
+    failures: number;
+    latency_ms: { mean: number; p99: number };
+  };
+  janitor: {
+    /** Minted databases dropped by the janitor (idle past --grace, or TTL expired). */
+    drops: number;
+    /** ISO time of the janitor's last pass, null before the first. */
+    last_run: string | null;
+  };
+}
+
+export interface StatusInputs {
+  pid: number;
+  postgresPid: number | null;
+  uptimeMs: number;
+  version: string;
+  postgresVersion: string;
+  sessions: { total: number; databases: number };
+  /** Counted in pg_database when the status was asked for. */
+  clusterDatabases: number;
+  registry: Registry;
+  pool: WarmPool;
+  counters: Counters;
+  janitorLastRun: number | null;
+}
+
+export function runtimeStatus(i: StatusInputs): RuntimeStatus {
+  const { registry, counters } = i;
+  let pinned = 0;
+  for (const d of registry.databases.values()) if (d.pinned) pinned++;
+  const sealed = [...registry.templates.values()].filter((t) => t.sealed).map((t) => t.name).sort();
+  const pool: Record<string, PoolStats> = {};
+  for (const t of sealed) pool[t] = i.pool.stats(t);
+  return {
+    runtime: {
+      pid: i.pid,
+      postgres_pid: i.postgresPid,
+      uptime_s: Math.floor(i.uptimeMs / 1000),
+      version: i.version,
+      postgres_version: i.postgresVersion,
+    },
+    sessions: { total: i.sessions.total, databases: i.sessions.databases },
+    databases: {
+      total: i.clusterDatabases,
+      ephemeral: registry.databases.size,
+      spares: registry.spares.size,
+      pinned,
+      templates: sealed.length,
+    },
+    pool,
+    mints: {
+      warm: counters.get('mints.warm'),
+      cold: counters.get('mints.cold'),
+      failures: counters.get('mints.failures'),
+      latency_ms: counters.latency(),
+    },
+    janitor: {
+      drops: counters.get('janitor.drops'),
+      last_run: i.janitorLastRun === null ? null : new Date(i.janitorLastRun).toISOString(),
+    },
+  };
+}

@@ -1,0 +1,172 @@
+// Sealing and unsealing templates. Sealing freezes and analyses a database (so every copy starts with
+// frozen tuples and planner statistics, and autovacuum has nothing to do in it), marks it a template
+// that refuses connections, ends the sessions still on it (CREATE DATABASE refuses a template others
+// are connected to) and records it; the warm pool then fills with spares of it. Unsealing reverses
+// it so the template can be changed; its spares turn stale. Sealing again bumps the generation, so
+// everything minted later, spares included, is a copy of the current content.
+
+import type { Clock } from '../clock.js';
+import { PgxError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { chooseStrategy } from './create-database.js';
+import type { EngineSessions } from './dropper.js';
+import type { MetadataStore } from './metadata.js';
+import { databaseDoesNotExist, isReservedName, templateNameProblem } from './names.js';
+import { functionDenied, type Permissions } from './permissions.js';
+import type { TemplateRecord } from './records.js';
+import type { Registry } from './registry.js';
+import { quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
+import type { WarmPool } from './warm-pool.js';
+
+/** Databases the runtime itself needs open (postgres: admin connections) or PostgreSQL keeps pristine. */
+const SYSTEM_DATABASES = new Set(['postgres', 'template0', 'template1']);
+
+export interface TemplatesOptions {
+  prefix: string;
+  /** A superuser connection to the named database. */
+  connect: (database: string) => Promise<SqlClient>;
+  registry: Registry;
+  metadata: MetadataStore;
+  permissions: Permissions;
+  pool: WarmPool;
+  engine: EngineSessions;
+  clock: Clock;
+  logger: Logger;
+}
+
+export class Templates {
+  /** Seal and unseal of one template run one after the other. */
+  private readonly lanes = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly opts: TemplatesOptions) {}
+
+  /** `from`: the database the caller is connected to, if any; sealing it would end the caller's session. */
+  seal(name: string, user: string, fn = 'pgx_seal_template', from: string | null = null): Promise<TemplateRecord> {
+    return this.inLane(name, () => this.doSeal(name, user, fn, from));
+  }
+
+  unseal(name: string, user: string, fn = 'pgx_unseal_template'): Promise<TemplateRecord> {
+    return this.inLane(name, () => this.doUnseal(name, user, fn));
+  }
+
+  private async doSeal(name: string, user: string, fn: string, from: string | null): Promise<TemplateRecord> {
+    const { registry, metadata, permissions, clock, logger } = this.opts;
+    this.refuseSpecial(name, 'sealed');
+    if (from === name) {
+      throw new PgxError('OBJECT_IN_USE', `cannot seal the currently open database "${name}"`, {
+        hint: `Connect to another database (e.g. postgres) and run SELECT ${fn}('${name}') there.`,
+      });
+    }
+    const problem = templateNameProblem(name, this.opts.prefix);
+    if (problem !== null) {
+      throw new PgxError('INVALID_PARAMETER', `database "${name}" cannot be sealed as a template: ${problem}`, {
+        hint: `Minted names are ${this.opts.prefix}<template>__<token>; rename it (ALTER DATABASE ... RENAME TO) to lower-case letters, digits and single underscores.`,
+      });
+    }
+    const access = await permissions.access(user, name);
+    if (!access.exists) throw databaseDoesNotExist(name, { hint: `Create it first: CREATE DATABASE ${name}; then fill it and seal it.` });
+    if (!access.ownerOrSuperuser) throw functionDenied(fn, name);
+
+    const admin = await metadata.client();
+    const started = clock.monotonic();
+    const alreadySealed = access.isTemplate && !access.allowConnections;
+    // Already sealed: nobody could connect since, so the content is what was frozen; a reseal only
+    // refreshes what is minted from now on (new generation, new spares).
+    if (!alreadySealed) {
+      if (!access.allowConnections) await admin.query(`ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS true`);
+      await this.freeze(name);
+      await admin.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
+      await this.endSessions(admin, name);
+    }
+    const previous = registry.templates.get(name);
+    const record: TemplateRecord = {
+      name,
+      sealed: true,
+      sealedAt: clock.now(),
+      strategy: chooseStrategy(),
+      generation: (previous?.generation ?? 0) + 1,
+    };
+    await metadata.saveTemplate(record);
+    registry.templates.set(name, record);
+    logger.info('template-sealed', { template: name, generation: record.generation, strategy: record.strategy, ms: Math.round(clock.monotonic() - started) });
+    this.opts.pool.kick();
+    return record;
+  }
+
+  private async doUnseal(name: string, user: string, fn: string): Promise<TemplateRecord> {
+    const { registry, metadata, permissions, clock, logger } = this.opts;
+    this.refuseSpecial(name, 'unsealed');
+    const access = await permissions.access(user, name);
+    if (!access.exists) throw databaseDoesNotExist(name);
+    if (!access.ownerOrSuperuser) throw functionDenied(fn, name);
+    const previous = registry.templates.get(name);
+    const record: TemplateRecord = previous
+      ? { ...previous, sealed: false }
+      : { name, sealed: false, sealedAt: null, strategy: chooseStrategy(), generation: 0 };
+    // Unsealed in memory first: no mint or refill starts from it while it opens up; its spares are stale.
+    registry.templates.set(name, record);
+    try {
+      await (await metadata.client()).query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE false ALLOW_CONNECTIONS true`);
+      await metadata.saveTemplate(record);
+    } catch (err) {
+      if (previous) registry.templates.set(name, previous);
+      else registry.templates.delete(name);
+      throw err;
+    }
+    logger.info('template-unsealed', { template: name, at: clock.now() });
+    return record;
+  }
+
+  /** VACUUM (FREEZE, ANALYZE) inside the template: copies start frozen and with statistics. */
+  private async freeze(name: string): Promise<void> {
+    const client = await this.opts.connect(name);
+    try {
+      await client.query('VACUUM (FREEZE, ANALYZE)');
+    } finally {
+      await client.close();
+    }
+  }
+
+  /**
+   * Ends every other session on the template: the engine's clients first, told why, then whatever
+   * else PostgreSQL has there (the engine's idle pooled backends, direct connections).
+   */
+  private async endSessions(admin: SqlClient, name: string): Promise<void> {
+    const ended = this.opts.engine.terminateSessions(
+      name,
+      `terminating connection: database "${name}" was sealed as a template`,
+      `Connect to a database minted from it (${this.opts.prefix}${name}__<token>), or unseal it with SELECT pgx_unseal_template('${name}') to change it.`,
+    );
+    const { rows } = await admin.query(
+      `SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity ` +
+        `WHERE datname = ${quoteLiteral(name)} AND pid <> pg_catalog.pg_backend_pid()`,
+    );
+    this.opts.logger.info('template-sessions-ended', { template: name, engineSessions: ended, backends: Number(rows[0]?.[0] ?? 0) });
+  }
+
+  /** PGX's own databases are invisible (3D000); system and minted databases cannot be templates. */
+  private refuseSpecial(name: string, what: 'sealed' | 'unsealed'): void {
+    if (isReservedName(name)) throw databaseDoesNotExist(name);
+    if (SYSTEM_DATABASES.has(name)) {
+      throw new PgxError('INVALID_PARAMETER', `database "${name}" cannot be ${what}: PGX and PostgreSQL rely on it`, {
+        hint: 'Create a database of your own (CREATE DATABASE tpl_app), fill it, and seal that.',
+      });
+    }
+    if (this.opts.registry.databases.has(name)) {
+      throw new PgxError('INVALID_PARAMETER', `database "${name}" cannot be ${what}: it was minted by PGX and is dropped when idle`, {
+        hint: 'Seal a database you created with CREATE DATABASE; mint from that template instead.',
+      });
+    }
+  }
+
+  private inLane<T>(name: string, work: () => Promise<T>): Promise<T> {
+    const before = this.lanes.get(name) ?? Promise.resolve();
+    const mine = before.catch(() => undefined).then(work);
+    const tail = mine.catch(() => undefined);
+    this.lanes.set(name, tail);
+    void tail.then(() => {
+      if (this.lanes.get(name) === tail) this.lanes.delete(name);
+    });
+    return mine;
+  }
+}

@@ -1,0 +1,199 @@
+// The warm pool: per sealed template, `size` spare databases made ahead of time, so a mint is a rename
+// instead of a copy. Refills run in the background, one spare at a time on their own connection, and
+// wait while clients wait for mints, so they never take a worker or CPU from a client. Spares are
+// recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
+// reseal) is stale, never handed out, and dropped by the janitor.
+
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import { AdminConnection } from './admin-connection.js';
+import type { Counters } from './counters.js';
+import { createDatabase, createSpareSql } from './create-database.js';
+import type { MetadataStore } from './metadata.js';
+import { spareName } from './names.js';
+import type { DatabaseRecord, TemplateRecord } from './records.js';
+import type { Registry } from './registry.js';
+import type { SqlClient } from './sql-client.js';
+
+export interface WarmPoolOptions {
+  /** Spares kept per sealed template (--pool-size); 0 disables the pool. */
+  size: number;
+  connect: () => Promise<SqlClient>;
+  registry: Registry;
+  metadata: MetadataStore;
+  counters: Counters;
+  /** True while clients wait for a mint worker: refills hold back meanwhile. */
+  mintsWaiting: () => boolean;
+  clock: Clock;
+  logger: Logger;
+}
+
+export interface PoolStats {
+  size: number;
+  ready: number;
+  handouts: number;
+  refills: number;
+}
+
+/** How often a held-back refill looks again whether clients still wait. */
+const YIELD_MS = 20;
+const BACKOFF_MIN_MS = 1000;
+const BACKOFF_MAX_MS = 30_000;
+
+export class WarmPool {
+  private readonly conn: AdminConnection;
+  private refilling: Promise<void> | null = null;
+  /** Spares being created (not yet recorded) or claimed (out of the registry, not yet renamed). */
+  private readonly busy = new Set<string>();
+  private stopped = false;
+  private backoffMs = 0;
+  private wake: (() => void) | null = null;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly opts: WarmPoolOptions) {
+    this.conn = new AdminConnection(opts.connect);
+  }
+
+  get size(): number {
+    return this.opts.size;
+  }
+
+  /** Takes a ready spare of the template's current generation, or null; refilling starts behind it. */
+  take(template: TemplateRecord): DatabaseRecord | null {
+    const spare = this.opts.registry.freshSpares(template.name)[0];
+    if (!spare) return null;
+    // Out of the registry at once: nobody else can take it while the claim runs.
+    this.opts.registry.forget(spare.name);
+    this.busy.add(spare.name);
+    return spare;
+  }
+
+  /** The claim of `spare` succeeded. */
+  handedOut(spare: DatabaseRecord): void {
+    this.busy.delete(spare.name);
+    this.opts.counters.add(`pool.${spare.template}.handouts`);
+    this.kick();
+  }
+
+  /** The claim failed before renaming (the transaction rolled back): the spare is as it was. */
+  giveBack(spare: DatabaseRecord): void {
+    this.busy.delete(spare.name);
+    this.opts.registry.put(spare);
+  }
+
+  /** The claim failed in a way that leaves the spare suspect: the janitor drops it, a fresh one replaces it. */
+  discard(spare: DatabaseRecord): void {
+    this.busy.delete(spare.name);
+    this.opts.registry.put({ ...spare, generation: -1 });
+    this.kick();
+  }
+
+  /** A spare being created or claimed right now: it may be missing from the registry, yet no orphan. */
+  isBusy(name: string): boolean {
+    return this.busy.has(name);
+  }
+
+  stats(template: string): PoolStats {
+    return {
+      size: this.opts.size,
+      ready: this.opts.registry.freshSpares(template).length,
+      handouts: this.opts.counters.get(`pool.${template}.handouts`),
+      refills: this.opts.counters.get(`pool.${template}.refills`),
+    };
+  }
+
+  /** Starts refilling if any sealed template is short of spares; a no-op while a refill runs. */
+  kick(): void {
+    if (this.stopped || this.opts.size === 0 || this.refilling) return;
+    this.refilling = this.refill().finally(() => {
+      this.refilling = null;
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wakeUp();
+    await this.refilling;
+    await this.conn.close();
+  }
+
+  private async refill(): Promise<void> {
+    while (!this.stopped) {
+      const template = this.neediest();
+      if (!template) return;
+      if (this.opts.mintsWaiting()) {
+        await this.pause(YIELD_MS);
+        continue;
+      }
+      try {
+        await this.createSpare(template);
+        this.backoffMs = 0;
+      } catch (err) {
+        this.backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.backoffMs * 2));
+        this.opts.logger.warn('spare-create-failed', { template: template.name, err, retryInMs: this.backoffMs });
+        await this.pause(this.backoffMs);
+      }
+    }
+  }
+
+  /** The sealed template with the fewest ready spares, if it has fewer than the pool size. */
+  private neediest(): TemplateRecord | undefined {
+    let best: TemplateRecord | undefined;
+    let fewest = this.opts.size;
+    for (const t of this.opts.registry.templates.values()) {
+      if (!t.sealed) continue;
+      const ready = this.opts.registry.freshSpares(t.name).length;
+      if (ready < fewest) {
+        best = t;
+        fewest = ready;
+      }
+    }
+    return best;
+  }
+
+  private async createSpare(template: TemplateRecord): Promise<void> {
+    const { metadata, registry, clock } = this.opts;
+    // Read before any await: a reseal meanwhile must leave this spare marked with the older generation.
+    const generation = template.generation;
+    const name = spareName(await metadata.nextSpareNumber());
+    const started = clock.monotonic();
+    this.busy.add(name);
+    try {
+      await createDatabase(await this.conn.get(), createSpareSql(name, template.name, template.strategy));
+      const spare: DatabaseRecord = {
+        name,
+        kind: 'spare',
+        template: template.name,
+        generation,
+        // The runtime's role owns a spare until a claim gives it to the client's role.
+        owner: '',
+        createdAt: clock.now(),
+        lastSessionEnd: null,
+        inUse: false,
+        pinned: false,
+        expiresAt: null,
+      };
+      await metadata.saveDatabase(spare);
+      registry.put(spare);
+      this.opts.counters.add(`pool.${template.name}.refills`);
+      this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
+    } finally {
+      this.busy.delete(name);
+    }
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.wake = resolve;
+      this.timer = setTimeout(() => this.wakeUp(), ms);
+    });
+  }
+
+  private wakeUp(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+}

@@ -1,0 +1,310 @@
+// Minting on connect against a real runtime: the seed quickstart, cold and warm mints through route()
+// and through the engine, concurrent connects, who may mint, caps and the mint queue.
+
+import { expect } from 'chai';
+import { PgxError } from '../../src/errors.js';
+import { Permissions } from '../../src/runtime/permissions.js';
+import { waitFor } from '../helpers/commands.js';
+import { connectClient, createTemplateDatabase, databaseExists, rejection, startHarness, type Harness } from './databases-harness.js';
+
+const AS_POSTGRES = { user: 'postgres', database: 'postgres' };
+/** Janitor and queue timeout stay out of these tests: a busy machine may take longer than either to mint 100. */
+const KEEP = { graceSeconds: 3600, mintTimeoutSeconds: 600 };
+
+async function owner(h: Harness, name: string): Promise<string | undefined> {
+  const { rows } = await h.admin.query(`SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '${name}'`);
+  return rows[0]?.[0] ?? undefined;
+}
+
+async function countLike(h: Harness, prefix: string): Promise<number> {
+  const { rows } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE starts_with(datname, '${prefix}')`);
+  return Number(rows[0]![0]);
+}
+
+describe('runtime: mint on connect', function () {
+  this.timeout(300_000);
+
+  describe('cold (no warm pool)', function () {
+    let h: Harness;
+
+    before(async function () {
+      h = await startHarness({ settings: { ...KEEP, poolSize: 0 }, wire: true });
+      await h.admin.query('CREATE ROLE alice LOGIN CREATEDB; CREATE ROLE bob LOGIN');
+      await createTemplateDatabase(h, 'tpl_app');
+    });
+
+    after(async function () {
+      await h?.stop();
+    });
+
+    it('refuses names under the prefix before the template is sealed (3D000, hint to seal)', async function () {
+      const err = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__early' }));
+      expect(err.sqlstate).to.equal('3D000');
+      expect(err.message).to.equal('database "tdb_tpl_app__early" does not exist');
+      expect(err.hint).to.match(/pgx_seal_template\('tpl_app'\)/);
+      expect(await databaseExists(h, 'tdb_tpl_app__early')).to.equal(false);
+    });
+
+    it('runs the seed quickstart: seal, agent42 inserts, agent43 counts 0, status shows both', async function () {
+      await h.dbs.call('seal_template', ['tpl_app'], AS_POSTGRES);
+      const a42 = await connectClient(h, 'tdb_tpl_app__agent42');
+      await a42.query("INSERT INTO users (email) VALUES ('a@example.com')");
+      const a43 = await connectClient(h, 'tdb_tpl_app__agent43');
+      const { rows } = await a43.query('SELECT count(*)::int AS n FROM users');
+      expect(rows[0].n).to.equal(0);
+      const back = await a42.query('SELECT email FROM users');
+      expect(back.rows).to.deep.equal([{ email: 'a@example.com' }]);
+      const status = JSON.parse(await h.dbs.call('runtime_status', [], AS_POSTGRES));
+      expect(status.databases.ephemeral).to.equal(2);
+      expect(status.sessions.total).to.equal(2);
+      expect(status.mints.cold).to.equal(2);
+      expect(status.mints.warm).to.equal(0);
+      expect(status.mints.latency_ms.mean).to.be.greaterThan(0);
+      await a42.end();
+      await a43.end();
+    });
+
+    it('mints through route(), owned by the connecting role, reachable directly afterwards', async function () {
+      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__alice1' });
+      expect(await owner(h, 'tdb_tpl_app__alice1')).to.equal('alice');
+      const record = h.dbs.database('tdb_tpl_app__alice1');
+      expect(record).to.include({ kind: 'ephemeral', template: 'tpl_app', owner: 'alice', pinned: false, expiresAt: null });
+      const c = await connectClient(h, 'tdb_tpl_app__alice1', 'alice');
+      expect((await c.query('SELECT current_database() AS db')).rows[0].db).to.equal('tdb_tpl_app__alice1');
+      await c.end();
+    });
+
+    it('passes other names through untouched and hides PGX\'s own databases', async function () {
+      await h.dbs.route({ user: 'postgres', database: 'postgres' });
+      await h.dbs.route({ user: 'postgres', database: 'no_such_db' });
+      for (const hidden of ['pgx_control', 'pgx_spare_1']) {
+        const err = await rejection(h.dbs.route({ user: 'postgres', database: hidden }));
+        expect(err.sqlstate).to.equal('3D000');
+        expect(err.message).to.equal(`database "${hidden}" does not exist`);
+      }
+      const viaEngine = await rejection(connectClient(h, 'pgx_control'));
+      expect(viaEngine.code).to.equal('3D000');
+    });
+
+    it('refuses bad names through the engine with 3D000 and a hint', async function () {
+      for (const name of ['tdb_tpl_app', 'tdb_Tpl_app__x', 'tdb_tpl_app__x"y', `tdb_tpl_app__${'x'.repeat(60)}`]) {
+        const err = (await rejection(connectClient(h, name))) as Error & { code?: string; hint?: string };
+        expect(err.code, name).to.equal('3D000');
+        expect(err.hint, name).to.match(/tdb_<template>__<token>/);
+      }
+      expect(await countLike(h, 'tdb_tpl_app__x')).to.equal(0);
+    });
+
+    it('refuses unknown templates with 3D000', async function () {
+      const err = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_nosuch__x' }));
+      expect(err.sqlstate).to.equal('3D000');
+      expect(err.hint).to.match(/no sealed template "nosuch"/);
+    });
+
+    it('refuses a role without CREATEDB with 3D000 as PostgreSQL words it, creating nothing', async function () {
+      const err = await rejection(h.dbs.route({ user: 'bob', database: 'tdb_tpl_app__bob1' }));
+      expect(err).to.be.instanceOf(PgxError);
+      expect(err.sqlstate).to.equal('3D000');
+      expect(err.message).to.equal('database "tdb_tpl_app__bob1" does not exist');
+      expect(err.hint).to.match(/Role "bob" may not create databases on connect.*CREATEDB/);
+      expect(await databaseExists(h, 'tdb_tpl_app__bob1')).to.equal(false);
+      // A database that exists is reachable by anyone PostgreSQL lets in: no mint needed.
+      await h.dbs.route({ user: 'bob', database: 'tdb_tpl_app__alice1' });
+    });
+
+    it('lets a role another role is refused for share the same name', async function () {
+      const results = await Promise.allSettled([
+        h.dbs.route({ user: 'bob', database: 'tdb_tpl_app__shared' }),
+        h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__shared' }),
+      ]);
+      expect(results[1]!.status).to.equal('fulfilled');
+      expect(await owner(h, 'tdb_tpl_app__shared')).to.equal('alice');
+    });
+
+    it('asks PostgreSQL who may mint: any role, CREATEDB roles, or a list', async function () {
+      const client = async () => h.admin;
+      expect(await new Permissions(client, { kind: 'createdb' }).mayMint('alice')).to.equal(true);
+      expect(await new Permissions(client, { kind: 'createdb' }).mayMint('bob')).to.equal(false);
+      expect(await new Permissions(client, { kind: 'createdb' }).mayMint('postgres')).to.equal(true);
+      expect(await new Permissions(client, { kind: 'any' }).mayMint('bob')).to.equal(true);
+      expect(await new Permissions(client, { kind: 'list', roles: ['bob'] }).mayMint('bob')).to.equal(true);
+      expect(await new Permissions(client, { kind: 'list', roles: ['bob'] }).mayMint('alice')).to.equal(false);
+      expect(await new Permissions(client, { kind: 'list', roles: [] }).mayMint('postgres')).to.equal(true);
+      expect(await new Permissions(client, { kind: 'createdb' }).mayMint('no_such_role')).to.equal(false);
+    });
+
+    it('serves 100 concurrent routes to 100 new names: each exists once, counters agree', async function () {
+      const before = await h.dbs.status();
+      const names = Array.from({ length: 100 }, (_, i) => `tdb_tpl_app__many${i}`);
+      const results = await Promise.allSettled(names.map((database) => h.dbs.route({ user: 'postgres', database })));
+      expect(results.filter((r) => r.status === 'rejected')).to.deep.equal([]);
+      expect(await countLike(h, 'tdb_tpl_app__many')).to.equal(100);
+      const after = await h.dbs.status();
+      expect(after.mints.cold + after.mints.warm - before.mints.cold - before.mints.warm).to.equal(100);
+      expect(after.mints.failures).to.equal(before.mints.failures);
+      expect(after.databases.ephemeral - before.databases.ephemeral).to.equal(100);
+    });
+
+    it('serves 20 concurrent routes to one new name with one mint', async function () {
+      const before = await h.dbs.status();
+      const results = await Promise.allSettled(Array.from({ length: 20 }, () => h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__one' })));
+      expect(results.filter((r) => r.status === 'rejected')).to.deep.equal([]);
+      expect(await countLike(h, 'tdb_tpl_app__one')).to.equal(1);
+      const after = await h.dbs.status();
+      expect(after.mints.cold + after.mints.warm - before.mints.cold - before.mints.warm).to.equal(1);
+      expect(after.databases.ephemeral - before.databases.ephemeral).to.equal(1);
+    });
+
+    it('serves 20 concurrent engine connects to one new name', async function () {
+      const clients = await Promise.all(Array.from({ length: 20 }, () => connectClient(h, 'tdb_tpl_app__burst')));
+      const dbs = await Promise.all(clients.map(async (c) => (await c.query('SELECT current_database() AS db')).rows[0].db));
+      expect(new Set(dbs)).to.deep.equal(new Set(['tdb_tpl_app__burst']));
+      await Promise.all(clients.map((c) => c.end()));
+      expect(await countLike(h, 'tdb_tpl_app__burst')).to.equal(1);
+    });
+
+    it('keeps serving names minted before an unseal, and refuses new ones until resealed', async function () {
+      await h.dbs.unseal('tpl_app', 'postgres');
+      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__agent42' });
+      const err = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__after_unseal' }));
+      expect(err.sqlstate).to.equal('3D000');
+      expect(err.hint).to.match(/is unsealed/);
+      await h.dbs.seal('tpl_app', 'postgres');
+      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__after_unseal' });
+    });
+  });
+
+  describe('warm (pool of 2)', function () {
+    let h: Harness;
+
+    before(async function () {
+      h = await startHarness({ settings: { ...KEEP, poolSize: 2 }, wire: true });
+      await h.admin.query('CREATE ROLE alice LOGIN CREATEDB');
+      await createTemplateDatabase(h, 'tpl_app');
+      await h.dbs.seal('tpl_app', 'postgres');
+      await waitFor('2 spares', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
+    });
+
+    after(async function () {
+      await h?.stop();
+    });
+
+    it('claims a spare: renamed, owned by the client role, open to connections; the pool refills', async function () {
+      const before = await h.dbs.status();
+      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__warm1' });
+      const after = await h.dbs.status();
+      expect(after.mints.warm - before.mints.warm).to.equal(1);
+      expect(after.mints.cold).to.equal(before.mints.cold);
+      expect(after.pool.tpl_app!.handouts).to.equal(1);
+      expect(await owner(h, 'tdb_tpl_app__warm1')).to.equal('alice');
+      const { rows } = await h.admin.query(`SELECT datallowconn, datistemplate FROM pg_database WHERE datname = 'tdb_tpl_app__warm1'`);
+      expect(rows[0]).to.deep.equal(['t', 'f']);
+      const c = await connectClient(h, 'tdb_tpl_app__warm1', 'alice');
+      expect((await c.query("SELECT to_regclass('users') IS NOT NULL AS has")).rows[0].has).to.equal(true);
+      await c.end();
+      await waitFor('the pool to refill', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
+      expect((await h.dbs.status()).pool.tpl_app!.refills).to.be.at.least(3);
+    });
+
+    it('keeps spares out of sight: not routable, closed to connections, not counted as databases', async function () {
+      const { rows } = await h.admin.query(`SELECT datname, datallowconn FROM pg_database WHERE starts_with(datname, 'pgx_spare_')`);
+      expect(rows.length).to.be.at.least(2);
+      for (const [name, allow] of rows) {
+        expect(allow).to.equal('f');
+        const err = await rejection(h.dbs.route({ user: 'postgres', database: name! }));
+        expect(err.sqlstate).to.equal('3D000');
+      }
+      const status = await h.dbs.status();
+      const { rows: all } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE datname <> 'pgx_control' AND NOT starts_with(datname, 'pgx_spare_')`);
+      expect(status.databases.total).to.equal(Number(all[0]![0]));
+    });
+
+    it('serves 100 concurrent routes to 100 names, warm first and then cold', async function () {
+      const before = await h.dbs.status();
+      const names = Array.from({ length: 100 }, (_, i) => `tdb_tpl_app__hundred${i}`);
+      const results = await Promise.allSettled(names.map((database) => h.dbs.route({ user: 'postgres', database })));
+      expect(results.filter((r) => r.status === 'rejected')).to.deep.equal([]);
+      expect(await countLike(h, 'tdb_tpl_app__hundred')).to.equal(100);
+      const after = await h.dbs.status();
+      const warm = after.mints.warm - before.mints.warm;
+      const cold = after.mints.cold - before.mints.cold;
+      expect(warm + cold).to.equal(100);
+      expect(warm).to.be.at.least(1);
+      expect(after.pool.tpl_app!.handouts - before.pool.tpl_app!.handouts).to.equal(warm);
+    });
+
+    it('turns spares stale on unseal and rebuilds them from the new content on reseal', async function () {
+      const { rows: old } = await h.admin.query(`SELECT datname FROM pg_database WHERE starts_with(datname, 'pgx_spare_')`);
+      await h.dbs.unseal('tpl_app', 'postgres');
+      const c = await connectClient(h, 'tpl_app');
+      await c.query('CREATE TABLE added_after_unseal (id int)');
+      await c.end();
+      await h.dbs.seal('tpl_app', 'postgres');
+      await waitFor('old spares dropped and 2 fresh ones ready', async () => {
+        const { rows } = await h.admin.query(`SELECT datname FROM pg_database WHERE starts_with(datname, 'pgx_spare_')`);
+        const names = rows.map((r) => r[0]);
+        return old.every((o) => !names.includes(o[0]!)) && (await h.dbs.status()).pool.tpl_app?.ready === 2;
+      });
+      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__fresh' });
+      const f = await connectClient(h, 'tdb_tpl_app__fresh');
+      expect((await f.query("SELECT to_regclass('added_after_unseal') IS NOT NULL AS has")).rows[0].has).to.equal(true);
+      await f.end();
+    });
+  });
+
+  describe('caps and the mint queue', function () {
+    let h: Harness;
+
+    before(async function () {
+      h = await startHarness({ settings: { ...KEEP, poolSize: 0, maxDatabases: 3, maxDatabasesPerRole: 2 } });
+      await h.admin.query('CREATE ROLE alice LOGIN CREATEDB');
+      await createTemplateDatabase(h, 'tpl_app');
+      await h.dbs.seal('tpl_app', 'postgres');
+    });
+
+    after(async function () {
+      await h?.stop();
+    });
+
+    it('refuses past the per-role cap and the runtime cap with 53400 naming the setting', async function () {
+      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__a1' });
+      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__a2' });
+      const perRole = await rejection(h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__a3' }));
+      expect(perRole.sqlstate).to.equal('53400');
+      expect(perRole.message).to.match(/role "alice" already owns its maximum of 2 databases/);
+      expect(perRole.hint).to.match(/--max-databases-per-role/);
+      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__p1' });
+      const runtime = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__p2' }));
+      expect(runtime.sqlstate).to.equal('53400');
+      expect(runtime.hint).to.match(/--max-databases/);
+      expect(await databaseExists(h, 'tdb_tpl_app__a3')).to.equal(false);
+      expect(await databaseExists(h, 'tdb_tpl_app__p2')).to.equal(false);
+      // Existing names still route at the cap.
+      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__a1' });
+    });
+  });
+
+  describe('a full mint queue', function () {
+    it('refuses with 57P03 naming the setting, and creates only what it accepted', async function () {
+      const h = await startHarness({ settings: { ...KEEP, poolSize: 0, mintWorkers: 1, mintQueueSize: 0 } });
+      try {
+        await createTemplateDatabase(h, 'tpl_app');
+        await h.dbs.seal('tpl_app', 'postgres');
+        const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => h.dbs.route({ user: 'postgres', database: `tdb_tpl_app__q${i}` })));
+        const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as PgxError);
+        expect(results[0]!.status).to.equal('fulfilled');
+        expect(refused.length).to.be.at.least(1);
+        for (const err of refused) {
+          expect(err.sqlstate).to.equal('57P03');
+          expect(err.message).to.match(/the mint queue is full/);
+          expect(err.hint).to.match(/--mint-queue-size/);
+        }
+        const status = await h.dbs.status();
+        expect(status.mints.failures).to.equal(refused.length);
+        expect(await countLike(h, 'tdb_tpl_app__q')).to.equal(6 - refused.length);
+      } finally {
+        await h.stop();
+      }
+    });
+  });
+});

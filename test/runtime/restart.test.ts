@@ -1,0 +1,95 @@
+// A runtime restart on the same data directory keeps what PGX recorded in pgx_control: sealed
+// templates, pinned and live databases with their TTLs, warm spares, counters; and the janitor resumes
+// from the recorded times. Drift made while the runtime was down is reconciled at start.
+
+import { expect } from 'chai';
+import fs from 'node:fs';
+import path from 'node:path';
+import { waitFor } from '../helpers/commands.js';
+import { startTestRuntime } from '../helpers/runtime.js';
+import { createTemplateDatabase, databaseExists, FAST, startHarness, type Harness } from './databases-harness.js';
+
+describe('runtime: restart keeps disposable databases', function () {
+  this.timeout(120_000);
+  let first: Harness | undefined;
+  let second: Harness | undefined;
+  let expiresAt: number;
+  let coldBefore: number;
+  let restartedAt: number;
+
+  before(async function () {
+    // Grace long enough that nothing is dropped before the restart.
+    first = await startHarness({ settings: { poolSize: 1, graceSeconds: 600 } });
+    const h = first;
+    await createTemplateDatabase(h, 'tpl_app');
+    await h.dbs.seal('tpl_app', 'postgres');
+    await waitFor('a spare', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
+    // Cold mints only from here: the one spare stays for after the restart.
+    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__pinned' }); // warm: takes the spare
+    await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
+    await h.dbs.setPinned('tdb_tpl_app__pinned', true, 'postgres');
+    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__ttl' });
+    await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
+    expiresAt = (await h.dbs.setTtl('tdb_tpl_app__ttl', 3600, 'postgres')).expiresAt!;
+    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__live' });
+    await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
+    coldBefore = (await h.dbs.status()).mints.cold + (await h.dbs.status()).mints.warm;
+    // A session still open when the runtime goes down, as if it died: no session end is reported
+    // (stop() writes the session start, which it had queued, before closing pgx_control).
+    h.dbs.sessionStarted('tdb_tpl_app__pinned');
+
+    // Drift while down: a minted database dropped by hand, one created by hand under the prefix.
+    await h.admin.query('DROP DATABASE tdb_tpl_app__live WITH (FORCE)');
+    await h.admin.query('CREATE DATABASE tdb_tpl_app__byhand TEMPLATE tpl_app');
+    await h.admin.close();
+    await h.stopDatabases();
+    await h.rt.runtime.stop();
+    fs.rmSync(h.rt.socketDir, { recursive: true, force: true });
+
+    restartedAt = Date.now();
+    const rt = await startTestRuntime({ dataDir: h.rt.dataDir });
+    // The janitor passes only when a test asks, so what it sees after the restart is deterministic.
+    second = await startHarness({ rt, settings: { ...FAST, poolSize: 1, janitorIntervalMs: 3_600_000 } });
+  });
+
+  after(async function () {
+    await second?.stop();
+    if (first) fs.rmSync(path.dirname(first.rt.dataDir), { recursive: true, force: true });
+  });
+
+  it('forgets a database dropped by hand and adopts one made by hand under the prefix', async function () {
+    const h = second!;
+    expect(h.dbs.database('tdb_tpl_app__live')).to.equal(null);
+    expect(h.dbs.database('tdb_tpl_app__byhand')).to.include({ kind: 'ephemeral', template: 'tpl_app', owner: 'postgres' });
+  });
+
+  it('keeps the sealed template and its spare, minting warm from it', async function () {
+    const h = second!;
+    const status = await h.dbs.status();
+    expect(status.databases.templates).to.equal(1);
+    expect(status.pool.tpl_app!.ready).to.be.at.least(1);
+    const warmBefore = status.mints.warm;
+    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__after' });
+    expect((await h.dbs.status()).mints.warm).to.equal(warmBefore + 1);
+  });
+
+  it('keeps counters across the restart', async function () {
+    const status = await second!.dbs.status();
+    expect(status.mints.cold + status.mints.warm).to.be.at.least(coldBefore);
+  });
+
+  it('keeps pins and TTLs, and the janitor resumes from the recorded times', async function () {
+    const h = second!;
+    expect(h.dbs.database('tdb_tpl_app__pinned')?.pinned).to.equal(true);
+    expect(h.dbs.database('tdb_tpl_app__ttl')?.expiresAt).to.equal(expiresAt);
+    // Its session died with the old runtime: idle since the restart, not since an older session end.
+    expect(h.dbs.database('tdb_tpl_app__pinned')).to.include({ inUse: false });
+    expect(h.dbs.database('tdb_tpl_app__pinned')!.lastSessionEnd).to.be.at.least(restartedAt);
+    // Grace is now 1 s; both were minted long enough ago. The pinned one stays, the other goes.
+    await waitFor('the unpinned database to be dropped', async () => {
+      await h.dbs.runJanitor();
+      return !(await databaseExists(h, 'tdb_tpl_app__ttl'));
+    });
+    expect(await databaseExists(h, 'tdb_tpl_app__pinned')).to.equal(true);
+  });
+});

@@ -1,0 +1,86 @@
+// The status document and the control-function surface: field names pinned (a rename fails here),
+// values observed, who may ask, and functions not there yet.
+
+import { expect } from 'chai';
+import { createTemplateDatabase, rejection, startHarness, type Harness } from './databases-harness.js';
+
+/** Every key path of the document; adding is fine (extend the list), renaming or removing is not. */
+const PINNED_KEYS = [
+  'runtime.pid',
+  'runtime.postgres_pid',
+  'runtime.uptime_s',
+  'runtime.version',
+  'runtime.postgres_version',
+  'sessions.total',
+  'sessions.databases',
+  'databases.total',
+  'databases.ephemeral',
+  'databases.spares',
+  'databases.pinned',
+  'databases.templates',
+  'pool.tpl_app.size',
+  'pool.tpl_app.ready',
+  'pool.tpl_app.handouts',
+  'pool.tpl_app.refills',
+  'mints.warm',
+  'mints.cold',
+  'mints.failures',
+  'mints.latency_ms.mean',
+  'mints.latency_ms.p99',
+  'janitor.drops',
+  'janitor.last_run',
+];
+
+function keyPaths(value: unknown, prefix = ''): string[] {
+  if (value === null || typeof value !== 'object') return [prefix];
+  return Object.entries(value as Record<string, unknown>).flatMap(([k, v]) => keyPaths(v, prefix ? `${prefix}.${k}` : k));
+}
+
+describe('runtime: status and control functions', function () {
+  this.timeout(60_000);
+  let h: Harness;
+
+  before(async function () {
+    h = await startHarness({ settings: { poolSize: 1 } });
+    await h.admin.query('CREATE ROLE alice LOGIN CREATEDB; CREATE ROLE bob LOGIN');
+    await createTemplateDatabase(h, 'tpl_app');
+    await h.dbs.seal('tpl_app', 'postgres');
+    await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__alice' });
+  });
+
+  after(async function () {
+    await h?.stop();
+  });
+
+  it('keeps its field names', async function () {
+    const status = JSON.parse(await h.dbs.call('runtime_status', [], { user: 'postgres', database: 'postgres' }));
+    expect(keyPaths(status).sort()).to.deep.equal([...PINNED_KEYS].sort());
+  });
+
+  it('reports observed values', async function () {
+    const status = await h.dbs.status();
+    expect(status.runtime.pid).to.equal(process.pid);
+    expect(status.runtime.postgres_pid).to.equal(h.rt.runtime.supervisor.pid);
+    expect(status.runtime.postgres_version).to.match(/^18\./);
+    expect(status.databases.ephemeral).to.equal(1);
+    expect(status.databases.templates).to.equal(1);
+    expect(status.pool.tpl_app!.size).to.equal(1);
+    expect(status.mints.warm + status.mints.cold).to.equal(1);
+    expect(status.mints.latency_ms.mean).to.be.greaterThan(0);
+    expect(status.mints.latency_ms.p99).to.be.at.least(status.mints.latency_ms.mean);
+  });
+
+  it('answers the owner of the caller\'s database and superusers; others get 42501', async function () {
+    await h.dbs.call('runtime_status', [], { user: 'alice', database: 'tdb_tpl_app__alice' });
+    const err = await rejection(h.dbs.call('runtime_status', [], { user: 'bob', database: 'postgres' }));
+    expect(err.sqlstate).to.equal('42501');
+    expect(err.message).to.equal('permission denied for function pgx_runtime_status');
+  });
+
+  it('refuses snapshot and restore as not supported yet (0A000)', async function () {
+    for (const fn of ['snapshot_database', 'restore_database'] as const) {
+      const err = await rejection(h.dbs.call(fn, ['tdb_tpl_app__alice', 'snap'], { user: 'postgres', database: 'postgres' }));
+      expect(err.sqlstate).to.equal('0A000');
+    }
+  });
+});
