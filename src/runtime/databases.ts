@@ -30,6 +30,7 @@ import { reconcile } from './reconcile.js';
 import { Registry } from './registry.js';
 import { SessionCounts } from './sessions.js';
 import { quoteLiteral, type SqlClient } from './sql-client.js';
+import { measureTree } from './memory.js';
 import { runtimeStatus, type RuntimeStatus } from './status.js';
 import { Templates } from './templates.js';
 import { WarmPool } from './warm-pool.js';
@@ -302,6 +303,7 @@ export class DisposableDatabases {
       uptimeMs: this.opts.clock.monotonic() - this.startedAt,
       version: this.opts.version,
       postgresVersion: this.opts.postgresVersion,
+      memory: await measureTree(process.pid),
       sessions: this.sessions.totals(),
       clusterDatabases: Number(rows[0]?.[0] ?? 0),
       registry: this.registry,

@@ -4,6 +4,7 @@
 // except where the field says it is a setting (pool.size).
 
 import type { Counters } from './counters.js';
+import type { TreeMemory } from './memory.js';
 import type { Registry } from './registry.js';
 import type { PoolStats, WarmPool } from './warm-pool.js';
 
@@ -17,6 +18,8 @@ export interface RuntimeStatus {
     version: string;
     postgres_version: string;
   };
+  /** The whole process tree (node, postmaster, backends), measured when the status was asked for. */
+  memory: TreeMemory;
   sessions: {
     /** Client sessions the engine reported open. */
     total: number;
@@ -58,6 +61,7 @@ export interface StatusInputs {
   uptimeMs: number;
   version: string;
   postgresVersion: string;
+  memory: TreeMemory;
   sessions: { total: number; databases: number };
   /** Counted in pg_database when the status was asked for. */
   clusterDatabases: number;
@@ -82,6 +86,7 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
       version: i.version,
       postgres_version: i.postgresVersion,
     },
+    memory: i.memory,
     sessions: { total: i.sessions.total, databases: i.sessions.databases },
     databases: {
       total: i.clusterDatabases,

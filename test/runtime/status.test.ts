@@ -11,6 +11,9 @@ const PINNED_KEYS = [
   'runtime.uptime_s',
   'runtime.version',
   'runtime.postgres_version',
+  'memory.pss_mb',
+  'memory.rss_mb',
+  'memory.processes',
   'sessions.total',
   'sessions.databases',
   'databases.total',
@@ -62,6 +65,11 @@ describe('runtime: status and control functions', function () {
     expect(status.runtime.pid).to.equal(process.pid);
     expect(status.runtime.postgres_pid).to.equal(h.rt.runtime.supervisor.pid);
     expect(status.runtime.postgres_version).to.match(/^18\./);
+    // The tree is this process, the postmaster and its children (at least the checkpointer, the
+    // background writer, the walwriter, autovacuum launcher and our own admin sessions).
+    expect(status.memory.processes).to.be.at.least(5);
+    expect(status.memory.pss_mb).to.be.greaterThan(10);
+    expect(status.memory.rss_mb).to.be.at.least(status.memory.pss_mb);
     expect(status.databases.ephemeral).to.equal(1);
     expect(status.databases.templates).to.equal(1);
     expect(status.pool.tpl_app!.size).to.equal(1);

@@ -1,0 +1,73 @@
+// Memory of the runtime's whole process tree (node, the postmaster and every backend), as PSS and RSS
+// from /proc/PID/smaps_rollup. PSS splits shared pages (PostgreSQL's shared buffers, the binary) among
+// the processes that map them, so the sum is what the tree really costs; RSS counts shared pages once
+// per process and overstates it.
+
+import { readdir, readFile } from 'node:fs/promises';
+
+export interface TreeMemory {
+  pss_mb: number;
+  rss_mb: number;
+  /** Processes measured: node plus every descendant (the postmaster and its children). */
+  processes: number;
+}
+
+/** Parent pid of each live process, from /proc/PID/stat. */
+async function parents(): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  for (const entry of await readdir('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    try {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+      // The command name may hold spaces and parentheses; the fields after the last ')' are fixed.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.set(pid, Number(fields[1]));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return out;
+}
+
+/** root and every process below it. */
+export async function processTree(root: number): Promise<number[]> {
+  const ppid = await parents();
+  const children = new Map<number, number[]>();
+  for (const [pid, parent] of ppid) {
+    const list = children.get(parent);
+    if (list) list.push(pid);
+    else children.set(parent, [pid]);
+  }
+  const tree: number[] = [];
+  const stack = [root];
+  while (stack.length > 0) {
+    const pid = stack.pop()!;
+    tree.push(pid);
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return tree;
+}
+
+function kbField(text: string, name: string): number {
+  const m = new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+export async function measureTree(root: number = process.pid): Promise<TreeMemory> {
+  let pssKb = 0;
+  let rssKb = 0;
+  let processes = 0;
+  for (const pid of await processTree(root)) {
+    try {
+      const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8');
+      pssKb += kbField(rollup, 'Pss');
+      rssKb += kbField(rollup, 'Rss');
+      processes++;
+    } catch {
+      // Ended meanwhile, or a kernel without smaps_rollup: it is left out of the sum.
+    }
+  }
+  const mb = (kb: number): number => Math.round((kb / 1024) * 10) / 10;
+  return { pss_mb: mb(pssKb), rss_mb: mb(rssKb), processes };
+}
