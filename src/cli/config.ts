@@ -42,6 +42,12 @@ export const runtimeConfigSchema = z
     maxDatabasesPerRole: z.number().int().min(1).nullable().default(null),
     mintQueueSize: z.number().int().min(0).default(1000),
     mintTimeout: z.number().min(0.1).default(30),
+    // The HTTP control API (src/api): off unless apiPort is given; 0 picks a free port (tests).
+    apiPort: z.number().int().min(0).max(65535).nullable().default(null),
+    apiHost: z.string().min(1).default('127.0.0.1'),
+    /** Bearer token for the API; else read from apiTokenFile, else the PGX_API_TOKEN environment variable. */
+    apiToken: z.string().min(16, 'at least 16 characters').optional(),
+    apiTokenFile: z.string().min(1).optional(),
     logFormat: z.enum(['json', 'text']).optional(),
     logLevel: z.enum(['error', 'warn', 'info', 'debug']).default('info'),
   })

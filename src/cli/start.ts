@@ -2,6 +2,7 @@
 // clients, and this file connects the two through the engine's ports (backend status, credentials).
 
 import { createHash } from 'node:crypto';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -17,6 +18,8 @@ import { RoleCredentials } from '../runtime/credentials.js';
 import { AdminConnection } from '../runtime/admin-connection.js';
 import { DisposableDatabases } from '../runtime/databases.js';
 import type { DatabaseSettings } from '../runtime/database-settings.js';
+import { checkApiExposure, startApi } from '../api/index.js';
+import type { ApiServer } from '../api/server.js';
 import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
 
 export const START_HELP = `Usage: pgx start [options]
@@ -51,6 +54,12 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
   --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
   --mint-queue-size N     mints waiting at once; beyond it 57P03                      [1000]
   --mint-timeout S        how long a mint may wait in the queue, then 57P03           [30]
+
+HTTP control API (docs/api.md; off unless --api-port is given):
+  --api-port N            TCP port of the API (0: any free port)                      [off]
+  --api-host HOST         address the API listens on                                  [127.0.0.1]
+  --api-token-file FILE   file holding the API's bearer token (else env PGX_API_TOKEN);
+                          required when --api-host is not a loopback address
 
   --log-format json|text  log lines as JSON (default when stderr is not a terminal) or text
   --log-level LEVEL       error, warn, info or debug                                 [info]
@@ -101,6 +110,9 @@ function parseStartFlags(argv: string[]) {
       'mint-queue-size': { type: 'string' },
       'mint-timeout': { type: 'string' },
       c: { type: 'string', short: 'c', multiple: true },
+      'api-port': { type: 'string' },
+      'api-host': { type: 'string' },
+      'api-token-file': { type: 'string' },
       'log-format': { type: 'string' },
       'log-level': { type: 'string' },
     },
@@ -130,6 +142,9 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     maxDatabasesPerRole: num(values['max-databases-per-role']),
     mintQueueSize: num(values['mint-queue-size']),
     mintTimeout: num(values['mint-timeout']),
+    apiPort: num(values['api-port']),
+    apiHost: values['api-host'],
+    apiTokenFile: values['api-token-file'],
     logFormat: values['log-format'],
     logLevel: values['log-level'],
   };
@@ -166,9 +181,10 @@ export async function runStart(argv: string[]): Promise<number> {
   const config = parseStartArgs(argv);
   const logger = createLogger({ format: config.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'), level: config.logLevel });
   const runtime = await startRuntime(config, logger);
-  const url = `postgresql://postgres@${config.host.includes(':') ? `[${config.host}]` : config.host}:${runtime.engine.port}/postgres`;
+  const url = `postgresql://postgres@${hostForUrl(config.host)}:${runtime.engine.port}/postgres`;
   const socketNote = config.socketDir ? `, socket ${config.socketDir}/.s.PGSQL.${runtime.engine.port}` : '';
-  process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${socketNote}, data ${config.dataDir})\n`);
+  const apiNote = runtime.api ? `, API http://${hostForUrl(config.apiHost)}:${runtime.api.port}/v1` : '';
+  process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${socketNote}${apiNote}, data ${config.dataDir})\n`);
 
   await new Promise<void>((resolve) => {
     let stopping = false;
@@ -190,7 +206,43 @@ export async function runStart(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** A host as it goes in a URL: IPv6 in brackets. */
+function hostForUrl(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/** A host clients can reach: a wildcard listen address becomes loopback. */
+function reachableHost(host: string): string {
+  if (host === '0.0.0.0') return '127.0.0.1';
+  if (host === '::') return '::1';
+  return host;
+}
+
+/** The API's token: apiToken, else apiTokenFile's first line, else PGX_API_TOKEN; null for none. */
+function apiToken(config: RuntimeConfig): string | null {
+  if (config.apiToken !== undefined) return config.apiToken;
+  if (config.apiTokenFile !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(config.apiTokenFile, 'utf8');
+    } catch (err) {
+      throw new PgxError('CONFIG_INVALID', `cannot read --api-token-file ${config.apiTokenFile}: ${(err as Error).message}`, { cause: err });
+    }
+    const token = text.split('\n')[0]!.trim();
+    if (token.length < 16) throw new PgxError('CONFIG_INVALID', `--api-token-file ${config.apiTokenFile}: the token must be at least 16 characters`);
+    return token;
+  }
+  const env = process.env.PGX_API_TOKEN?.trim();
+  if (env !== undefined && env.length > 0) {
+    if (env.length < 16) throw new PgxError('CONFIG_INVALID', 'PGX_API_TOKEN: the token must be at least 16 characters');
+    return env;
+  }
+  return null;
+}
+
 export interface RunningRuntime {
+  /** The HTTP API, when --api-port was given: the port it is bound to. */
+  api?: { port: number };
   engine: Engine;
   databases: DisposableDatabases;
   supervisor: PostgresSupervisor;
@@ -207,6 +259,8 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   await assertReachable(dataDir, osUser, 'data-dir');
   await assertReachable(path.join(binaries.binDir, 'postgres'), osUser, 'pg-bin');
   const socketDir = privateSocketDir(dataDir);
+  const token = config.apiPort === null ? null : apiToken(config);
+  if (config.apiPort !== null) checkApiExposure(config.apiHost, token, logger.child({ component: 'api' }));
   const databaseSettings: Partial<DatabaseSettings> = {
     prefix: config.prefix,
     graceSeconds: config.grace,
@@ -272,25 +326,50 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     logger: logger.child({ component: 'engine' }),
     clock: systemClock,
   });
+  let engineListening = false;
+  let api: ApiServer | null = null;
   try {
     // Records loaded and reconciled before the first client is routed.
     await databases.start();
     await engine.start();
+    engineListening = true;
+    if (config.apiPort !== null) {
+      const engineHost = hostForUrl(reachableHost(config.host));
+      api = await startApi({
+        host: config.apiHost,
+        port: config.apiPort,
+        token,
+        ctx: {
+          databases,
+          engineStats: () => engine.stats(),
+          postgresUp: () => supervisor.state === 'ready',
+          engineListening: () => engineListening,
+          connectionUrl: (database) => `postgresql://postgres@${engineHost}:${engine.port}/${encodeURIComponent(database)}`,
+        },
+        clock: systemClock,
+        logger: logger.child({ component: 'api' }),
+      });
+    }
   } catch (err) {
+    await api?.stop();
     await engine.stop();
     await databases.stop();
     await admin.close();
     await supervisor.stop();
     throw err;
   }
-  logger.info('runtime ready', { port: engine.port, socketDir: config.socketDir, dataDir, pg: binaries.version, auth });
+  logger.info('runtime ready', { port: engine.port, socketDir: config.socketDir, dataDir, pg: binaries.version, auth, ...(api ? { apiPort: api.port } : {}) });
   return {
+    ...(api ? { api: { port: api.port } } : {}),
     engine,
     databases,
     supervisor,
     pgVersion: binaries.version,
     auth,
     async stop() {
+      // The API first: no new requests while the rest stops.
+      await api?.stop();
+      engineListening = false;
       // Engine first: its sessions end (the facade records when), then the facade's own work stops.
       await engine.stop();
       await databases.stop();

@@ -3,6 +3,7 @@
 // implemented structurally: runtime/ never imports engine/. Behind it: the registry and pgx_control
 // metadata, the minter and its queue, the warm pool, templates, the janitor and the status document.
 
+import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -18,6 +19,8 @@ import { MintQueue } from './mint-queue.js';
 import {
   CONTROL_DATABASE,
   databaseDoesNotExist,
+  MAX_NAME_BYTES,
+  mintNameProblem,
   isReservedName,
   isUnderPrefix,
   parseMintName,
@@ -271,6 +274,56 @@ export class DisposableDatabases {
 
   // --- operations (also for the HTTP API) ----------------------------------------------------------
 
+  /**
+   * Mints a database from a sealed template for `user` (the HTTP API's POST /v1/databases): `name`
+   * defaults to <prefix><template>__<random token>. A name that exists already is 42P04; a template
+   * that is not sealed is 3D000; a bad name is 22023.
+   */
+  async create(template: string, opts: { name?: string | undefined; user: string }): Promise<CreatedDatabase> {
+    const started = this.opts.clock.monotonic();
+    const prefix = this.settings.prefix;
+    const name = opts.name ?? `${prefix}${template}__${randomToken(MAX_NAME_BYTES - Buffer.byteLength(`${prefix}${template}__`))}`;
+    const problem = mintNameProblem(name, prefix);
+    if (problem !== null) throw new PgxError('INVALID_PARAMETER', `name "${name}" cannot be minted: ${problem}`, { hint: validNameHintFor(prefix) });
+    const parsed = parseMintName(name, prefix);
+    if (parsed.template !== template) {
+      throw new PgxError('INVALID_PARAMETER', `name "${name}" is minted from template "${parsed.template}", not "${template}"`, {
+        hint: `Name it ${prefix}${template}__<token>, or leave the name out.`,
+      });
+    }
+    if (this.state !== 'running') throw new PgxError('CANNOT_CONNECT_NOW', `cannot create database "${name}": the runtime is not running`, { hint: 'Try again in a moment.' });
+    if (!this.registry.sealedTemplate(template)) {
+      throw databaseDoesNotExist(template, {
+        hint: this.registry.templates.has(template)
+          ? `Template "${template}" is unsealed; seal it again (POST /v1/templates/${template}/seal).`
+          : `There is no sealed template "${template}"; create that database and seal it (POST /v1/templates/${template}/seal).`,
+      });
+    }
+    await this.dropper.dropping(name)?.catch(() => undefined);
+    const duplicate = (): PgxError => new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pick another name, or leave the name out for a random one.' });
+    if (this.registry.databases.has(name) || this.minter.isMinting(name)) throw duplicate();
+    const outcome = await this.minter.mint(parsed, opts.user);
+    if (outcome === 'existing') throw duplicate();
+    return { name, template, source: outcome, mint_ms: Math.round((this.opts.clock.monotonic() - started) * 100) / 100 };
+  }
+
+  /** Templates PGX knows (sealed now or once), by name. */
+  listTemplates(): TemplateRecord[] {
+    return [...this.registry.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** Minted databases alive (spares excluded), by name. */
+  listDatabases(): DatabaseRecord[] {
+    return [...this.registry.databases.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** True when PostgreSQL answers a query on the control connection (the API's /readyz). */
+  async ping(): Promise<boolean> {
+    if (this.state !== 'running') return false;
+    await (await this.metadata.client()).query('SELECT 1');
+    return true;
+  }
+
   seal(name: string, user: string): Promise<TemplateRecord> {
     return this.templates.seal(name, user);
   }
@@ -367,6 +420,22 @@ export class DisposableDatabases {
       flushCountersTask(this.counters, this.metadata),
     ];
   }
+}
+
+export interface CreatedDatabase {
+  name: string;
+  template: string;
+  source: 'warm' | 'cold';
+  mint_ms: number;
+}
+
+/** A random token for a minted name: lower-case hex, 16 characters or as many as fit in `room` bytes. */
+function randomToken(room: number): string {
+  return randomBytes(8).toString('hex').slice(0, Math.max(1, Math.min(16, room)));
+}
+
+function validNameHintFor(prefix: string): string {
+  return `Name it ${prefix}<template>__<token> (lower-case letters, digits and underscores, at most ${MAX_NAME_BYTES} bytes), or leave the name out.`;
 }
 
 /** The one argument of a control function: a database name, not NULL. */

@@ -34,8 +34,11 @@ export interface MinterOptions {
 
 interface InFlight {
   user: string;
-  promise: Promise<void>;
+  promise: Promise<MintOutcome>;
 }
+
+/** How a mint ended: a warm or cold copy, or 'existing' when the database was there already. */
+export type MintOutcome = MintSource | 'existing';
 
 export class Minter {
   private readonly inFlight = new Map<string, InFlight>();
@@ -52,7 +55,7 @@ export class Minter {
   }
 
   /** Creates `name` for `user`, or joins the mint of it already running. */
-  mint(name: MintName, user: string): Promise<void> {
+  mint(name: MintName, user: string): Promise<MintOutcome> {
     const running = this.inFlight.get(name.name);
     if (running) {
       if (running.user === user) return running.promise;
@@ -66,13 +69,13 @@ export class Minter {
     return promise;
   }
 
-  private async run(name: MintName, user: string): Promise<void> {
+  private async run(name: MintName, user: string): Promise<MintOutcome> {
     const { registry, permissions, counters, clock } = this.opts;
     const started = clock.monotonic();
     const template = registry.sealedTemplate(name.template);
     if (!template) {
       // A database made outside PGX (or before its template was unsealed) is still a database.
-      if (await permissions.databaseExists(name.name)) return;
+      if (await permissions.databaseExists(name.name)) return 'existing';
       throw databaseDoesNotExist(name.name, {
         hint: registry.templates.has(name.template)
           ? `Template "${name.template}" is unsealed; seal it again with SELECT pgx_seal_template('${name.template}').`
@@ -80,7 +83,7 @@ export class Minter {
       });
     }
     if (!(await permissions.mayMint(user))) {
-      if (await permissions.databaseExists(name.name)) return;
+      if (await permissions.databaseExists(name.name)) return 'existing';
       const err = databaseDoesNotExist(name.name, {
         hint: `Role "${user}" may not create databases on connect. Connect as a role with CREATEDB, or add it to the runtime's mint roles (--mint-roles).`,
       });
@@ -93,6 +96,7 @@ export class Minter {
       const ms = clock.monotonic() - started;
       counters.recordMint(source, ms);
       this.opts.logger.debug('database-minted', { database: name.name, template: template.name, owner: user, source, ms: Math.round(ms) });
+      return source;
     } catch (err) {
       counters.add('mints.failures');
       this.opts.logger.warn('mint-failed', { database: name.name, template: template.name, owner: user, err });

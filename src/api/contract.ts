@@ -1,0 +1,81 @@
+// The HTTP API's contract: request bodies as zod schemas (the server parses every body through them)
+// and the response shapes. Clients (the future operator) import this file; field names are a contract:
+// add fields, never rename or remove one.
+
+import { z } from 'zod';
+
+/** A PostgreSQL name as PGX mints them: lower-case letters, digits, underscores; at most 63 bytes. */
+const pgName = z.string().min(1).max(63);
+const requestId = z.string().min(1).max(200);
+
+export const createDatabaseRequest = z
+  .object({
+    /** A sealed template. */
+    template: pgName,
+    /** Defaults to <prefix><template>__<random token>. */
+    name: pgName.optional(),
+    /** Hard TTL: dropped this many seconds after creation whatever its sessions or pin; null for none. */
+    ttl_seconds: z.number().positive().nullable().optional(),
+    /** Pinned databases are not dropped when idle. */
+    pinned: z.boolean().optional(),
+    /** Same as the Idempotency-Key header; one of them makes the create safe to retry. */
+    request_id: requestId.optional(),
+  })
+  .strict();
+export type CreateDatabaseRequest = z.infer<typeof createDatabaseRequest>;
+
+export const setTtlRequest = z
+  .object({
+    /** Seconds from now; null clears the TTL. */
+    ttl_seconds: z.number().positive().nullable(),
+  })
+  .strict();
+export type SetTtlRequest = z.infer<typeof setTtlRequest>;
+
+/** Every error: `code` is PGX's (src/errors.ts), `sqlstate` what a PostgreSQL client would see. */
+export interface ErrorBody {
+  code: string;
+  sqlstate: string;
+  message: string;
+  hint: string | null;
+}
+
+export interface CreatedDatabaseBody {
+  name: string;
+  template: string;
+  /** warm: a spare from the pool was claimed; cold: the template was copied. */
+  source: 'warm' | 'cold';
+  mint_ms: number;
+  /** postgresql:// URL for the engine, as role postgres. */
+  url: string;
+}
+
+export interface DatabaseBody {
+  name: string;
+  template: string;
+  owner: string;
+  created_at: string;
+  last_session_end: string | null;
+  in_use: boolean;
+  pinned: boolean;
+  expires_at: string | null;
+  url: string;
+}
+
+export interface TemplateBody {
+  name: string;
+  sealed: boolean;
+  sealed_at: string | null;
+  generation: number;
+  strategy: string;
+}
+
+export interface ListBody<T> {
+  items: T[];
+}
+
+export interface ReadyBody {
+  ready: boolean;
+  postgres: boolean;
+  engine: boolean;
+}

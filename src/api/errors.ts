@@ -1,0 +1,36 @@
+// Errors as the API answers them: {code, sqlstate, message, hint} with the HTTP status src/errors.ts
+// maps the code to (or one the API chooses, e.g. 409 for a reused request id). Unknown throws become
+// INTERNAL: the cause is logged, never returned.
+
+import { PgxError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { ErrorBody } from './contract.js';
+
+/** A PgxError answered with an HTTP status other than its code's. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly error: PgxError,
+  ) {
+    super(error.message);
+  }
+}
+
+export interface ErrorResponse {
+  status: number;
+  body: ErrorBody;
+}
+
+export function errorResponse(err: unknown, logger: Logger, requestId: string | undefined): ErrorResponse {
+  if (err instanceof ApiError) return { status: err.status, body: bodyOf(err.error) };
+  if (err instanceof PgxError && err.code !== 'INTERNAL') return { status: err.httpStatus, body: bodyOf(err) };
+  logger.error('api-internal-error', { request_id: requestId, err });
+  return {
+    status: 500,
+    body: { code: 'INTERNAL', sqlstate: 'XX000', message: 'internal error', hint: 'See the runtime log for details.' },
+  };
+}
+
+function bodyOf(err: PgxError): ErrorBody {
+  return { code: err.code, sqlstate: err.sqlstate, message: err.message, hint: err.hint ?? null };
+}

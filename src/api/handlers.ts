@@ -1,0 +1,178 @@
+// The API's handlers: (input, ctx) -> result, no HTTP in sight (server.ts does the sockets). The API is
+// the runtime's admin: operations run as role postgres for the permission checks.
+
+import { PgxError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { EngineStats } from '../engine/listener.js';
+import type { DisposableDatabases } from '../runtime/databases.js';
+import { isUnderPrefix } from '../runtime/names.js';
+import type { DatabaseRecord, TemplateRecord } from '../runtime/records.js';
+import {
+  createDatabaseRequest,
+  setTtlRequest,
+  type CreatedDatabaseBody,
+  type DatabaseBody,
+  type ListBody,
+  type ReadyBody,
+  type TemplateBody,
+} from './contract.js';
+import { ApiError } from './errors.js';
+import type { IdempotencyStore } from './idempotency.js';
+import type { ApiMetrics } from './metrics.js';
+import type { z } from 'zod';
+
+/** The role the API acts as. */
+export const API_ROLE = 'postgres';
+
+export interface ApiContext {
+  databases: DisposableDatabases;
+  engineStats(): EngineStats;
+  /** PostgreSQL is up (the supervisor says so); /readyz also asks it a query. */
+  postgresUp(): boolean;
+  engineListening(): boolean;
+  /** postgresql:// URL of a database through the engine. */
+  connectionUrl(database: string): string;
+  creates: IdempotencyStore<CreatedDatabaseBody>;
+  metrics: ApiMetrics;
+  logger: Logger;
+}
+
+export interface ApiInput {
+  params: Record<string, string>;
+  /** The parsed JSON body, undefined when there was none. */
+  body: unknown;
+  /** The Idempotency-Key header. */
+  idempotencyKey: string | undefined;
+}
+
+export interface ApiResult {
+  status: number;
+  /** JSON body; or text with its content type (metrics). */
+  body?: unknown;
+  text?: string;
+  contentType?: string;
+}
+
+export type Handler = (input: ApiInput, ctx: ApiContext) => Promise<ApiResult>;
+
+const ok = (body: unknown, status = 200): ApiResult => ({ status, body });
+
+export const healthz: Handler = async () => ok({ alive: true });
+
+export const readyz: Handler = async (_input, ctx) => {
+  let postgres = false;
+  if (ctx.postgresUp()) postgres = await ctx.databases.ping().catch(() => false);
+  const engine = ctx.engineListening();
+  const body: ReadyBody = { ready: postgres && engine, postgres, engine };
+  return ok(body, body.ready ? 200 : 503);
+};
+
+export const metrics: Handler = async (_input, ctx) => {
+  const text = await ctx.metrics.render(await ctx.databases.status(), ctx.engineStats());
+  return { status: 200, text, contentType: ctx.metrics.contentType };
+};
+
+export const status: Handler = async (_input, ctx) => ok(await ctx.databases.status());
+
+export const listTemplates: Handler = async (_input, ctx) => {
+  const body: ListBody<TemplateBody> = { items: ctx.databases.listTemplates().map(templateBody) };
+  return ok(body);
+};
+
+export const sealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await ctx.databases.seal(param(params), API_ROLE)));
+
+export const unsealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await ctx.databases.unseal(param(params), API_ROLE)));
+
+export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => {
+  const req = parseBody(createDatabaseRequest, body);
+  if (idempotencyKey !== undefined && req.request_id !== undefined && idempotencyKey !== req.request_id) {
+    throw new PgxError('INVALID_PARAMETER', 'request_id differs from the Idempotency-Key header', { hint: 'Send one of them, or the same id in both.' });
+  }
+  const key = idempotencyKey ?? req.request_id;
+  const { request_id: _, ...fingerprint } = req;
+  const work = async (): Promise<CreatedDatabaseBody> => {
+    const created = await ctx.databases.create(req.template, { name: req.name, user: API_ROLE });
+    if (req.ttl_seconds != null) await ctx.databases.setTtl(created.name, req.ttl_seconds, API_ROLE);
+    if (req.pinned) await ctx.databases.setPinned(created.name, true, API_ROLE);
+    return { name: created.name, template: created.template, source: created.source, mint_ms: created.mint_ms, url: ctx.connectionUrl(created.name) };
+  };
+  try {
+    return ok(await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work)), 201);
+  } catch (err) {
+    // A reused request id with another body: the one 409 that is not about the database.
+    if (err instanceof PgxError && err.code === 'INVALID_PARAMETER' && /^request id /.test(err.message)) throw new ApiError(409, err);
+    throw err;
+  }
+};
+
+export const listDatabases: Handler = async (_input, ctx) => {
+  const body: ListBody<DatabaseBody> = { items: ctx.databases.listDatabases().map((d) => databaseBody(d, ctx)) };
+  return ok(body);
+};
+
+export const getDatabase: Handler = async ({ params }, ctx) => ok(databaseBody(minted(param(params), ctx), ctx));
+
+/** Idempotent: a database already gone answers 204 like one dropped now. */
+export const deleteDatabase: Handler = async ({ params }, ctx) => {
+  const name = param(params);
+  if (!isUnderPrefix(name, ctx.databases.settings.prefix)) {
+    throw new PgxError('INVALID_PARAMETER', `database "${name}" was not minted by PGX`, {
+      hint: `The API drops only databases named ${ctx.databases.settings.prefix}<template>__<token>.`,
+    });
+  }
+  try {
+    await ctx.databases.drop(name, { user: API_ROLE, database: 'postgres' });
+  } catch (err) {
+    if (!(err instanceof PgxError && err.code === 'UNKNOWN_DATABASE')) throw err;
+  }
+  return { status: 204 };
+};
+
+export const pinDatabase: Handler = async ({ params }, ctx) => ok(databaseBody(await ctx.databases.setPinned(param(params), true, API_ROLE), ctx));
+
+export const unpinDatabase: Handler = async ({ params }, ctx) => ok(databaseBody(await ctx.databases.setPinned(param(params), false, API_ROLE), ctx));
+
+export const setDatabaseTtl: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(setTtlRequest, body);
+  return ok(databaseBody(await ctx.databases.setTtl(param(params), req.ttl_seconds, API_ROLE), ctx));
+};
+
+// --- helpers -----------------------------------------------------------------------------------------
+
+/** Parses a body through its schema; a problem is 22023 naming the field. */
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
+  const result = schema.safeParse(body ?? {});
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(body)'}: ${i.message}`).join('; ');
+  throw new PgxError('INVALID_PARAMETER', `invalid request body: ${problems}`, { hint: 'See docs/api.md for the request fields.' });
+}
+
+function param(params: Record<string, string>): string {
+  return params.name!;
+}
+
+function minted(name: string, ctx: ApiContext): DatabaseRecord {
+  const record = ctx.databases.database(name);
+  if (!record) throw new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`, { hint: 'GET /v1/databases lists the minted databases.' });
+  return record;
+}
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+export function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
+  return {
+    name: d.name,
+    template: d.template,
+    owner: d.owner,
+    created_at: iso(d.createdAt)!,
+    last_session_end: iso(d.lastSessionEnd),
+    in_use: d.inUse,
+    pinned: d.pinned,
+    expires_at: iso(d.expiresAt),
+    url: ctx.connectionUrl(d.name),
+  };
+}
+
+export function templateBody(t: TemplateRecord): TemplateBody {
+  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy };
+}

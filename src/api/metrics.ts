@@ -1,0 +1,84 @@
+// GET /metrics: a prom-client registry filled from the status document and engine.stats() at each
+// scrape. PGX's counters persist across restarts (pgx_control), so the *_total series count over the
+// data directory's life.
+
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { RuntimeStatus } from '../runtime/status.js';
+import type { EngineStats } from '../engine/listener.js';
+
+export class ApiMetrics {
+  readonly registry = new Registry();
+  private readonly sessions: Gauge;
+  private readonly sessionDatabases: Gauge;
+  private readonly databases: Gauge<'kind'>;
+  private readonly poolReady: Gauge<'template'>;
+  private readonly poolSize: Gauge<'template'>;
+  private readonly mints: Counter<'source'>;
+  private readonly mintFailures: Counter;
+  private readonly mintLatency: Gauge<'stat'>;
+  private readonly janitorDrops: Counter;
+  private readonly engineClients: Gauge;
+  private readonly engineBackends: Gauge<'state'>;
+  private readonly memoryPss: Gauge;
+  private readonly memoryRss: Gauge;
+  readonly requests: Counter<'method' | 'route' | 'status'>;
+  /** Last totals seen, to turn persisted totals into counter increments. */
+  private readonly seen = new Map<string, number>();
+
+  constructor() {
+    const registers = [this.registry];
+    this.sessions = new Gauge({ name: 'pgx_sessions', help: 'Client sessions open in the engine', registers });
+    this.sessionDatabases = new Gauge({ name: 'pgx_session_databases', help: 'Databases with at least one open session', registers });
+    this.databases = new Gauge({ name: 'pgx_databases', help: 'Databases by kind: ephemeral (minted), spare, pinned, template (sealed), cluster (pg_database)', labelNames: ['kind'], registers });
+    this.poolReady = new Gauge({ name: 'pgx_pool_ready', help: 'Warm spares ready per sealed template', labelNames: ['template'], registers });
+    this.poolSize = new Gauge({ name: 'pgx_pool_size', help: 'Warm spares wanted per sealed template (setting)', labelNames: ['template'], registers });
+    this.mints = new Counter({ name: 'pgx_mints_total', help: 'Databases minted, by source (warm: a spare claimed; cold: a template copied)', labelNames: ['source'], registers });
+    this.mintFailures = new Counter({ name: 'pgx_mint_failures_total', help: 'Mints attempted that produced no database', registers });
+    this.mintLatency = new Gauge({ name: 'pgx_mint_latency_ms', help: 'Mint latency over the recent mints, by stat (mean, p99)', labelNames: ['stat'], registers });
+    this.janitorDrops = new Counter({ name: 'pgx_janitor_drops_total', help: 'Minted databases dropped by the janitor', registers });
+    this.engineClients = new Gauge({ name: 'pgx_engine_clients', help: 'Client connections in the engine', registers });
+    this.engineBackends = new Gauge({ name: 'pgx_engine_backends', help: 'PostgreSQL backends of the engine, by state', labelNames: ['state'], registers });
+    this.memoryPss = new Gauge({ name: 'pgx_memory_pss_mb', help: 'Proportional set size of the runtime process tree (node, PostgreSQL), MB', registers });
+    this.memoryRss = new Gauge({ name: 'pgx_memory_rss_mb', help: 'Resident set size summed over the runtime process tree, MB', registers });
+    this.requests = new Counter({ name: 'pgx_api_requests_total', help: 'HTTP API requests by route and status', labelNames: ['method', 'route', 'status'], registers });
+    collectDefaultMetrics({ register: this.registry, prefix: 'pgx_process_' });
+  }
+
+  async render(status: RuntimeStatus, engine: EngineStats): Promise<string> {
+    this.sessions.set(status.sessions.total);
+    this.sessionDatabases.set(status.sessions.databases);
+    const d = status.databases;
+    this.databases.set({ kind: 'ephemeral' }, d.ephemeral);
+    this.databases.set({ kind: 'spare' }, d.spares);
+    this.databases.set({ kind: 'pinned' }, d.pinned);
+    this.databases.set({ kind: 'template' }, d.templates);
+    this.databases.set({ kind: 'cluster' }, d.total);
+    this.poolReady.reset();
+    this.poolSize.reset();
+    for (const [template, p] of Object.entries(status.pool)) {
+      this.poolReady.set({ template }, p.ready);
+      this.poolSize.set({ template }, p.size);
+    }
+    this.advance('warm', status.mints.warm, (n) => this.mints.inc({ source: 'warm' }, n));
+    this.advance('cold', status.mints.cold, (n) => this.mints.inc({ source: 'cold' }, n));
+    this.advance('failures', status.mints.failures, (n) => this.mintFailures.inc(n));
+    this.advance('drops', status.janitor.drops, (n) => this.janitorDrops.inc(n));
+    this.mintLatency.set({ stat: 'mean' }, status.mints.latency_ms.mean);
+    this.mintLatency.set({ stat: 'p99' }, status.mints.latency_ms.p99);
+    this.memoryPss.set(status.memory.pss_mb);
+    this.memoryRss.set(status.memory.rss_mb);
+    this.engineClients.set(engine.clients);
+    for (const [state, n] of Object.entries(engine.backends)) this.engineBackends.set({ state }, n);
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  private advance(key: string, total: number, inc: (n: number) => void): void {
+    const delta = total - (this.seen.get(key) ?? 0);
+    if (delta > 0) inc(delta);
+    this.seen.set(key, Math.max(total, this.seen.get(key) ?? 0));
+  }
+}

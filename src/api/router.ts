@@ -1,0 +1,103 @@
+// The route table and dispatch: method + path -> handler, bearer auth, JSON in and out, errors as
+// {code, sqlstate, message, hint}. No sockets: server.ts feeds it requests, tests may call it directly.
+
+import { PgxError } from '../errors.js';
+import type { BearerToken } from './auth.js';
+import { ApiError, errorResponse } from './errors.js';
+import * as h from './handlers.js';
+import { matchPath, PATHS, type PathPattern } from './paths.js';
+
+interface Route {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  path: PathPattern;
+  handler: h.Handler;
+  /** Probes answer without a token. */
+  open?: boolean;
+}
+
+export const ROUTES: readonly Route[] = [
+  { method: 'GET', path: PATHS.healthz, handler: h.healthz, open: true },
+  { method: 'GET', path: PATHS.readyz, handler: h.readyz, open: true },
+  { method: 'GET', path: PATHS.metrics, handler: h.metrics },
+  { method: 'GET', path: PATHS.status, handler: h.status },
+  { method: 'GET', path: PATHS.templates, handler: h.listTemplates },
+  { method: 'POST', path: PATHS.templateSeal, handler: h.sealTemplate },
+  { method: 'POST', path: PATHS.templateUnseal, handler: h.unsealTemplate },
+  { method: 'POST', path: PATHS.databases, handler: h.createDatabase },
+  { method: 'GET', path: PATHS.databases, handler: h.listDatabases },
+  { method: 'GET', path: PATHS.database, handler: h.getDatabase },
+  { method: 'DELETE', path: PATHS.database, handler: h.deleteDatabase },
+  { method: 'POST', path: PATHS.databasePin, handler: h.pinDatabase },
+  { method: 'POST', path: PATHS.databaseUnpin, handler: h.unpinDatabase },
+  { method: 'PUT', path: PATHS.databaseTtl, handler: h.setDatabaseTtl },
+];
+
+export interface ApiRequest {
+  method: string;
+  /** The path without the query string. */
+  path: string;
+  authorization: string | undefined;
+  idempotencyKey: string | undefined;
+  contentType: string | undefined;
+  body: string;
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** The route pattern matched (for metrics), or 'unmatched'. */
+  route: string;
+  /** Idempotency-Key or request_id, for the log line. */
+  requestId: string | undefined;
+}
+
+export async function dispatch(req: ApiRequest, ctx: h.ApiContext, token: BearerToken | null): Promise<ApiResponse> {
+  let requestId = req.idempotencyKey;
+  let route = 'unmatched';
+  try {
+    const matches = ROUTES.map((r) => ({ r, params: matchPath(r.path, req.path) })).filter((m) => m.params !== null);
+    const hit = matches.find((m) => m.r.method === req.method);
+    if (!hit) {
+      if (matches.length > 0) {
+        route = matches[0]!.r.path;
+        const allow = matches.map((m) => m.r.method).join(', ');
+        throw new ApiError(405, new PgxError('FEATURE_NOT_SUPPORTED', `${req.method} is not allowed on ${req.path}`, { hint: `Allowed: ${allow}.` }));
+      }
+      throw new ApiError(404, new PgxError('FEATURE_NOT_SUPPORTED', `no such path: ${req.path}`, { hint: 'See docs/api.md for the paths.' }));
+    }
+    route = hit.r.path;
+    if (!hit.r.open && token !== null && !token.accepts(req.authorization)) {
+      throw new PgxError('INVALID_AUTHORIZATION', 'missing or wrong bearer token', { hint: 'Send Authorization: Bearer <token> (--api-token-file or PGX_API_TOKEN).' });
+    }
+    const body = parseJson(req);
+    if (body !== null && typeof body === 'object' && typeof (body as { request_id?: unknown }).request_id === 'string') {
+      requestId ??= (body as { request_id: string }).request_id;
+    }
+    const result = await hit.r.handler({ params: hit.params!, body, idempotencyKey: req.idempotencyKey }, ctx);
+    if (result.text !== undefined) {
+      return { status: result.status, headers: { 'content-type': result.contentType ?? 'text/plain; charset=utf-8' }, body: result.text, route, requestId };
+    }
+    if (result.body === undefined) return { status: result.status, headers: {}, body: '', route, requestId };
+    return { status: result.status, headers: JSON_HEADERS, body: JSON.stringify(result.body), route, requestId };
+  } catch (err) {
+    const { status, body } = errorResponse(err, ctx.logger, requestId);
+    const headers: Record<string, string> = { ...JSON_HEADERS };
+    if (status === 401) headers['www-authenticate'] = 'Bearer';
+    return { status, headers, body: JSON.stringify(body), route, requestId };
+  }
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8' };
+
+function parseJson(req: ApiRequest): unknown {
+  if (req.body.trim().length === 0) return undefined;
+  if (req.contentType !== undefined && !/^application\/json\b/i.test(req.contentType)) {
+    throw new ApiError(415, new PgxError('PROTOCOL_VIOLATION', `request bodies are JSON, not ${req.contentType}`, { hint: 'Send Content-Type: application/json.' }));
+  }
+  try {
+    return JSON.parse(req.body) as unknown;
+  } catch (err) {
+    throw new PgxError('PROTOCOL_VIOLATION', `request body is not valid JSON: ${(err as Error).message}`, { hint: 'Send a JSON object.' });
+  }
+}
