@@ -174,11 +174,29 @@ export class ClientSession implements Cancellable {
       return;
     }
     const serverFinal = scram.finish(body);
-    this.socket.write(authenticationSASLFinal(serverFinal));
-    this.authenticated();
+    // SASLFinal and AuthenticationOk go out with the greeting (see authenticated()).
+    this.authenticated(authenticationSASLFinal(serverFinal));
   }
 
   private pendingFirst = false;
+
+  /** AuthenticationOk (and SASLFinal) not yet written: they precede whatever the client hears next. */
+  private authPending: Buffer | null = null;
+
+  private readonly flushAuth = (): void => {
+    const pending = this.authPending;
+    if (pending === null) return;
+    this.authPending = null;
+    if (!this.socket.destroyed && this.socket.writable) this.socket.write(pending);
+  };
+
+  /** `frame` preceded by any held-back authentication messages. */
+  private withAuth(frame: Buffer): Buffer {
+    const pending = this.authPending;
+    if (pending === null) return frame;
+    this.authPending = null;
+    return Buffer.concat([pending, frame]);
+  }
 
   private processLoginSafely(): void {
     try {
@@ -188,11 +206,17 @@ export class ClientSession implements Cancellable {
     }
   }
 
-  private authenticated(): void {
+  /**
+   * Authentication succeeded. AuthenticationOk (after `prefix`, SCRAM's SASLFinal) is held back so it
+   * goes out in one write with the greeting when a backend is at hand at once; if getting one takes
+   * longer, it goes out alone. A failure to get a backend still follows it (see failClient).
+   */
+  private authenticated(prefix?: Buffer): void {
     clearTimeout(this.loginTimer);
     this.setState('connecting');
     this.scram = null;
-    this.socket.write(AUTHENTICATION_OK);
+    this.authPending = prefix ? Buffer.concat([prefix, AUTHENTICATION_OK]) : AUTHENTICATION_OK;
+    setImmediate(this.flushAuth);
     const startup: Record<string, string> = { user: this.user, database: this.database };
     const keyParts = [this.database, this.user];
     for (const [name, value] of [...this.startupParams].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
@@ -226,6 +250,10 @@ export class ClientSession implements Cancellable {
     const key = this.ctx.cancelKeys.issue(this);
     this.cancelPid = key.pid;
     const greeting: Buffer[] = [];
+    if (this.authPending !== null) {
+      greeting.push(this.authPending);
+      this.authPending = null;
+    }
     for (const [name, value] of backend.params) greeting.push(parameterStatus(name, value));
     greeting.push(backendKeyData(key.pid, key.secret), READY_IDLE);
     this.socket.write(Buffer.concat(greeting));
@@ -241,7 +269,7 @@ export class ClientSession implements Cancellable {
     const control = this.ctx.options.control;
     this.pump = new Pump(
       this.socket,
-      backend.socket,
+      backend,
       {
         terminate: () => this.close(),
         violation: (type, length) => this.failClient(violationError(type, length)),
@@ -298,7 +326,7 @@ export class ClientSession implements Cancellable {
       if (e.code === 'INTERNAL') this.ctx.logger.error('internal error in client session', { err: e.cause ?? e });
       frame = toFrame(e);
     }
-    if (!this.socket.destroyed && this.socket.writable) this.socket.write(frame);
+    if (!this.socket.destroyed && this.socket.writable) this.socket.write(this.withAuth(frame));
     this.close();
   }
 
@@ -307,6 +335,7 @@ export class ClientSession implements Cancellable {
     if (this.state === 'closed') return;
     this.setState('closed');
     clearTimeout(this.loginTimer);
+    this.authPending = null;
     this.ctx.sessions.delete(this);
     if (this.cancelPid) this.ctx.cancelKeys.revoke(this.cancelPid);
     const backend = this.backend;

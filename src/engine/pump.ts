@@ -11,8 +11,15 @@
 
 import type net from 'node:net';
 import { Msg, TxStatus } from '../wire/codes.js';
-import { FrameAction, FrameScanner, Verdict, type FrameSink } from '../wire/frame.js';
+import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
 import type { Answer, ControlSession, Held } from './control.js';
+import type { BackendReader } from './server.js';
+
+/** The backend side as the pump sees it: a socket to write and pause, whose reads come to a reader. */
+export interface BackendPort {
+  readonly socket: net.Socket;
+  setReader(reader: BackendReader | null): void;
+}
 
 /** What the client may send once its session is running; anything else is a protocol violation. */
 const CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
@@ -43,6 +50,11 @@ const CONTROL_CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
 const BACKEND_ACTIONS: Partial<Record<number, FrameAction>> = {
   [Msg.ReadyForQuery]: FrameAction.Whole,
 };
+
+// The scanners' tables, built once; a scanner copies one only when it changes an action (control).
+const CLIENT_TABLE = actionTable(CLIENT_ACTIONS, FrameAction.Reject);
+const CONTROL_CLIENT_TABLE = actionTable(CONTROL_CLIENT_ACTIONS, FrameAction.Reject);
+const BACKEND_TABLE = actionTable(BACKEND_ACTIONS);
 
 const PARSE_COMPLETE = 0x31;
 const CLOSE_COMPLETE = 0x33;
@@ -75,9 +87,13 @@ class Outbox {
     this.pieces.push(start === 0 && end === buf.length ? buf : buf.subarray(start, end));
   }
 
-  flush(): void {
+  /**
+   * Writes what was added. Returns true when some of it is still queued on the socket (not written at
+   * once), so the buffers the pieces are views of must not be reused yet.
+   */
+  flush(): boolean {
     const n = this.pieces.length;
-    if (n === 0) return;
+    if (n === 0) return false;
     if (n === 1) {
       this.dest.write(this.pieces[0]!);
     } else {
@@ -92,6 +108,7 @@ class Outbox {
       this.source.pause();
       this.dest.once('drain', this.resume);
     }
+    return this.dest.writableLength > 0;
   }
 
   private readonly resume = (): void => {
@@ -116,7 +133,7 @@ export class Pump {
   private readingAnswers = false;
 
   private readonly fromClient: FrameScanner;
-  private readonly fromBackend = new FrameScanner({ actions: BACKEND_ACTIONS, maxLength: MAX_MESSAGE, maxWholeLength: MAX_WHOLE });
+  private readonly fromBackend = new FrameScanner({ actions: BACKEND_TABLE, maxLength: MAX_MESSAGE, maxWholeLength: MAX_WHOLE });
   private readonly toBackend: Outbox;
   private readonly toClient: Outbox;
 
@@ -165,21 +182,23 @@ export class Pump {
     },
   };
 
+  private readonly backend: net.Socket;
+
   constructor(
     private readonly client: net.Socket,
-    private readonly backend: net.Socket,
+    private readonly backendPort: BackendPort,
     private readonly events: PumpEvents,
     /** Control functions for this session; null: nothing is intercepted. */
     private readonly control: ControlSession | null = null,
   ) {
+    this.backend = backendPort.socket;
     this.fromClient = new FrameScanner({
-      actions: control ? CONTROL_CLIENT_ACTIONS : CLIENT_ACTIONS,
-      otherwise: FrameAction.Reject,
+      actions: control ? CONTROL_CLIENT_TABLE : CLIENT_TABLE,
       maxLength: MAX_MESSAGE,
       maxWholeLength: MAX_WHOLE,
     });
-    this.toBackend = new Outbox(backend, client);
-    this.toClient = new Outbox(client, backend);
+    this.toBackend = new Outbox(this.backend, client);
+    this.toClient = new Outbox(client, this.backend);
     if (control) {
       // Control counts completions so it can tell its own from the client's (see control.ts).
       this.fromBackend.setAction(PARSE_COMPLETE, FrameAction.Note);
@@ -190,7 +209,7 @@ export class Pump {
   /** Starts forwarding; bytes that arrived before (from either side) go first. */
   start(clientLeftover: Buffer | null, backendLeftover: Buffer | null): void {
     this.client.on('data', this.onClientData);
-    this.backend.on('data', this.onBackendData);
+    this.backendPort.setReader(this.onBackendData);
     if (backendLeftover) this.onBackendData(backendLeftover);
     if (clientLeftover) this.onClientData(clientLeftover);
   }
@@ -200,7 +219,7 @@ export class Pump {
     this.stopped = true;
     this.backlog.length = 0;
     this.client.off('data', this.onClientData);
-    this.backend.off('data', this.onBackendData);
+    this.backendPort.setReader(null);
     if (this.client.isPaused()) this.client.resume();
     if (this.backend.isPaused()) this.backend.resume();
   }
@@ -294,7 +313,8 @@ export class Pump {
     if (!this.holding && !this.stopped && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
   }
 
-  private readonly onBackendData = (chunk: Buffer): void => {
+  /** Returns true when bytes of `chunk` are still queued for the client (see BackendReader). */
+  private readonly onBackendData = (chunk: Buffer): boolean => {
     let pos = 0;
     for (;;) {
       pos = this.fromBackend.feed(chunk, this.backendSink, pos);
@@ -304,8 +324,9 @@ export class Pump {
       this.toClient.add(replacement, 0, replacement.length);
       if (pos < 0 || pos >= chunk.length) break;
     }
-    this.toClient.flush();
+    const queued = this.toClient.flush();
     if (this.control !== null) this.syncActions();
+    return queued;
   };
 
   /** Reads Bind/Close only while a control statement is prepared, and answers whole only while one is awaited. */

@@ -2,11 +2,15 @@
 // the reset between client sessions, and the cancel side channel. While a client session holds it,
 // the session reads and writes the socket directly (see pump.ts); this file only owns the phases
 // where the engine itself talks to PostgreSQL.
+//
+// Reads go through net's `onread` into one reused buffer per connection, handed to whoever reads the
+// backend now (a phase, the idle watch, a session's pump): no Buffer and no stream event per read.
+// A reader keeps nothing from a chunk past its call unless it says so (see BackendReader).
 
 import net from 'node:net';
 import { serialize } from 'pg-protocol';
 import { Auth, Msg } from '../wire/codes.js';
-import { FrameAction, FrameScanner, Verdict, type FrameSink } from '../wire/frame.js';
+import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { BackendAddress } from './ports.js';
 
@@ -32,14 +36,27 @@ export class BackendUnreachable extends Error {
   }
 }
 
-const ALL_WHOLE: Partial<Record<number, FrameAction>> = {};
-for (let t = 0; t < 256; t++) ALL_WHOLE[t] = FrameAction.Whole;
+/** Every message is read whole while the engine itself talks to PostgreSQL. */
+const ALL_WHOLE = actionTable({}, FrameAction.Whole);
+const PHASE_SCANNER = { actions: ALL_WHOLE, maxLength: 0x3fffffff, maxWholeLength: 0x3fffffff };
 
 export function socketPath(addr: BackendAddress): string {
   return `${addr.socketDir}/.s.PGSQL.${addr.port}`;
 }
 
 type PhaseHandler = (type: number, frame: Buffer) => 'more' | 'done';
+
+/** Bytes read from PostgreSQL at most per read, into a buffer reused while no reader keeps it. */
+const READ_BUFFER = 64 * 1024;
+/** Bytes kept for the next reader while nobody reads; more than this and the backend is dropped. */
+const MAX_UNREAD = 1 << 20;
+
+/**
+ * Whoever reads a backend now. `chunk` is a view of a buffer the next read overwrites: the reader copies
+ * what it keeps, or returns true when something still refers to it (a write that did not go out at
+ * once), and the connection then reads into a fresh buffer from the next read on.
+ */
+export type BackendReader = (chunk: Buffer) => boolean;
 
 export class BackendConnection {
   state: BackendState = 'connecting';
@@ -52,6 +69,10 @@ export class BackendConnection {
   /** Bytes PostgreSQL sent after the last phase ended; the next reader consumes them first. */
   leftover: Buffer | null = null;
 
+  readonly socket: net.Socket;
+  private readBuf = Buffer.allocUnsafe(READ_BUFFER);
+  private reader: BackendReader | null = null;
+
   private phase: PhaseHandler | null = null;
   private phaseScanner: FrameScanner | null = null;
   private phaseFail: ((err: Error) => void) | null = null;
@@ -62,9 +83,11 @@ export class BackendConnection {
     frame: (type, buf, start, end) =>
       this.phase !== null && this.phase(type, buf.subarray(start, end)) === 'done' ? Verdict.DropAndPause : Verdict.Drop,
   };
-  private readonly onPhaseData = (chunk: Buffer): void => {
+  private readonly onPhaseData = (chunk: Buffer): boolean => {
     const stop = this.phaseScanner!.feed(chunk, this.phaseSink);
-    if (stop >= 0 && stop < chunk.length) this.leftover = chunk.subarray(stop);
+    // The scanner copies what straddles chunks; the rest after the phase is copied here.
+    if (stop >= 0 && stop < chunk.length) this.leftover = Buffer.from(chunk.subarray(stop));
+    return false;
   };
   private readonly onPhaseEnd = (err?: Error): void => {
     const fail = this.phaseFail;
@@ -74,10 +97,19 @@ export class BackendConnection {
   };
 
   private constructor(
-    readonly socket: net.Socket,
+    path: string,
     /** Pool key: the database, user and startup parameters this backend was opened with. */
     readonly key: string,
   ) {
+    const socket = net.connect({
+      path,
+      onread: {
+        // Asked once at first, then after every read: the buffer for the next one.
+        buffer: () => this.readBuf,
+        callback: this.onRead,
+      },
+    });
+    this.socket = socket;
     socket.setNoDelay(true);
     // A closed socket while idle or resetting takes the backend out of service; while a session
     // holds it, the session's own close handler runs as well.
@@ -89,8 +121,8 @@ export class BackendConnection {
 
   /** Opens a backend and completes the startup handshake (trust auth on the private socket). */
   static open(addr: BackendAddress, startup: Record<string, string>, key: string): Promise<BackendConnection> {
-    const socket = net.connect(socketPath(addr));
-    const conn = new BackendConnection(socket, key);
+    const conn = new BackendConnection(socketPath(addr), key);
+    const socket = conn.socket;
     return new Promise((resolve, reject) => {
       socket.once('connect', () => socket.write(serialize.startup(startup)));
       conn.runPhase(
@@ -160,17 +192,55 @@ export class BackendConnection {
     side.once('connect', () => side.end(serialize.cancel(this.pid, this.secret)));
   }
 
+  /**
+   * Hands the backend's reads to `reader` (a session's pump) from now on; null: nobody reads, and bytes
+   * that arrive are kept in `leftover` for the next reader.
+   */
+  setReader(reader: BackendReader | null): void {
+    this.reader = reader;
+  }
+
+  /** Always true (go on reading): backpressure pauses the socket itself (pump.ts), as onread allows. */
+  private readonly onRead = (n: number, buf: Uint8Array): boolean => {
+    // The buffer is the one `buffer` returned, a Buffer.
+    const chunk = (buf as Buffer).subarray(0, n);
+    const reader = this.reader;
+    if (reader === null) this.keep(chunk);
+    else if (reader(chunk)) this.readBuf = Buffer.allocUnsafe(READ_BUFFER);
+    // onread sockets emit no 'data'; an observer that listens for it (a test waiting for PostgreSQL to
+    // have said something) still hears of each read, after the reader, and must copy what it keeps.
+    if (this.socket.listenerCount('data') !== 0) this.socket.emit('data', chunk);
+    return true;
+  };
+
+  /**
+   * Between readers PostgreSQL has nothing to say but the odd unprompted message: it waits in
+   * `leftover` for the next reader. A backend on its way out (a session left mid-result) is not
+   * listened to at all, and one that says too much is dropped.
+   */
+  private keep(chunk: Buffer): void {
+    if (this.state === 'closed') return;
+    const kept = this.leftover;
+    if (kept !== null && kept.length + chunk.length > MAX_UNREAD) {
+      this.leftover = null;
+      this.destroy();
+      return;
+    }
+    this.leftover = kept === null ? Buffer.from(chunk) : Buffer.concat([kept, chunk]);
+  }
+
   /** Watches an idle pooled backend: anything PostgreSQL says unprompted (a FATAL at shutdown) ends it. */
   watchIdle(): void {
-    this.socket.on('data', this.onIdleData);
+    this.reader = this.onIdleData;
   }
 
   unwatchIdle(): void {
-    this.socket.off('data', this.onIdleData);
+    if (this.reader === this.onIdleData) this.reader = null;
   }
 
-  private readonly onIdleData = (): void => {
+  private readonly onIdleData = (): boolean => {
     this.destroy();
+    return false;
   };
 
   destroy(): void {
@@ -193,7 +263,7 @@ export class BackendConnection {
    * `fail` runs). A close or socket error ends the phase with BackendUnreachable.
    */
   private runPhase(handler: PhaseHandler, done: () => void, fail: (err: Error) => void): void {
-    this.phaseScanner = new FrameScanner({ actions: ALL_WHOLE, maxLength: 0x3fffffff, maxWholeLength: 0x3fffffff });
+    this.phaseScanner = new FrameScanner(PHASE_SCANNER);
     this.phaseFail = fail;
     this.phase = (type, frame) => {
       try {
@@ -207,7 +277,7 @@ export class BackendConnection {
       done();
       return 'done';
     };
-    this.socket.on('data', this.onPhaseData);
+    this.reader = this.onPhaseData;
     this.socket.on('close', this.onPhaseEnd);
     this.socket.on('error', this.onPhaseEnd);
     const pending = this.leftover;
@@ -220,7 +290,7 @@ export class BackendConnection {
   private endPhase(): void {
     this.phase = null;
     this.phaseFail = null;
-    this.socket.off('data', this.onPhaseData);
+    if (this.reader === this.onPhaseData) this.reader = null;
     this.socket.off('close', this.onPhaseEnd);
     this.socket.off('error', this.onPhaseEnd);
   }

@@ -43,10 +43,23 @@ export interface FrameSink {
   invalid(type: number, length: number): void;
 }
 
+/** Action per message type byte, as a 256-entry table (see actionTable). */
+export type ActionTable = Uint8Array;
+
+/**
+ * Builds the 256-entry action table for `actions`, every other type getting `otherwise`. Build it
+ * once (at module level) and hand it to every scanner: a scanner copies it only if setAction is used.
+ */
+export function actionTable(actions: Partial<Record<number, FrameAction>>, otherwise: FrameAction = FrameAction.Pass): ActionTable {
+  const table = new Uint8Array(256).fill(otherwise);
+  for (const [type, action] of Object.entries(actions)) table[Number(type)] = action ?? FrameAction.Pass;
+  return table;
+}
+
 export interface ScannerOptions {
-  /** Action per message type byte. */
-  actions: Partial<Record<number, FrameAction>>;
-  /** Action for types absent from `actions` (default Pass). */
+  /** Action per message type byte: a precomputed table (shared, never written), or a map. */
+  actions: ActionTable | Partial<Record<number, FrameAction>>;
+  /** Action for types absent from `actions` when it is a map (default Pass); ignored for a table. */
   otherwise?: FrameAction;
   /** Largest length (the Int32 in the header) accepted at all. */
   maxLength: number;
@@ -55,7 +68,9 @@ export interface ScannerOptions {
 }
 
 export class FrameScanner {
-  private readonly actions = new Uint8Array(256);
+  private actions: ActionTable;
+  /** False while `actions` is a shared table: setAction copies it first. */
+  private ownsActions: boolean;
   private readonly maxLength: number;
   private readonly maxWholeLength: number;
 
@@ -71,8 +86,14 @@ export class FrameScanner {
   private broken = false;
 
   constructor(opts: ScannerOptions) {
-    this.actions.fill(opts.otherwise ?? FrameAction.Pass);
-    for (const [type, action] of Object.entries(opts.actions)) this.actions[Number(type)] = action ?? FrameAction.Pass;
+    if (opts.actions instanceof Uint8Array) {
+      if (opts.actions.length !== 256) throw new RangeError('an action table has 256 entries');
+      this.actions = opts.actions;
+      this.ownsActions = false;
+    } else {
+      this.actions = actionTable(opts.actions, opts.otherwise);
+      this.ownsActions = true;
+    }
     this.maxLength = opts.maxLength;
     this.maxWholeLength = opts.maxWholeLength;
   }
@@ -82,6 +103,11 @@ export class FrameScanner {
    * only while it has a reason to (a prepared control call, an answer it must rewrite).
    */
   setAction(type: number, action: FrameAction): void {
+    if (this.actions[type] === action) return;
+    if (!this.ownsActions) {
+      this.actions = this.actions.slice();
+      this.ownsActions = true;
+    }
     this.actions[type] = action;
   }
 
