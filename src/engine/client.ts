@@ -46,6 +46,8 @@ export class ClientSession implements Cancellable {
   private inbuf: Buffer = Buffer.alloc(0);
   private startupParams = new Map<string, string>();
   private scram: ScramExchange | null = null;
+  /** The client's first SASL message has been taken; the next one is its final message. */
+  private scramStarted = false;
   private backend: BackendConnection | null = null;
   private pump: Pump | null = null;
   private cancelPid = 0;
@@ -161,8 +163,8 @@ export class ClientSession implements Cancellable {
 
   private onPasswordMessage(body: Buffer): void {
     const scram = this.scram!;
-    if (!this.pendingFirst) {
-      this.pendingFirst = true;
+    if (!this.scramStarted) {
+      this.scramStarted = true;
       scram.begin(body).then(
         (serverFirst) => {
           if (this.state !== 'authenticating') return;
@@ -177,8 +179,6 @@ export class ClientSession implements Cancellable {
     // SASLFinal and AuthenticationOk go out with the greeting (see authenticated()).
     this.authenticated(authenticationSASLFinal(serverFinal));
   }
-
-  private pendingFirst = false;
 
   /** AuthenticationOk (and SASLFinal) not yet written: they precede whatever the client hears next. */
   private authPending: Buffer | null = null;
