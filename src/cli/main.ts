@@ -1,7 +1,11 @@
-// The `pgx` command: dispatches to a subcommand. Each subcommand has --help.
+// The `pgx` command: dispatches to a subcommand. Each subcommand has --help. Exit codes: 0 success,
+// 1 an error from PGX or its API (`pgx: message` and `hint: ...` on stderr), 2 a usage error.
 
 import { PgxError } from '../errors.js';
-import { runStart, START_HELP } from './start.js';
+import { UsageError } from './api-target.js';
+import { runDb } from './db.js';
+import { runStatus } from './status.js';
+import { runTemplate } from './template.js';
 
 const HELP = `pgx: disposable PostgreSQL for agents, CI and previews
 
@@ -9,6 +13,12 @@ Usage: pgx <command> [options]
 
 Commands:
   start     run a runtime: a supervised PostgreSQL 18 behind the PGX wire engine
+  status    a running runtime at a glance: memory, sessions, databases, pools, mints, janitor
+  template  list | seal NAME | unseal NAME: templates databases are minted from
+  db        create TEMPLATE | list | get | drop | pin | unpin | ttl: minted databases
+
+status, template and db talk to a runtime's HTTP API: --url (env PGX_URL, default
+http://127.0.0.1:7432, which npm start listens on) and --token (env PGX_API_TOKEN).
 
 Run 'pgx <command> --help' for a command's options.
 `;
@@ -18,11 +28,23 @@ export async function main(argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'start':
+      {
+        // Loaded only here: the runtime's modules (engine, supervisor, logging) are not needed by the
+        // API commands, which start faster without them.
+        const { runStart, START_HELP } = await import('./start.js');
         if (rest.includes('--help') || rest.includes('-h')) {
           process.stdout.write(START_HELP);
           return 0;
         }
         return await runStart(rest);
+      }
+      case 'status':
+        return await runStatus(rest);
+      case 'template':
+      case 'templates':
+        return await runTemplate(rest);
+      case 'db':
+        return await runDb(rest);
       case undefined:
       case 'help':
       case '--help':
@@ -34,6 +56,10 @@ export async function main(argv: string[]): Promise<number> {
         return 2;
     }
   } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`pgx: ${err.message}\n\n${err.help}`);
+      return 2;
+    }
     if (err instanceof PgxError) {
       process.stderr.write(`pgx: ${err.message}\n${err.hint ? `hint: ${err.hint}\n` : ''}`);
       return 1;

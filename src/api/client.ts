@@ -1,0 +1,192 @@
+// A small typed client for the HTTP control API (docs/api.md), used by the `pgx` CLI commands and, later,
+// the operator. Paths come from paths.ts and shapes from contract.ts, so the client and the server
+// cannot drift apart silently. Every failure is an ApiClientError (a PgxError): an API error carries the
+// body's code, sqlstate, message and hint; no runtime at the URL is CANNOT_CONNECT_NOW with a hint.
+
+import { PgxError, type ErrorCode } from '../errors.js';
+import type { RuntimeStatus } from '../runtime/status.js';
+import type { CreateDatabaseRequest, CreatedDatabaseBody, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
+import { PATHS, pathFor, type PathPattern } from './paths.js';
+
+export interface ApiClientOptions {
+  /** Base URL of the API, e.g. http://127.0.0.1:7432 (a trailing /v1 or / is ignored). */
+  url: string;
+  /** Bearer token; null or undefined sends none. */
+  token?: string | null;
+  /** Per request, connect to last byte. Default 30 s. */
+  timeoutMs?: number;
+}
+
+/** Every code PGX's errors.ts knows: a Record so that adding a code there fails to compile here. */
+const KNOWN_CODES: Record<ErrorCode, true> = {
+  PROTOCOL_VIOLATION: true,
+  FEATURE_NOT_SUPPORTED: true,
+  INVALID_AUTHORIZATION: true,
+  INVALID_PASSWORD: true,
+  UNKNOWN_DATABASE: true,
+  DUPLICATE_DATABASE: true,
+  INSUFFICIENT_PRIVILEGE: true,
+  OBJECT_IN_USE: true,
+  TOO_MANY_DATABASES: true,
+  TOO_MANY_CONNECTIONS: true,
+  CANNOT_CONNECT_NOW: true,
+  ADMIN_SHUTDOWN: true,
+  QUERY_CANCELED: true,
+  INVALID_PARAMETER: true,
+  CONFIG_INVALID: true,
+  POSTGRES_FAILED: true,
+  INTERNAL: true,
+};
+
+function isErrorCode(code: string): code is ErrorCode {
+  return Object.prototype.hasOwnProperty.call(KNOWN_CODES, code);
+}
+
+/**
+ * An error from the API (or from reaching it). `code` is a PgxError code; `apiCode` and `sqlstate` are
+ * exactly what the API sent (they differ from `code` only for a code this client does not know yet).
+ * `status` is the HTTP status, 0 when no answer came.
+ */
+export class ApiClientError extends PgxError {
+  readonly status: number;
+  readonly apiCode: string;
+  private readonly remoteSqlstate: string;
+
+  constructor(status: number, body: ErrorBody, cause?: unknown) {
+    super(isErrorCode(body.code) ? body.code : 'INTERNAL', body.message, {
+      ...(body.hint !== null ? { hint: body.hint } : {}),
+      ...(cause !== undefined ? { cause } : {}),
+    });
+    this.name = 'ApiClientError';
+    this.status = status;
+    this.apiCode = body.code;
+    this.remoteSqlstate = body.sqlstate;
+  }
+
+  override get sqlstate(): string {
+    return this.remoteSqlstate;
+  }
+}
+
+export class ApiClient {
+  readonly url: string;
+  private readonly token: string | null;
+  private readonly timeoutMs: number;
+
+  constructor(opts: ApiClientOptions) {
+    this.url = opts.url.replace(/\/+$/, '').replace(/\/v1$/, '');
+    this.token = opts.token ?? null;
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+  }
+
+  status(): Promise<RuntimeStatus> {
+    return this.request('GET', PATHS.status);
+  }
+
+  async listTemplates(): Promise<TemplateBody[]> {
+    return (await this.request<ListBody<TemplateBody>>('GET', PATHS.templates)).items;
+  }
+
+  seal(name: string): Promise<TemplateBody> {
+    return this.request('POST', PATHS.templateSeal, { name });
+  }
+
+  unseal(name: string): Promise<TemplateBody> {
+    return this.request('POST', PATHS.templateUnseal, { name });
+  }
+
+  /** With body.request_id set the create is safe to retry (it is also sent as Idempotency-Key). */
+  createDatabase(body: CreateDatabaseRequest): Promise<CreatedDatabaseBody> {
+    return this.request('POST', PATHS.databases, {}, body, body.request_id);
+  }
+
+  async listDatabases(): Promise<DatabaseBody[]> {
+    return (await this.request<ListBody<DatabaseBody>>('GET', PATHS.databases)).items;
+  }
+
+  getDatabase(name: string): Promise<DatabaseBody> {
+    return this.request('GET', PATHS.database, { name });
+  }
+
+  /** Idempotent: a database already gone is not an error. */
+  async dropDatabase(name: string): Promise<void> {
+    await this.request<undefined>('DELETE', PATHS.database, { name });
+  }
+
+  pin(name: string): Promise<DatabaseBody> {
+    return this.request('POST', PATHS.databasePin, { name });
+  }
+
+  unpin(name: string): Promise<DatabaseBody> {
+    return this.request('POST', PATHS.databaseUnpin, { name });
+  }
+
+  /** Seconds from now; null clears the TTL. */
+  setTtl(name: string, seconds: number | null): Promise<DatabaseBody> {
+    return this.request('PUT', PATHS.databaseTtl, { name }, { ttl_seconds: seconds });
+  }
+
+  private async request<T>(method: string, pattern: PathPattern, params: Record<string, string> = {}, body?: unknown, idempotencyKey?: string): Promise<T> {
+    const target = this.url + pathFor(pattern, params);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.token !== null) headers.authorization = `Bearer ${this.token}`;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
+    let response: Response;
+    let text: string;
+    try {
+      response = await fetch(target, {
+        method,
+        headers,
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      text = await response.text();
+    } catch (err) {
+      throw this.unreachable(err);
+    }
+    if (response.ok) {
+      if (text.trim().length === 0) return undefined as T;
+      try {
+        return JSON.parse(text) as T;
+      } catch {
+        throw new ApiClientError(response.status, {
+          code: 'PROTOCOL_VIOLATION',
+          sqlstate: '08P01',
+          message: `the API at ${this.url} answered ${method} ${pattern} with a body that is not JSON`,
+          hint: 'Is --url pointing at a PGX runtime?',
+        });
+      }
+    }
+    throw new ApiClientError(response.status, errorBody(response.status, text, this.url));
+  }
+
+  private unreachable(err: unknown): ApiClientError {
+    const cause = (err as { cause?: { code?: string; message?: string } } | null)?.cause;
+    const name = (err as { name?: string } | null)?.name;
+    const hint = `Start the runtime with \`pgx start --api-port N\` (npm start uses --api-port 7432), or pass --url (or set PGX_URL) to where its API listens.`;
+    if (name === 'TimeoutError' || name === 'AbortError') {
+      return new ApiClientError(0, { code: 'CANNOT_CONNECT_NOW', sqlstate: '57P03', message: `no answer from the PGX API at ${this.url} within ${this.timeoutMs} ms`, hint }, err);
+    }
+    const why = cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
+    return new ApiClientError(0, { code: 'CANNOT_CONNECT_NOW', sqlstate: '57P03', message: `cannot reach the PGX API at ${this.url} (${why})`, hint }, err);
+  }
+}
+
+/** The error body of a failed answer; something that is not one (a proxy's page) becomes a generic error. */
+function errorBody(status: number, text: string, url: string): ErrorBody {
+  try {
+    const parsed = JSON.parse(text) as Partial<ErrorBody>;
+    if (typeof parsed.code === 'string' && typeof parsed.message === 'string') {
+      return {
+        code: parsed.code,
+        sqlstate: typeof parsed.sqlstate === 'string' ? parsed.sqlstate : 'XX000',
+        message: parsed.message,
+        hint: typeof parsed.hint === 'string' ? parsed.hint : null,
+      };
+    }
+  } catch {
+    // not JSON: below
+  }
+  return { code: 'INTERNAL', sqlstate: 'XX000', message: `the API at ${url} answered HTTP ${status}: ${text.slice(0, 200).trim()}`, hint: 'Is --url pointing at a PGX runtime?' };
+}

@@ -1,0 +1,121 @@
+// What the API commands (status, template, db) share: the options every one takes (--url, --token,
+// --json, --help), where the API is (flag, else env, else the default), usage errors (exit 2), and
+// small output helpers (aligned tables, JSON).
+
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ApiClient } from '../api/client.js';
+
+/** Where `pgx status|template|db` look for the API unless told: `npm start` passes --api-port 7432. */
+export const DEFAULT_API_URL = 'http://127.0.0.1:7432';
+
+export const TARGET_HELP = `Connection options (every command):
+  --url URL               the runtime's HTTP API            [env PGX_URL, else ${DEFAULT_API_URL}]
+  --token TOKEN           the API's bearer token            [env PGX_API_TOKEN]
+  --json                  machine output: the API's JSON as is
+  -h, --help              this help
+`;
+
+/** A command line that does not make sense: main() prints it with the command's help and exits 2. */
+export class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly help: string,
+  ) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+const COMMON_OPTIONS = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+export interface ParsedCommand {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+  json: boolean;
+  help: boolean;
+  url: string | undefined;
+  token: string | undefined;
+}
+
+/** Parses a command's arguments (its own options plus the common ones); bad flags are a UsageError. */
+export function parseCommand(argv: string[], help: string, options: Options = {}): ParsedCommand {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, strict: true, allowPositionals: true, options: { ...options, ...COMMON_OPTIONS } });
+  } catch (err) {
+    throw new UsageError((err as Error).message, help);
+  }
+  const values = parsed.values as Record<string, string | boolean | undefined>;
+  return {
+    values,
+    positionals: parsed.positionals,
+    json: values.json === true,
+    help: values.help === true,
+    url: values.url as string | undefined,
+    token: values.token as string | undefined,
+  };
+}
+
+/** Exactly `n` positionals named `names`, or a UsageError. */
+export function positionals(cmd: ParsedCommand, names: string[], help: string): string[] {
+  if (cmd.positionals.length < names.length) throw new UsageError(`missing ${names.slice(cmd.positionals.length).join(' ')}`, help);
+  if (cmd.positionals.length > names.length) throw new UsageError(`unexpected argument "${cmd.positionals[names.length]}"`, help);
+  return cmd.positionals;
+}
+
+/** The API client for a command: --url, else PGX_URL, else the default; --token, else PGX_API_TOKEN. */
+export function apiClient(cmd: Pick<ParsedCommand, 'url' | 'token'>, env: NodeJS.ProcessEnv = process.env): ApiClient {
+  const url = cmd.url ?? nonEmpty(env.PGX_URL) ?? DEFAULT_API_URL;
+  if (!/^https?:\/\//i.test(url)) throw new UsageError(`--url ${url}: expected http://HOST:PORT`, TARGET_HELP);
+  const token = cmd.token ?? nonEmpty(env.PGX_API_TOKEN?.trim());
+  return new ApiClient({ url, token: token ?? null });
+}
+
+function nonEmpty(s: string | undefined): string | undefined {
+  return s === undefined || s.length === 0 ? undefined : s;
+}
+
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Rows as aligned columns under a header; an empty list prints `empty` instead. */
+export function printTable(header: string[], rows: string[][], empty: string): void {
+  if (rows.length === 0) {
+    process.stdout.write(`${empty}\n`);
+    return;
+  }
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  process.stdout.write(`${[header, ...rows].map(line).join('\n')}\n`);
+}
+
+/** 1h, 6h, 24h, 7d, 90m, 30s or plain seconds -> seconds; 'none' -> null. */
+export function parseDuration(text: string, flag: string, help: string): number | null {
+  if (text === 'none') return null;
+  const m = /^(\d+(?:\.\d+)?)(s|m|h|d)?$/.exec(text.trim());
+  const unit = { s: 1, m: 60, h: 3600, d: 86400 } as const;
+  const seconds = m ? Number(m[1]) * unit[(m[2] as keyof typeof unit | undefined) ?? 's'] : NaN;
+  if (!(seconds > 0) || !Number.isFinite(seconds)) throw new UsageError(`${flag} ${text}: expected a duration like 1h, 6h, 24h, 7d or seconds`, help);
+  return seconds;
+}
+
+/** Seconds as a short human duration: 42s, 5m 3s, 2h 10m, 3d 4h. */
+export function humanDuration(totalSeconds: number): string {
+  const s = Math.max(0, Math.floor(totalSeconds));
+  const d = Math.floor(s / 86400);
+  const h = Math.floor((s % 86400) / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = s % 60;
+  if (d > 0) return `${d}d ${h}h`;
+  if (h > 0) return `${h}h ${m}m`;
+  if (m > 0) return `${m}m ${sec}s`;
+  return `${sec}s`;
+}

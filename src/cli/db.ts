@@ -1,0 +1,107 @@
+// `pgx db create|list|get|drop|pin|unpin|ttl`: minted databases through the runtime's HTTP API.
+
+import type { DatabaseBody } from '../api/contract.js';
+import { apiClient, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
+
+export const DB_HELP = `Usage: pgx db <subcommand> [options]
+
+  create TEMPLATE [--name N] [--ttl 1h|6h|24h|7d|SECONDS] [--pin]
+                mint a database from a sealed template; prints its connection URL
+                  --name N     the database's name (else tdb_TEMPLATE__<random>)
+                  --ttl T      drop it T after creation whatever its sessions or pin
+                  --pin        keep it when idle (the janitor drops it only at its TTL)
+  list          the minted databases
+  get NAME      one minted database
+  drop NAME     drop it now (open sessions end with 57P01); a database already gone is not an error
+  pin NAME      keep it when idle
+  unpin NAME    let the janitor drop it once idle past --grace
+  ttl NAME T    set its TTL to T from now (1h, 7d, SECONDS), or 'none' to clear it
+
+${TARGET_HELP}`;
+
+export async function runDb(argv: string[]): Promise<number> {
+  const cmd = parseCommand(argv, DB_HELP, { name: { type: 'string' }, ttl: { type: 'string' }, pin: { type: 'boolean' } });
+  if (cmd.help) {
+    process.stdout.write(DB_HELP);
+    return 0;
+  }
+  const [sub, ...args] = cmd.positionals;
+  const rest = { ...cmd, positionals: args };
+  const createOnly = ['name', 'ttl', 'pin'].filter((f) => cmd.values[f] !== undefined);
+  if (sub !== 'create' && createOnly.length > 0) throw new UsageError(`--${createOnly[0]} is an option of pgx db create only`, DB_HELP);
+  switch (sub) {
+    case 'create': {
+      const [template] = positionals(rest, ['TEMPLATE'], DB_HELP);
+      const ttl = cmd.values.ttl === undefined ? null : parseDuration(cmd.values.ttl as string, '--ttl', DB_HELP);
+      const created = await apiClient(cmd).createDatabase({
+        template: template!,
+        ...(cmd.values.name !== undefined ? { name: cmd.values.name as string } : {}),
+        ...(ttl !== null ? { ttl_seconds: ttl } : {}),
+        ...(cmd.values.pin === true ? { pinned: true } : {}),
+      });
+      if (cmd.json) printJson(created);
+      else process.stdout.write(`${created.url}\n`);
+      return 0;
+    }
+    case 'list': {
+      positionals(rest, [], DB_HELP);
+      const items = await apiClient(cmd).listDatabases();
+      if (cmd.json) printJson({ items });
+      else printDatabases(items);
+      return 0;
+    }
+    case 'get': {
+      const [name] = positionals(rest, ['NAME'], DB_HELP);
+      const d = await apiClient(cmd).getDatabase(name!);
+      if (cmd.json) printJson(d);
+      else printDatabases([d], true);
+      return 0;
+    }
+    case 'drop': {
+      const [name] = positionals(rest, ['NAME'], DB_HELP);
+      await apiClient(cmd).dropDatabase(name!);
+      // The API answers 204 with no body; --json says what happened in the same words.
+      if (cmd.json) printJson({ name, dropped: true });
+      else process.stdout.write(`dropped ${name}\n`);
+      return 0;
+    }
+    case 'pin':
+    case 'unpin': {
+      const [name] = positionals(rest, ['NAME'], DB_HELP);
+      const client = apiClient(cmd);
+      const d = sub === 'pin' ? await client.pin(name!) : await client.unpin(name!);
+      if (cmd.json) printJson(d);
+      else process.stdout.write(`${sub === 'pin' ? 'pinned' : 'unpinned'} ${d.name}\n`);
+      return 0;
+    }
+    case 'ttl': {
+      const [name, ttlText] = positionals(rest, ['NAME', 'TTL'], DB_HELP);
+      const seconds = parseDuration(ttlText!, 'TTL', DB_HELP);
+      const d = await apiClient(cmd).setTtl(name!, seconds);
+      if (cmd.json) printJson(d);
+      else process.stdout.write(`${d.name} expires ${d.expires_at ?? 'never (no TTL)'}\n`);
+      return 0;
+    }
+    case undefined:
+      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin or ttl', DB_HELP);
+    default:
+      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin or ttl`, DB_HELP);
+  }
+}
+
+function printDatabases(items: DatabaseBody[], withUrl = false): void {
+  printTable(
+    ['NAME', 'TEMPLATE', 'OWNER', 'IN USE', 'PINNED', 'EXPIRES', 'CREATED', ...(withUrl ? ['URL'] : [])],
+    items.map((d) => [
+      d.name,
+      d.template,
+      d.owner,
+      d.in_use ? 'yes' : 'no',
+      d.pinned ? 'yes' : 'no',
+      d.expires_at ?? '-',
+      d.created_at,
+      ...(withUrl ? [d.url] : []),
+    ]),
+    'no minted databases (create one with: pgx db create TEMPLATE)',
+  );
+}

@@ -1,0 +1,51 @@
+// `pgx status`: the runtime's status document (GET /v1/status) as a compact table, or --json as is.
+
+import type { RuntimeStatus } from '../runtime/status.js';
+import { apiClient, humanDuration, parseCommand, positionals, printJson, TARGET_HELP } from './api-target.js';
+
+export const STATUS_HELP = `Usage: pgx status [options]
+
+Shows a running runtime at a glance: process, memory, sessions, databases, warm pools per template,
+mints and the janitor. Reads GET /v1/status from the runtime's HTTP API (pgx start --api-port N).
+
+${TARGET_HELP}`;
+
+export async function runStatus(argv: string[]): Promise<number> {
+  const cmd = parseCommand(argv, STATUS_HELP);
+  if (cmd.help) {
+    process.stdout.write(STATUS_HELP);
+    return 0;
+  }
+  positionals(cmd, [], STATUS_HELP);
+  const status = await apiClient(cmd).status();
+  if (cmd.json) printJson(status);
+  else process.stdout.write(formatStatus(status));
+  return 0;
+}
+
+const num = (n: number, digits = 1): string => (Number.isInteger(n) ? String(n) : n.toFixed(digits));
+
+/** The status document as aligned `label  value` lines. */
+export function formatStatus(s: RuntimeStatus): string {
+  const rows: [string, string][] = [
+    ['runtime', `pid ${s.runtime.pid}, up ${humanDuration(s.runtime.uptime_s)}, pgx ${s.runtime.version}, PostgreSQL ${s.runtime.postgres_version} (pid ${s.runtime.postgres_pid ?? 'down'})`],
+    ['memory', `PSS ${num(s.memory.pss_mb)} MB, RSS ${num(s.memory.rss_mb)} MB, ${s.memory.processes} processes`],
+    ['sessions', `${s.sessions.total} open on ${s.sessions.databases} databases`],
+    [
+      'databases',
+      `${s.databases.total} total, ${s.databases.ephemeral} ephemeral, ${s.databases.spares} spares, ${s.databases.pinned} pinned, ${s.databases.templates} templates`,
+    ],
+  ];
+  const templates = Object.keys(s.pool).sort();
+  if (templates.length === 0) rows.push(['pool', 'no sealed templates']);
+  for (const t of templates) {
+    const p = s.pool[t]!;
+    rows.push([`pool ${t}`, `${p.ready}/${p.size} ready, ${p.handouts} handouts, ${p.refills} refills`]);
+  }
+  rows.push(
+    ['mints', `${s.mints.warm} warm, ${s.mints.cold} cold, ${s.mints.failures} failures; latency mean ${num(s.mints.latency_ms.mean)} ms, p99 ${num(s.mints.latency_ms.p99)} ms`],
+    ['janitor', `${s.janitor.drops} drops, last run ${s.janitor.last_run ?? 'never'}`],
+  );
+  const width = Math.max(...rows.map(([label]) => label.length));
+  return rows.map(([label, value]) => `${label.padEnd(width)}  ${value}\n`).join('');
+}

@@ -1,0 +1,167 @@
+// The `pgx status|template|db` commands end to end: a real runtime with its HTTP API in this process,
+// and the real CLI (`node bin/pgx.js`) as a child process talking to it, as a person or a script would.
+
+import { expect } from 'chai';
+import path from 'node:path';
+import pg from 'pg';
+import { freePort, runCommand, type CommandResult } from '../helpers/commands.js';
+import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+
+const TOKEN = 'cli-test-token-0123456789';
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
+
+describe('cli: pgx status, template and db against a runtime', function () {
+  this.timeout(120_000);
+  let rt: TestRuntime;
+  let apiUrl: string;
+
+  /** `node bin/pgx.js ...args` with the runtime's API in the environment (overridable). */
+  function pgx(args: string[], env: Record<string, string | undefined> = {}): Promise<CommandResult> {
+    const base: NodeJS.ProcessEnv = { ...process.env, PGX_URL: apiUrl, PGX_API_TOKEN: TOKEN, ...env };
+    for (const [k, v] of Object.entries(base)) if (v === undefined) delete base[k];
+    return runCommand(process.execPath, [path.join(root, 'bin/pgx.js'), ...args], { cwd: root, env: base, timeoutMs: 60_000 });
+  }
+
+  function ok(r: CommandResult): CommandResult {
+    expect(r.code, `exit code; stderr: ${r.stderr}`).to.equal(0);
+    return r;
+  }
+
+  async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      return (await client.query<T>(sql)).rows;
+    } finally {
+      await client.end();
+    }
+  }
+
+  before(async () => {
+    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN });
+    apiUrl = `http://127.0.0.1:${rt.runtime.api!.port}`;
+    const admin = new pg.Client(rt.connection('postgres'));
+    await admin.connect();
+    await admin.query('CREATE DATABASE tpl');
+    await admin.end();
+    const tpl = new pg.Client(rt.connection('tpl'));
+    await tpl.connect();
+    await tpl.query("CREATE TABLE users (id bigserial PRIMARY KEY, email text UNIQUE); INSERT INTO users (email) VALUES ('a@example.com')");
+    await tpl.end();
+  });
+
+  after(async () => {
+    await rt?.stop();
+  });
+
+  let created: { name: string; url: string; template: string; source: string };
+
+  it('pgx template seal and list', async () => {
+    const seal = ok(await pgx(['template', 'seal', 'tpl']));
+    expect(seal.stdout).to.match(/^sealed template tpl \(generation \d+\)/);
+    const list = ok(await pgx(['template', 'list']));
+    expect(list.stdout).to.match(/^NAME\s+SEALED/);
+    expect(list.stdout).to.match(/\ntpl\s+yes\s/);
+    const json = JSON.parse(ok(await pgx(['template', 'list', '--json'])).stdout) as { items: { name: string; sealed: boolean }[] };
+    expect(json.items.find((t) => t.name === 'tpl')?.sealed).to.equal(true);
+  });
+
+  it('pgx db create --ttl 1h --json: the URL connects to a copy of the template', async () => {
+    const r = ok(await pgx(['db', 'create', 'tpl', '--ttl', '1h', '--json']));
+    created = JSON.parse(r.stdout) as typeof created;
+    expect(created.template).to.equal('tpl');
+    expect(created.name).to.match(/^tdb_tpl__/);
+    expect(created.url).to.match(/^postgresql:\/\//);
+    const rows = await query<{ email: string }>(created.url, 'SELECT email FROM users');
+    expect(rows.map((row) => row.email)).to.deep.equal(['a@example.com']);
+    const got = JSON.parse(ok(await pgx(['db', 'get', created.name, '--json'])).stdout) as { expires_at: string | null };
+    expect(got.expires_at).to.be.a('string');
+  });
+
+  it('pgx db create without --json prints the connection URL only', async () => {
+    const r = ok(await pgx(['db', 'create', 'tpl', '--name', 'tdb_tpl__named', '--pin']));
+    expect(r.stdout.trim()).to.match(/^postgresql:\/\/\S+\/tdb_tpl__named$/);
+    ok(await pgx(['db', 'drop', 'tdb_tpl__named']));
+  });
+
+  it('pgx db list shows it', async () => {
+    const r = ok(await pgx(['db', 'list']));
+    expect(r.stdout).to.match(/^NAME\s+TEMPLATE\s+OWNER/);
+    expect(r.stdout).to.include(created.name);
+    const json = JSON.parse(ok(await pgx(['db', 'list', '--json'])).stdout) as { items: { name: string }[] };
+    expect(json.items.map((d) => d.name)).to.include(created.name);
+  });
+
+  it('pgx db pin and unpin', async () => {
+    expect(ok(await pgx(['db', 'pin', created.name])).stdout).to.equal(`pinned ${created.name}\n`);
+    const pinned = JSON.parse(ok(await pgx(['db', 'get', created.name, '--json'])).stdout) as { pinned: boolean };
+    expect(pinned.pinned).to.equal(true);
+    const unpinned = JSON.parse(ok(await pgx(['db', 'unpin', created.name, '--json'])).stdout) as { pinned: boolean };
+    expect(unpinned.pinned).to.equal(false);
+  });
+
+  it('pgx status: the key lines, and --json with the status keys', async () => {
+    const human = ok(await pgx(['status'])).stdout;
+    for (const label of ['runtime', 'memory', 'sessions', 'databases', 'pool tpl', 'mints', 'janitor']) {
+      expect(human, label).to.match(new RegExp(`^${label}\\s`, 'm'));
+    }
+    expect(human).to.match(/^runtime\s+pid \d+, up \S+, pgx \S+/m);
+    expect(human).to.match(/^memory\s+PSS [\d.]+ MB/m);
+    expect(human).to.match(/^databases\s+\d+ total, \d+ ephemeral, \d+ spares, \d+ pinned, 1 templates/m);
+    expect(human).to.match(/^pool tpl\s+\d+\/\d+ ready/m);
+    expect(human).to.match(/^mints\s+\d+ warm, \d+ cold, \d+ failures; latency mean [\d.]+ ms, p99 [\d.]+ ms/m);
+    expect(human).to.match(/^janitor\s+\d+ drops, last run /m);
+    const json = JSON.parse(ok(await pgx(['status', '--json'])).stdout) as Record<string, unknown>;
+    expect(json).to.include.keys('runtime', 'memory', 'sessions', 'databases', 'pool', 'mints', 'janitor');
+    expect(json.pool).to.have.property('tpl');
+  });
+
+  it('pgx db drop: gone from the list', async () => {
+    expect(ok(await pgx(['db', 'drop', created.name])).stdout).to.equal(`dropped ${created.name}\n`);
+    const json = JSON.parse(ok(await pgx(['db', 'list', '--json'])).stdout) as { items: { name: string }[] };
+    expect(json.items.map((d) => d.name)).to.not.include(created.name);
+  });
+
+  it('an unknown template: exit 1 with the message and hint', async () => {
+    const r = await pgx(['db', 'create', 'nosuch']);
+    expect(r.code).to.equal(1);
+    expect(r.stdout).to.equal('');
+    expect(r.stderr).to.include('pgx: database "nosuch" does not exist');
+    expect(r.stderr).to.match(/^hint: There is no sealed template "nosuch"/m);
+  });
+
+  it('a wrong token: exit 1 naming the token', async () => {
+    const r = await pgx(['db', 'list'], { PGX_API_TOKEN: 'wrong-token-0123456789' });
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.match(/^pgx: .*token/m);
+    const flag = await pgx(['status', '--token', 'another-wrong-token-0123'], { PGX_API_TOKEN: undefined });
+    expect(flag.code).to.equal(1);
+    expect(flag.stderr).to.include('token');
+  });
+
+  it('no runtime at the URL: exit 1 with the hint to start one or pass --url', async () => {
+    const port = await freePort();
+    const r = await pgx(['status'], { PGX_URL: `http://127.0.0.1:${port}` });
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.include(`cannot reach the PGX API at http://127.0.0.1:${port}`);
+    expect(r.stderr).to.match(/^hint: .*pgx start --api-port.*--url/m);
+    const viaFlag = await pgx(['db', 'list', '--url', `http://127.0.0.1:${port}`]);
+    expect(viaFlag.code).to.equal(1);
+  });
+
+  it('bad usage: exit 2 with the command help', async () => {
+    for (const args of [['db'], ['db', 'create'], ['db', 'frobnicate'], ['db', 'list', '--bogus'], ['template', 'seal'], ['status', 'extra'], ['db', 'create', 'tpl', '--ttl', 'soon'], ['db', 'list', '--pin'], ['nosuchcommand']]) {
+      const r = await pgx(args);
+      expect(r.code, args.join(' ')).to.equal(2);
+      expect(r.stderr, args.join(' ')).to.match(/^pgx: /);
+      expect(r.stderr, args.join(' ')).to.include('Usage: pgx');
+    }
+  });
+
+  it('--help on every command: exit 0', async () => {
+    for (const args of [['--help'], ['status', '--help'], ['template', '--help'], ['db', '--help'], ['db', 'create', '--help']]) {
+      const r = ok(await pgx(args));
+      expect(r.stdout, args.join(' ')).to.include('Usage: pgx');
+    }
+  });
+});
