@@ -4,44 +4,11 @@
 import { expect } from 'chai';
 import pg from 'pg';
 import { PATHS, pathFor } from '../../src/api/paths.js';
+import { PINNED_STATUS_KEYS, keyPaths } from '../helpers/status-keys.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 const TOKEN = 'test-token-0123456789abcdef';
 
-/** Every key path of GET /v1/status; adding is fine (extend the list), renaming or removing is not. */
-const PINNED_STATUS_KEYS = [
-  'runtime.pid',
-  'runtime.postgres_pid',
-  'runtime.uptime_s',
-  'runtime.version',
-  'runtime.postgres_version',
-  'memory.pss_mb',
-  'memory.rss_mb',
-  'memory.processes',
-  'sessions.total',
-  'sessions.databases',
-  'databases.total',
-  'databases.ephemeral',
-  'databases.spares',
-  'databases.pinned',
-  'databases.templates',
-  'pool.tpl_app.size',
-  'pool.tpl_app.ready',
-  'pool.tpl_app.handouts',
-  'pool.tpl_app.refills',
-  'mints.warm',
-  'mints.cold',
-  'mints.failures',
-  'mints.latency_ms.mean',
-  'mints.latency_ms.p99',
-  'janitor.drops',
-  'janitor.last_run',
-];
-
-function keyPaths(value: unknown, prefix = ''): string[] {
-  if (value === null || typeof value !== 'object') return [prefix];
-  return Object.entries(value as Record<string, unknown>).flatMap(([k, v]) => keyPaths(v, prefix ? `${prefix}.${k}` : k));
-}
 
 interface Answer {
   status: number;

@@ -2,42 +2,9 @@
 // values observed, who may ask, and functions not there yet.
 
 import { expect } from 'chai';
+import { PINNED_STATUS_KEYS, keyPaths } from '../helpers/status-keys.js';
 import { createTemplateDatabase, rejection, startHarness, type Harness } from './databases-harness.js';
 
-/** Every key path of the document; adding is fine (extend the list), renaming or removing is not. */
-const PINNED_KEYS = [
-  'runtime.pid',
-  'runtime.postgres_pid',
-  'runtime.uptime_s',
-  'runtime.version',
-  'runtime.postgres_version',
-  'memory.pss_mb',
-  'memory.rss_mb',
-  'memory.processes',
-  'sessions.total',
-  'sessions.databases',
-  'databases.total',
-  'databases.ephemeral',
-  'databases.spares',
-  'databases.pinned',
-  'databases.templates',
-  'pool.tpl_app.size',
-  'pool.tpl_app.ready',
-  'pool.tpl_app.handouts',
-  'pool.tpl_app.refills',
-  'mints.warm',
-  'mints.cold',
-  'mints.failures',
-  'mints.latency_ms.mean',
-  'mints.latency_ms.p99',
-  'janitor.drops',
-  'janitor.last_run',
-];
-
-function keyPaths(value: unknown, prefix = ''): string[] {
-  if (value === null || typeof value !== 'object') return [prefix];
-  return Object.entries(value as Record<string, unknown>).flatMap(([k, v]) => keyPaths(v, prefix ? `${prefix}.${k}` : k));
-}
 
 describe('runtime: status and control functions', function () {
   this.timeout(60_000);
@@ -57,7 +24,7 @@ describe('runtime: status and control functions', function () {
 
   it('keeps its field names', async function () {
     const status = JSON.parse(await h.dbs.call('runtime_status', [], { user: 'postgres', database: 'postgres' }));
-    expect(keyPaths(status).sort()).to.deep.equal([...PINNED_KEYS].sort());
+    expect(keyPaths(status).sort()).to.deep.equal([...PINNED_STATUS_KEYS].sort());
   });
 
   it('reports observed values', async function () {
