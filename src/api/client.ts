@@ -5,7 +5,7 @@
 
 import { PgxError, type ErrorCode } from '../errors.js';
 import type { RuntimeStatus } from '../runtime/status.js';
-import type { CreateDatabaseRequest, CreatedDatabaseBody, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
+import type { CreateCredentialRequest, CreatedDatabaseBody, CredentialBody, CreateDatabaseRequest, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
 import { PATHS, pathFor, type PathPattern } from './paths.js';
 
 export interface ApiClientOptions {
@@ -124,6 +124,16 @@ export class ApiClient {
   /** Seconds from now; null clears the TTL. */
   setTtl(name: string, seconds: number | null): Promise<DatabaseBody> {
     return this.request('PUT', PATHS.databaseTtl, { name }, { ttl_seconds: seconds });
+  }
+
+  /** A login role for `name` only; the password is in the answer and nowhere else. */
+  createCredential(name: string, body: CreateCredentialRequest = {}): Promise<CredentialBody> {
+    return this.request('POST', PATHS.databaseCredentials, { name }, body);
+  }
+
+  /** Idempotent: a credential already gone is not an error. */
+  async revokeCredential(name: string, user: string): Promise<void> {
+    await this.request<undefined>('DELETE', PATHS.databaseCredential, { name, user });
   }
 
   private async request<T>(method: string, pattern: PathPattern, params: Record<string, string> = {}, body?: unknown, idempotencyKey?: string): Promise<T> {

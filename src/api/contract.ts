@@ -32,6 +32,14 @@ export const setTtlRequest = z
   .strict();
 export type SetTtlRequest = z.infer<typeof setTtlRequest>;
 
+export const createCredentialRequest = z
+  .object({
+    /** The role's CONNECTION LIMIT; -1 (the default) for none. */
+    connection_limit: z.number().int().min(-1).optional(),
+  })
+  .strict();
+export type CreateCredentialRequest = z.infer<typeof createCredentialRequest>;
+
 /** Every error: `code` is PGX's (src/errors.ts), `sqlstate` what a PostgreSQL client would see. */
 export interface ErrorBody {
   code: string;
@@ -47,6 +55,15 @@ export interface CreatedDatabaseBody {
   source: 'warm' | 'cold';
   mint_ms: number;
   /** postgresql:// URL for the engine, as role postgres. */
+  url: string;
+}
+
+/** A per-database credential: the password is returned here once and never again. */
+export interface CredentialBody {
+  /** The login role; it can connect to this database only. */
+  user: string;
+  password: string;
+  /** postgresql://user:password@host:port/database for the engine. */
   url: string;
 }
 

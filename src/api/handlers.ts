@@ -8,9 +8,11 @@ import type { DisposableDatabases } from '../runtime/databases.js';
 import { isUnderPrefix } from '../runtime/names.js';
 import type { DatabaseRecord, TemplateRecord } from '../runtime/records.js';
 import {
+  createCredentialRequest,
   createDatabaseRequest,
   setTtlRequest,
   type CreatedDatabaseBody,
+  type CredentialBody,
   type DatabaseBody,
   type ListBody,
   type ReadyBody,
@@ -135,6 +137,24 @@ export const unpinDatabase: Handler = async ({ params }, ctx) => ok(databaseBody
 export const setDatabaseTtl: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(setTtlRequest, body);
   return ok(databaseBody(await ctx.databases.setTtl(param(params), req.ttl_seconds, API_ROLE), ctx));
+};
+
+/** 201 with the password, once; the response is not logged and the password is stored nowhere. */
+export const createCredential: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(createCredentialRequest, body);
+  const name = param(params);
+  const { user, password } = await ctx.databases.createCredential(name, { connectionLimit: req.connection_limit });
+  const url = new URL(ctx.connectionUrl(name));
+  url.username = user;
+  url.password = password;
+  const result: CredentialBody = { user, password, url: url.toString() };
+  return ok(result, 201);
+};
+
+/** Idempotent: a credential already gone (or never there) answers 204 too. */
+export const revokeCredential: Handler = async ({ params }, ctx) => {
+  await ctx.databases.revokeCredential(param(params), params.user!);
+  return { status: 204 };
 };
 
 // --- helpers -----------------------------------------------------------------------------------------

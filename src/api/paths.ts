@@ -14,6 +14,8 @@ export const PATHS = {
   databasePin: '/v1/databases/{name}/pin',
   databaseUnpin: '/v1/databases/{name}/unpin',
   databaseTtl: '/v1/databases/{name}/ttl',
+  databaseCredentials: '/v1/databases/{name}/credentials',
+  databaseCredential: '/v1/databases/{name}/credentials/{user}',
 } as const;
 
 export type PathPattern = (typeof PATHS)[keyof typeof PATHS];

@@ -1,4 +1,4 @@
-// `pgx db create|list|get|drop|pin|unpin|ttl`: minted databases through the runtime's HTTP API.
+// `pgx db create|list|get|drop|pin|unpin|ttl|credential|revoke`: minted databases through the runtime's HTTP API.
 
 import type { DatabaseBody } from '../api/contract.js';
 import { apiClient, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
@@ -16,6 +16,11 @@ export const DB_HELP = `Usage: pgx db <subcommand> [options]
   pin NAME      keep it when idle
   unpin NAME    let the janitor drop it once idle past --grace
   ttl NAME T    set its TTL to T from now (1h, 7d, SECONDS), or 'none' to clear it
+  credential NAME
+                a new login role that can connect to NAME only; prints its URL with the password
+                (shown this once; --json prints {user, password, url})
+  revoke NAME USER
+                drop that credential (its sessions end); one already gone is not an error
 
 ${TARGET_HELP}`;
 
@@ -82,10 +87,24 @@ export async function runDb(argv: string[]): Promise<number> {
       else process.stdout.write(`${d.name} expires ${d.expires_at ?? 'never (no TTL)'}\n`);
       return 0;
     }
+    case 'credential': {
+      const [name] = positionals(rest, ['NAME'], DB_HELP);
+      const c = await apiClient(cmd).createCredential(name!);
+      if (cmd.json) printJson(c);
+      else process.stdout.write(`${c.url}\n`);
+      return 0;
+    }
+    case 'revoke': {
+      const [name, user] = positionals(rest, ['NAME', 'USER'], DB_HELP);
+      await apiClient(cmd).revokeCredential(name!, user!);
+      if (cmd.json) printJson({ name, user, revoked: true });
+      else process.stdout.write(`revoked ${user} on ${name}\n`);
+      return 0;
+    }
     case undefined:
-      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin or ttl', DB_HELP);
+      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin, ttl, credential or revoke', DB_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin or ttl`, DB_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin, ttl, credential or revoke`, DB_HELP);
   }
 }
 

@@ -10,6 +10,7 @@ import type { Logger } from '../log.js';
 import { Counters } from './counters.js';
 import { DatabaseCommands } from './database-commands.js';
 import { DEFAULT_DATABASE_SETTINGS, type DatabaseSettings } from './database-settings.js';
+import { credentialDenied, DatabaseCredentials, type Credential } from './database-credentials.js';
 import { Dropper, type EngineSessions } from './dropper.js';
 import { Janitor, type JanitorTask } from './janitor.js';
 import { dropIdleTask, dropStaleSparesTask, expireTtlTask, flushCountersTask, type LifecycleOptions } from './janitor-tasks.js';
@@ -88,6 +89,7 @@ export class DisposableDatabases {
   private readonly sessions: SessionCounts;
   private readonly janitor: Janitor;
   private readonly commands: DatabaseCommands;
+  private readonly credentials: DatabaseCredentials;
   /** Metadata writes not awaited by their caller (session transitions); stop() waits for them. */
   private readonly writes = new Set<Promise<void>>();
   private readonly startedAt: number;
@@ -124,7 +126,8 @@ export class DisposableDatabases {
       clock,
       logger: log,
     });
-    this.dropper = new Dropper(control, registry, metadata, opts.engine, log);
+    this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) });
+    this.dropper = new Dropper(control, registry, metadata, opts.engine, log, (name) => this.credentials.databaseDropped(name));
     this.templates = new Templates({ prefix: s.prefix, connect, registry, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
     this.sessions = new SessionCounts({ busy: (db) => this.onBusy(db), idle: (db) => this.onIdle(db) });
     this.commands = new DatabaseCommands({ prefix: s.prefix, registry, metadata, permissions, sessions: this.sessions, dropper: this.dropper, clock });
@@ -166,6 +169,7 @@ export class DisposableDatabases {
     }
     this.counters.load(counters);
     await this.reconcile();
+    await this.credentials.load();
   }
 
   /** Stops janitor, pool and mints (waiting ones get 57P03), writes what is pending, closes connections. */
@@ -191,6 +195,9 @@ export class DisposableDatabases {
    */
   route(caller: Caller): Promise<void> {
     if (isReservedName(caller.database)) return Promise.reject(databaseDoesNotExist(caller.database));
+    // A per-database credential reaches its own database only (and never mints one).
+    const home = this.credentials.databaseOf(caller.user);
+    if (home !== undefined && home !== caller.database) return Promise.reject(credentialDenied(caller.database));
     if (!isUnderPrefix(caller.database, this.settings.prefix)) return RESOLVED;
     return this.routeMinted(caller.database, caller.user);
   }
@@ -342,6 +349,33 @@ export class DisposableDatabases {
 
   drop(name: string, caller: Caller): Promise<void> {
     return this.commands.drop(name, caller);
+  }
+
+  /**
+   * A new per-database credential for the minted database `name` (see database-credentials.ts): a
+   * login role that reaches only that database. The password is in the result and nowhere else.
+   */
+  createCredential(name: string, opts: { connectionLimit?: number | undefined } = {}): Promise<Credential> {
+    this.assertRunning(`cannot create a credential for database "${name}"`);
+    const record = this.mintedRecord(name);
+    return this.credentials.create(name, record.owner, opts.connectionLimit ?? -1);
+  }
+
+  /** Drops the credential `user` of `name`; false when there was none (idempotent). */
+  revokeCredential(name: string, user: string): Promise<boolean> {
+    this.assertRunning(`cannot revoke a credential of database "${name}"`);
+    const owner = this.registry.databases.get(name)?.owner ?? 'postgres';
+    return this.credentials.revoke(name, user, owner);
+  }
+
+  private mintedRecord(name: string): DatabaseRecord {
+    const record = this.registry.databases.get(name);
+    if (!record) throw databaseDoesNotExist(name, { hint: 'Credentials are for minted databases; GET /v1/databases lists them.' });
+    return record;
+  }
+
+  private assertRunning(what: string): void {
+    if (this.state !== 'running') throw new PgxError('CANNOT_CONNECT_NOW', `${what}: the runtime is not running`, { hint: 'Try again in a moment.' });
   }
 
   /** The status document (see status.ts for what each field means). */

@@ -33,6 +33,8 @@ export class Dropper {
     private readonly metadata: MetadataStore,
     private readonly engine: EngineSessions,
     private readonly log: Logger,
+    /** After a drop: what else goes with the database (its credentials). */
+    private readonly dropped: (name: string) => Promise<void> = async () => undefined,
   ) {
     // Its own connection: a drop may wait on a checkpoint, and must not hold up metadata writes.
     this.conn = new AdminConnection(connect);
@@ -65,6 +67,7 @@ export class Dropper {
     await (await this.conn.get()).query(dropDatabaseSql(name));
     this.registry.forget(name);
     await this.metadata.deleteDatabase(name);
+    await this.dropped(name);
     this.log.info('database-dropped', { database: name, reason, sessionsEnded: ended });
   }
 }

@@ -41,6 +41,11 @@ CREATE TABLE IF NOT EXISTS counters (
   value  bigint NOT NULL
 );
 CREATE SEQUENCE IF NOT EXISTS spare_numbers;
+CREATE TABLE IF NOT EXISTS credentials (
+  role        text PRIMARY KEY,
+  database    text NOT NULL,
+  created_at  timestamptz NOT NULL DEFAULT now()
+);
 `;
 
 export class MetadataStore {
@@ -145,6 +150,22 @@ export class MetadataStore {
 
   async deleteDatabase(name: string): Promise<void> {
     await (await this.client()).query(`DELETE FROM databases WHERE name = ${quoteLiteral(name)}`);
+  }
+
+  /** Per-database credentials: login role -> the one database it may reach. */
+  async loadCredentials(): Promise<Map<string, string>> {
+    const { rows } = await (await this.client()).query('SELECT role, database FROM credentials ORDER BY role');
+    return new Map(rows.map(([role, database]) => [role!, database!]));
+  }
+
+  async saveCredential(role: string, database: string): Promise<void> {
+    await (await this.client()).query(
+      `INSERT INTO credentials (role, database) VALUES (${quoteLiteral(role)}, ${quoteLiteral(database)}) ON CONFLICT (role) DO UPDATE SET database = EXCLUDED.database`,
+    );
+  }
+
+  async deleteCredential(role: string): Promise<void> {
+    await (await this.client()).query(`DELETE FROM credentials WHERE role = ${quoteLiteral(role)}`);
   }
 
   /** A number never handed out before in this data directory, for naming a spare. */

@@ -55,12 +55,13 @@ async function freshDataDir(): Promise<string> {
   return path.join(dir, 'data');
 }
 
-export async function startTestRuntime(overrides: Partial<Record<keyof RuntimeConfig, unknown>> = {}): Promise<TestRuntime> {
+/** `logger`: defaults to testLogger(); pass one to read what the runtime logs. */
+export async function startTestRuntime(overrides: Partial<Record<keyof RuntimeConfig, unknown>> = {}, logger: Logger = testLogger()): Promise<TestRuntime> {
   const dataDir = (overrides.dataDir as string | undefined) ?? (await freshDataDir());
   const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-sock-'));
   fs.chmodSync(socketDir, 0o755);
   const config = parseConfig({ dataDir, port: 0, socketDir, auth: 'trust', ...overrides }, 'test');
-  const runtime = await startRuntime(config, testLogger());
+  const runtime = await startRuntime(config, logger);
   const port = runtime.engine.port;
   const host = config.host;
   return {

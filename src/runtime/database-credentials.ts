@@ -1,0 +1,185 @@
+// Per-database credentials: a login role that can reach exactly one database, its password handed out
+// once (only its SCRAM verifier is stored, in pg_authid). Two walls keep it in its database:
+//
+// - the engine: route() asks databaseOf(user) and refuses any other database with PostgreSQL's own
+//   FATAL 42501 `permission denied for database "B"` / `User does not have CONNECT privilege.`
+//   (credentialDenied below), before any minting happens;
+// - PostgreSQL: CONNECT and TEMPORARY on the database are revoked from PUBLIC and granted to the role,
+//   so only superusers, the owner and the database's credentials may connect to it directly.
+//
+// Rights inside the database: the role is NOT made a member of the owner. Databases minted through the
+// API are owned by the superuser postgres, and membership in it would inherit the ownership of every
+// catalog and database of the cluster (and, with SET, superuser itself). Instead, in every non-system
+// schema it gets USAGE and CREATE, ALL on the tables, sequences and functions there, and default
+// privileges for what the owner creates there later. It can read and write the template's tables and
+// create its own; it cannot ALTER or DROP the owner's objects.
+//
+// The role -> database map lives in pgx_control (table credentials), so it survives restarts; roles
+// whose database is gone are dropped at start. Revoking: NOLOGIN first (the engine refuses new logins:
+// it answers a role without a verifier like a wrong password, 28P01), its PostgreSQL backends are
+// terminated (its clients read PostgreSQL's FATAL 57P01), objects it created are reassigned to the
+// owner, its grants dropped, then the role. Dropping a database drops its credentials.
+
+import { randomBytes } from 'node:crypto';
+import { PgxError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { makeVerifier } from '../wire/scram.js';
+import type { MetadataStore } from './metadata.js';
+import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
+
+export interface Credential {
+  user: string;
+  /** Plain text: returned once to the caller, never stored or logged. */
+  password: string;
+}
+
+export interface DatabaseCredentialsOptions {
+  /** A superuser connection to the named database (closed after use). */
+  connect: (database: string) => Promise<SqlClient>;
+  metadata: MetadataStore;
+  logger: Logger;
+}
+
+const MAX_ROLE_BYTES = 63;
+const SUFFIX_BYTES = '_u'.length + 4;
+
+/** Exactly what PostgreSQL answers a role without CONNECT on `database`. */
+export function credentialDenied(database: string): PgxError {
+  return new PgxError('INSUFFICIENT_PRIVILEGE', `permission denied for database "${database}"`, { detail: 'User does not have CONNECT privilege.' });
+}
+
+export class DatabaseCredentials {
+  /** role -> its database. */
+  private readonly roles = new Map<string, string>();
+
+  constructor(private readonly opts: DatabaseCredentialsOptions) {}
+
+  /** Loads the map; drops credentials whose database no longer exists. */
+  async load(): Promise<void> {
+    const recorded = await this.opts.metadata.loadCredentials();
+    const client = await this.opts.metadata.client();
+    for (const [role, database] of recorded) {
+      const { rows } = await client.query(`SELECT 1 FROM pg_catalog.pg_database WHERE datname = ${quoteLiteral(database)}`);
+      if (rows.length > 0) this.roles.set(role, database);
+      else await this.dropRole(role, database, null);
+    }
+  }
+
+  /** The one database `user` may reach, or undefined when it is not a per-database credential. */
+  databaseOf(user: string): string | undefined {
+    return this.roles.get(user);
+  }
+
+  /** Credentials of `database`. */
+  rolesOf(database: string): string[] {
+    return [...this.roles].filter(([, db]) => db === database).map(([role]) => role);
+  }
+
+  /** A new login role for `database` (which must exist) owned by `owner`; the password is returned once. */
+  async create(database: string, owner: string, connectionLimit = -1): Promise<Credential> {
+    if (!Number.isInteger(connectionLimit) || connectionLimit < -1) throw new PgxError('INVALID_PARAMETER', `connection limit ${connectionLimit} is not an integer >= -1`);
+    const password = randomBytes(24).toString('base64url');
+    const admin = await this.opts.metadata.client();
+    let user = '';
+    for (let attempt = 0; ; attempt++) {
+      user = roleNameFor(database);
+      try {
+        await admin.query(
+          `CREATE ROLE ${quoteIdent(user)} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS ` +
+            `CONNECTION LIMIT ${connectionLimit} PASSWORD ${quoteLiteral(makeVerifier(password))}`,
+        );
+        break;
+      } catch (err) {
+        // 42710: the random suffix is taken; another one.
+        if (!(err instanceof PostgresError && err.sqlstate === '42710') || attempt >= 4) throw err;
+      }
+    }
+    try {
+      await this.opts.metadata.saveCredential(user, database);
+      this.roles.set(user, database);
+      const db = quoteIdent(database);
+      await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${db} FROM PUBLIC; GRANT CONNECT, TEMPORARY ON DATABASE ${db} TO ${quoteIdent(user)}`);
+      await this.grantInside(database, owner, user);
+    } catch (err) {
+      await this.dropRole(user, database, null).catch(() => undefined);
+      throw err;
+    }
+    this.opts.logger.info('credential-created', { database, role: user, connectionLimit });
+    return { user, password };
+  }
+
+  /**
+   * Drops `user`, a credential of `database`; idempotent (a role not recorded for it is no error).
+   * `owner` receives what the role created inside the database.
+   */
+  async revoke(database: string, user: string, owner: string): Promise<boolean> {
+    if (this.roles.get(user) !== database) return false;
+    await this.dropRole(user, database, owner);
+    this.opts.logger.info('credential-revoked', { database, role: user });
+    return true;
+  }
+
+  /** After `database` was dropped: its credentials go too. */
+  async databaseDropped(database: string): Promise<void> {
+    for (const role of this.rolesOf(database)) {
+      await this.dropRole(role, database, null).catch((err: unknown) => this.opts.logger.warn('credential-not-dropped', { database, role, err }));
+    }
+  }
+
+  private async grantInside(database: string, owner: string, user: string): Promise<void> {
+    const client = await this.opts.connect(database);
+    try {
+      const { rows } = await client.query(
+        `SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\\_%' ORDER BY 1`,
+      );
+      const role = quoteIdent(user);
+      const sql: string[] = [];
+      for (const [nsp] of rows) {
+        const s = quoteIdent(nsp!);
+        sql.push(
+          `GRANT USAGE, CREATE ON SCHEMA ${s} TO ${role}`,
+          `GRANT ALL ON ALL TABLES IN SCHEMA ${s} TO ${role}`,
+          `GRANT ALL ON ALL SEQUENCES IN SCHEMA ${s} TO ${role}`,
+          `GRANT ALL ON ALL FUNCTIONS IN SCHEMA ${s} TO ${role}`,
+          `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON TABLES TO ${role}`,
+          `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${role}`,
+        );
+      }
+      if (sql.length > 0) await client.query(sql.join('; '));
+    } finally {
+      await client.close();
+    }
+  }
+
+  /** NOLOGIN, end its backends, hand its objects to `owner` (null: the database is gone), drop it. */
+  private async dropRole(user: string, database: string, owner: string | null): Promise<void> {
+    const admin = await this.opts.metadata.client();
+    const role = quoteIdent(user);
+    const { rows } = await admin.query(`SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(user)}`);
+    if (rows.length > 0) {
+      await admin.query(`ALTER ROLE ${role} NOLOGIN`);
+      await admin.query(`SELECT pg_catalog.pg_terminate_backend(pid, 5000) FROM pg_catalog.pg_stat_activity WHERE usename = ${quoteLiteral(user)}`);
+      const { rows: exists } = await admin.query(`SELECT 1 FROM pg_catalog.pg_database WHERE datname = ${quoteLiteral(database)}`);
+      if (exists.length > 0) {
+        const client = await this.opts.connect(database);
+        try {
+          const to = owner ?? (await client.query(`SELECT pg_catalog.pg_get_userbyid(datdba) FROM pg_catalog.pg_database WHERE datname = current_database()`)).rows[0]![0]!;
+          await client.query(`REASSIGN OWNED BY ${role} TO ${quoteIdent(to)}; DROP OWNED BY ${role}`);
+        } finally {
+          await client.close();
+        }
+      }
+      await admin.query(`DROP ROLE IF EXISTS ${role}`);
+    }
+    await this.opts.metadata.deleteCredential(user);
+    this.roles.delete(user);
+  }
+}
+
+/** `<database>_u<4 hex>`, the database part cut so the whole fits PostgreSQL's 63 bytes. */
+export function roleNameFor(database: string): string {
+  let base = database.toLowerCase().replace(/[^a-z0-9_]/g, '_');
+  while (Buffer.byteLength(base) > MAX_ROLE_BYTES - SUFFIX_BYTES) base = base.slice(0, -1);
+  if (!/^[a-z_]/.test(base)) base = `u${base}`.slice(0, MAX_ROLE_BYTES - SUFFIX_BYTES);
+  return `${base}_u${randomBytes(2).toString('hex')}`;
+}

@@ -1,0 +1,204 @@
+// Per-database credentials end to end: a real runtime with --auth scram and the API, credentials
+// created through HTTP, node-postgres connecting with them through the engine.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { expect } from 'chai';
+import pg from 'pg';
+import { PATHS, pathFor } from '../../src/api/paths.js';
+import { createLogger } from '../../src/log.js';
+import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+
+const TOKEN = 'test-token-credentials-0123456789';
+const ADMIN_PASSWORD = 'pw-postgres';
+
+describe('api: per-database credentials', function () {
+  this.timeout(60_000);
+  let rt: TestRuntime;
+  let base: string;
+  const logged: string[] = [];
+  let a = '';
+  let b = '';
+  /** Left by the restart test: the first runtime's directories. */
+  const leftovers: string[] = [];
+  const overrides = { auth: 'scram', apiPort: 0, apiToken: TOKEN, poolSize: 0, users: [{ name: 'postgres', password: ADMIN_PASSWORD, superuser: true }] };
+  const stream = new PassThrough();
+  stream.on('data', (chunk: Buffer) => logged.push(chunk.toString('utf8')));
+  const logger = createLogger({ format: 'json', level: 'debug', stream });
+
+  async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+    const headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(`${base}${path}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    const text = await res.text();
+    return { status: res.status, body: text.length > 0 ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  }
+
+  function admin(database: string): pg.Client {
+    return new pg.Client({ ...rt.connection(database), password: ADMIN_PASSWORD });
+  }
+
+  async function connectError(opts: pg.ClientConfig): Promise<pg.DatabaseError> {
+    const client = new pg.Client(opts);
+    try {
+      await client.connect();
+    } catch (err) {
+      return err as pg.DatabaseError;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+    throw new Error(`connected to ${String(opts.database)} as ${String(opts.user)}; expected a refusal`);
+  }
+
+  async function as(url: string, sql: string): Promise<pg.QueryResult> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      return await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  }
+
+  before(async function () {
+    rt = await startTestRuntime(overrides, logger);
+    base = `http://127.0.0.1:${rt.runtime.api!.port}`;
+    const c = admin('postgres');
+    await c.connect();
+    await c.query('CREATE DATABASE tpl_cred');
+    await c.end();
+    const t = admin('tpl_cred');
+    await t.connect();
+    await t.query("CREATE TABLE items (id int PRIMARY KEY, label text); INSERT INTO items VALUES (1, 'one')");
+    await t.end();
+    expect((await call('POST', pathFor(PATHS.templateSeal, { name: 'tpl_cred' }))).status).to.equal(200);
+    const ra = await call('POST', PATHS.databases, { template: 'tpl_cred', name: 'tdb_tpl_cred__a' });
+    const rb = await call('POST', PATHS.databases, { template: 'tpl_cred', name: 'tdb_tpl_cred__b' });
+    expect([ra.status, rb.status]).to.deep.equal([201, 201]);
+    a = ra.body.name as string;
+    b = rb.body.name as string;
+  });
+
+  after(async function () {
+    await rt?.stop();
+    for (const dir of leftovers) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  let user = '';
+  let password = '';
+  let url = '';
+
+  it('creates a credential for A: 201 {user, password, url}; it connects to A and reads and writes', async function () {
+    const res = await call('POST', pathFor(PATHS.databaseCredentials, { name: a }));
+    expect(res.status).to.equal(201);
+    expect(Object.keys(res.body).sort()).to.deep.equal(['password', 'url', 'user']);
+    user = res.body.user as string;
+    password = res.body.password as string;
+    url = res.body.url as string;
+    expect(user).to.match(/^tdb_tpl_cred__a_u[0-9a-f]{4}$/);
+    expect(password).to.match(/^[A-Za-z0-9_-]{32}$/);
+    const parsed = new URL(url);
+    expect(decodeURIComponent(parsed.username)).to.equal(user);
+    expect(decodeURIComponent(parsed.password)).to.equal(password);
+    expect(parsed.pathname).to.equal(`/${a}`);
+    expect((await as(url, 'SELECT current_user AS u')).rows).to.deep.equal([{ u: user }]);
+    await as(url, "INSERT INTO items VALUES (2, 'two')");
+    expect((await as(url, 'SELECT id FROM items ORDER BY id')).rows).to.deep.equal([{ id: 1 }, { id: 2 }]);
+    await as(url, 'CREATE TABLE mine (x int); INSERT INTO mine VALUES (1)');
+  });
+
+  it('refuses the credential on any other database exactly as PostgreSQL does without CONNECT', async function () {
+    for (const database of [b, 'postgres', 'tpl_cred', 'tdb_tpl_cred__never_minted']) {
+      const err = await connectError({ ...rt.connection(database, user), password });
+      expect(err.code, database).to.equal('42501');
+      expect(err.severity).to.equal('FATAL');
+      expect(err.message).to.equal(`permission denied for database "${database}"`);
+      expect(err.detail).to.equal('User does not have CONNECT privilege.');
+    }
+    // Refused before routing: the name was not minted.
+    expect((await call('GET', pathFor(PATHS.database, { name: 'tdb_tpl_cred__never_minted' }))).status).to.equal(404);
+  });
+
+  it('answers a wrong password with 28P01', async function () {
+    const err = await connectError({ ...rt.connection(a, user), password: `${password}x` });
+    expect(err.code).to.equal('28P01');
+  });
+
+  it('A no longer accepts other roles without CONNECT at the PostgreSQL level', async function () {
+    const c = admin('postgres');
+    await c.connect();
+    try {
+      const { rows } = await c.query<{ acl: string }>(`SELECT datacl::text AS acl FROM pg_database WHERE datname = $1`, [a]);
+      expect(rows[0]!.acl).to.include(`${user}=Tc/`);
+      expect(rows[0]!.acl).to.not.match(/(^|[{,])=[A-Za-z]*c/);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('revokes: 204, the next connect is 28P01, a second revoke is 204 too', async function () {
+    const open = new pg.Client({ connectionString: url });
+    await open.connect();
+    const ended = new Promise<void>((resolve) => open.on('error', () => resolve()));
+    const res = await call('DELETE', pathFor(PATHS.databaseCredential, { name: a, user }));
+    expect(res.status).to.equal(204);
+    await ended;
+    await open.end().catch(() => undefined);
+    const err = await connectError({ connectionString: url });
+    expect(err.code).to.equal('28P01');
+    expect((await call('DELETE', pathFor(PATHS.databaseCredential, { name: a, user }))).status).to.equal(204);
+    // What it created stays, handed to the owner.
+    const c = admin(a);
+    await c.connect();
+    try {
+      expect((await c.query(`SELECT tableowner FROM pg_tables WHERE tablename = 'mine'`)).rows).to.deep.equal([{ tableowner: 'postgres' }]);
+      expect((await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [user])).rowCount).to.equal(0);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('a credential for a database that is not minted is 404; dropping a database drops its credentials', async function () {
+    expect((await call('POST', pathFor(PATHS.databaseCredentials, { name: 'tdb_tpl_cred__nope' }))).status).to.equal(404);
+    const res = await call('POST', pathFor(PATHS.databaseCredentials, { name: b }));
+    expect(res.status).to.equal(201);
+    const other = res.body.user as string;
+    expect((await call('DELETE', pathFor(PATHS.database, { name: b }))).status).to.equal(204);
+    const c = admin('postgres');
+    await c.connect();
+    try {
+      expect((await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [other])).rowCount).to.equal(0);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('keeps credentials across a restart (recorded in pgx_control)', async function () {
+    const res = await call('POST', pathFor(PATHS.databaseCredentials, { name: a }));
+    expect(res.status).to.equal(201);
+    const kept = { user: res.body.user as string, password: res.body.password as string };
+    const { dataDir, socketDir } = rt;
+    await rt.runtime.stop();
+    leftovers.push(path.dirname(dataDir), socketDir);
+    rt = await startTestRuntime({ ...overrides, dataDir }, logger);
+    base = `http://127.0.0.1:${rt.runtime.api!.port}`;
+    const err = await connectError({ ...rt.connection('postgres', kept.user), password: kept.password });
+    expect(err.code).to.equal('42501');
+    const c = new pg.Client({ ...rt.connection(a, kept.user), password: kept.password });
+    await c.connect();
+    try {
+      expect((await c.query('SELECT count(*)::int AS n FROM items')).rows).to.deep.equal([{ n: 2 }]);
+    } finally {
+      await c.end();
+    }
+    expect(logged.join('')).to.not.include(kept.password);
+  });
+
+  it('never logs a password', async function () {
+    expect(password).to.have.length.greaterThan(0);
+    const all = logged.join('');
+    expect(all).to.include('credential-created');
+    expect(all).to.not.include(password);
+  });
+});
