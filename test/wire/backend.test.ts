@@ -3,8 +3,7 @@
 // back by an independent parser (pg-protocol, which node-postgres uses), fed split at every offset.
 
 import { expect } from 'chai';
-import { PassThrough } from 'node:stream';
-import { parse } from 'pg-protocol';
+import { hex, expectBytes, pgParse } from '../helpers/bytes.js';
 import { Auth, TxStatus } from '../../src/wire/codes.js';
 import {
   AUTHENTICATION_OK,
@@ -18,31 +17,6 @@ import {
   parameterStatus,
   readyForQuery,
 } from '../../src/wire/backend.js';
-
-function hex(s: string): Buffer {
-  return Buffer.from(s.replace(/\s+/g, ''), 'hex');
-}
-
-function expectBytes(actual: Buffer, expected: Buffer): void {
-  expect(actual.toString('hex')).to.equal(expected.toString('hex'));
-}
-
-/** Messages pg-protocol reads from `chunks`, as plain objects. */
-async function pgParse(chunks: Buffer[]): Promise<Array<Record<string, unknown>>> {
-  const stream = new PassThrough();
-  const out: Array<Record<string, unknown>> = [];
-  const done = parse(stream, (msg) => {
-    // Own properties, enumerable or not (an Error's message is not).
-    const copy: Record<string, unknown> = {};
-    for (const k of Object.getOwnPropertyNames(msg)) if (k !== 'stack') copy[k] = (msg as unknown as Record<string, unknown>)[k];
-    out.push(copy);
-  });
-  // Copies: pg-protocol owns the chunks it is given and compacts partial messages in place.
-  for (const c of chunks) stream.write(Buffer.from(c));
-  stream.end();
-  await done;
-  return out;
-}
 
 /** pg-protocol's reading of a fixture is the same whichever offset it is split at. */
 async function expectSameAtEverySplit(bytes: Buffer): Promise<Array<Record<string, unknown>>> {

@@ -3,34 +3,9 @@
 // round trip, every truncation of a body, and pg-protocol reading our bytes split at every offset.
 
 import { expect } from 'chai';
+import { hex, expectBytes, pgParse } from '../helpers/bytes.js';
 import fc from 'fast-check';
-import { PassThrough } from 'node:stream';
-import { parse } from 'pg-protocol';
 import { errorResponse, noticeResponse, parseErrorFields, type ErrorFields, type Severity } from '../../src/wire/error-response.js';
-
-function hex(s: string): Buffer {
-  return Buffer.from(s.replace(/\s+/g, ''), 'hex');
-}
-
-function expectBytes(actual: Buffer, expected: Buffer): void {
-  expect(actual.toString('hex')).to.equal(expected.toString('hex'));
-}
-
-async function pgParse(chunks: Buffer[]): Promise<Array<Record<string, unknown>>> {
-  const stream = new PassThrough();
-  const out: Array<Record<string, unknown>> = [];
-  const done = parse(stream, (msg) => {
-    // Own properties, enumerable or not (an Error's message is not).
-    const copy: Record<string, unknown> = {};
-    for (const k of Object.getOwnPropertyNames(msg)) if (k !== 'stack') copy[k] = (msg as unknown as Record<string, unknown>)[k];
-    out.push(copy);
-  });
-  // Copies: pg-protocol owns the chunks it is given and compacts partial messages in place.
-  for (const c of chunks) stream.write(Buffer.from(c));
-  stream.end();
-  await done;
-  return out;
-}
 
 // FATAL 08P01 "bad": E, Int32 length, then S FATAL\0 V FATAL\0 C 08P01\0 M bad\0, then a final NUL.
 // Length = 4 + 7 + 7 + 7 + 5 + 1 = 31.

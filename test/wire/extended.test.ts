@@ -4,6 +4,7 @@
 // so each fixture is also fed through the scanner split at every offset.
 
 import { expect } from 'chai';
+import { hex, expectBytes } from '../helpers/bytes.js';
 import { serialize } from 'pg-protocol';
 import { FrameAction, FrameScanner, Verdict, type FrameSink } from '../../src/wire/frame.js';
 import { ProtocolError } from '../../src/wire/frontend.js';
@@ -17,14 +18,6 @@ import {
   readParse,
   statementName,
 } from '../../src/wire/extended.js';
-
-function hex(s: string): Buffer {
-  return Buffer.from(s.replace(/\s+/g, ''), 'hex');
-}
-
-function expectBytes(actual: Buffer, expected: Buffer): void {
-  expect(actual.toString('hex')).to.equal(expected.toString('hex'));
-}
 
 // Parse: 'P', length, name "s1", query "SELECT $1", Int16 2 types: 25 (text), 0 (unspecified).
 const PARSE = hex(`
