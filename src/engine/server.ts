@@ -207,9 +207,6 @@ export class BackendConnection {
     const reader = this.reader;
     if (reader === null) this.keep(chunk);
     else if (reader(chunk)) this.readBuf = Buffer.allocUnsafe(READ_BUFFER);
-    // onread sockets emit no 'data'; an observer that listens for it (a test waiting for PostgreSQL to
-    // have said something) still hears of each read, after the reader, and must copy what it keeps.
-    if (this.socket.listenerCount('data') !== 0) this.socket.emit('data', chunk);
     return true;
   };
 

@@ -188,9 +188,14 @@ describe('engine: session lifecycle', function () {
         const b = await pool.acquire('k', startup);
         pool.release(b, true);
         await waitFor('the backend to be idle', () => pool.stats().idle === 1);
-        const handedOut = new Promise<BackendConnection>((resolve, reject) =>
-          b.socket.once('data', () => pool.acquire('k', startup).then(resolve, reject)),
-        );
+        // Acquire at the moment the idle watcher destroys the backend on PostgreSQL's FATAL.
+        const handedOut = new Promise<BackendConnection>((resolve, reject) => {
+          const destroy = b.destroy.bind(b);
+          b.destroy = () => {
+            destroy();
+            pool.acquire('k', startup).then(resolve, reject);
+          };
+        });
         const killer = await connect(directConnection(rt));
         await killer.query('SELECT pg_terminate_backend($1)', [b.pid]);
         await killer.end();
