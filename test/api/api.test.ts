@@ -5,6 +5,7 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { PATHS, pathFor } from '../../src/api/paths.js';
 import { PINNED_STATUS_KEYS, keyPaths } from '../helpers/status-keys.js';
+import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 const TOKEN = 'test-token-0123456789abcdef';
@@ -34,16 +35,6 @@ describe('api: HTTP control API', function () {
     let parsed: Record<string, unknown> = {};
     if ((res.headers.get('content-type') ?? '').startsWith('application/json') && text.length > 0) parsed = JSON.parse(text) as Record<string, unknown>;
     return { status: res.status, body: parsed, text };
-  }
-
-  async function query(url: string, sql: string): Promise<pg.QueryResult> {
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      return await client.query(sql);
-    } finally {
-      await client.end();
-    }
   }
 
   before(async function () {
@@ -96,7 +87,7 @@ describe('api: HTTP control API', function () {
     expect(Object.keys(res.body).sort()).to.deep.equal(['mint_ms', 'name', 'source', 'template', 'url']);
     expect(res.body.name).to.match(/^tdb_tpl_app__[0-9a-f]+$/);
     expect(res.body.source).to.be.oneOf(['warm', 'cold']);
-    const { rows } = await query(res.body.url as string, 'SELECT id, label FROM items ORDER BY id');
+    const { rows } = await queryOnce(res.body.url as string, 'SELECT id, label FROM items ORDER BY id');
     expect(rows).to.deep.equal([
       { id: 1, label: 'one' },
       { id: 2, label: 'two' },

@@ -8,6 +8,7 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { PATHS, pathFor } from '../../src/api/paths.js';
 import { createLogger } from '../../src/log.js';
+import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 const TOKEN = 'test-token-credentials-0123456789';
@@ -51,16 +52,6 @@ describe('api: per-database credentials', function () {
     throw new Error(`connected to ${String(opts.database)} as ${String(opts.user)}; expected a refusal`);
   }
 
-  async function as(url: string, sql: string): Promise<pg.QueryResult> {
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      return await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  }
-
   before(async function () {
     rt = await startTestRuntime(overrides, logger);
     base = `http://127.0.0.1:${rt.runtime.api!.port}`;
@@ -102,10 +93,10 @@ describe('api: per-database credentials', function () {
     expect(decodeURIComponent(parsed.username)).to.equal(user);
     expect(decodeURIComponent(parsed.password)).to.equal(password);
     expect(parsed.pathname).to.equal(`/${a}`);
-    expect((await as(url, 'SELECT current_user AS u')).rows).to.deep.equal([{ u: user }]);
-    await as(url, "INSERT INTO items VALUES (2, 'two')");
-    expect((await as(url, 'SELECT id FROM items ORDER BY id')).rows).to.deep.equal([{ id: 1 }, { id: 2 }]);
-    await as(url, 'CREATE TABLE mine (x int); INSERT INTO mine VALUES (1)');
+    expect((await queryOnce(url, 'SELECT current_user AS u')).rows).to.deep.equal([{ u: user }]);
+    await queryOnce(url, "INSERT INTO items VALUES (2, 'two')");
+    expect((await queryOnce(url, 'SELECT id FROM items ORDER BY id')).rows).to.deep.equal([{ id: 1 }, { id: 2 }]);
+    await queryOnce(url, 'CREATE TABLE mine (x int); INSERT INTO mine VALUES (1)');
   });
 
   it('refuses the credential on any other database exactly as PostgreSQL does without CONNECT', async function () {
