@@ -5,7 +5,7 @@
 
 import { PgxError, type ErrorCode } from '../errors.js';
 import type { RuntimeStatus } from '../runtime/status.js';
-import type { CreateCredentialRequest, CreatedDatabaseBody, CredentialBody, CreateDatabaseRequest, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
+import type { BuildTemplateRequest, CreateCredentialRequest, CreatedDatabaseBody, CredentialBody, CreateDatabaseRequest, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
 import { PATHS, pathFor, type PathPattern } from './paths.js';
 
 export interface ApiClientOptions {
@@ -95,9 +95,14 @@ export class ApiClient {
     return this.request('POST', PATHS.templateUnseal, { name });
   }
 
+  /** Runs the script in a new database and seals it; waits as long as the script runs (up to an hour). */
+  buildTemplate(body: BuildTemplateRequest): Promise<TemplateBody> {
+    return this.request('POST', PATHS.templates, {}, body, { timeoutMs: 3_600_000 });
+  }
+
   /** With body.request_id set the create is safe to retry (it is also sent as Idempotency-Key). */
   createDatabase(body: CreateDatabaseRequest): Promise<CreatedDatabaseBody> {
-    return this.request('POST', PATHS.databases, {}, body, body.request_id);
+    return this.request('POST', PATHS.databases, {}, body, { idempotencyKey: body.request_id });
   }
 
   async listDatabases(): Promise<DatabaseBody[]> {
@@ -136,7 +141,13 @@ export class ApiClient {
     await this.request<undefined>('DELETE', PATHS.databaseCredential, { name, user });
   }
 
-  private async request<T>(method: string, pattern: PathPattern, params: Record<string, string> = {}, body?: unknown, idempotencyKey?: string): Promise<T> {
+  private async request<T>(
+    method: string,
+    pattern: PathPattern,
+    params: Record<string, string> = {},
+    body?: unknown,
+    { idempotencyKey, timeoutMs = this.timeoutMs }: { idempotencyKey?: string | undefined; timeoutMs?: number } = {},
+  ): Promise<T> {
     const target = this.url + pathFor(pattern, params);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.token !== null) headers.authorization = `Bearer ${this.token}`;
@@ -149,7 +160,7 @@ export class ApiClient {
         method,
         headers,
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
       text = await response.text();
     } catch (err) {

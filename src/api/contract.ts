@@ -24,6 +24,22 @@ export const createDatabaseRequest = z
   .strict();
 export type CreateDatabaseRequest = z.infer<typeof createDatabaseRequest>;
 
+/** A template built from a SQL script; large scripts are why this body may be up to 16 MiB. */
+export const buildTemplateRequest = z
+  .object({
+    name: pgName,
+    /** Run in a new database, as `owner`, in one simple-protocol query (no COPY FROM STDIN). */
+    sql: z.string().min(1),
+    /** The role that owns the template and runs the script; default postgres. */
+    owner: pgName.optional(),
+    /** Seal it when the script has run (default true). */
+    seal: z.boolean().optional(),
+    /** Rebuild a template that exists; without it an existing name is 42P04. */
+    replace: z.boolean().optional(),
+  })
+  .strict();
+export type BuildTemplateRequest = z.infer<typeof buildTemplateRequest>;
+
 export const setTtlRequest = z
   .object({
     /** Seconds from now; null clears the TTL. */

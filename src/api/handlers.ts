@@ -6,8 +6,10 @@ import type { Logger } from '../log.js';
 import type { EngineStats } from '../engine/listener.js';
 import type { DisposableDatabases } from '../runtime/databases.js';
 import { isUnderPrefix } from '../runtime/names.js';
+import { ScriptError } from '../runtime/template-build.js';
 import type { DatabaseRecord, TemplateRecord } from '../runtime/records.js';
 import {
+  buildTemplateRequest,
   createCredentialRequest,
   createDatabaseRequest,
   setTtlRequest,
@@ -79,6 +81,17 @@ export const status: Handler = async (_input, ctx) => ok(await ctx.databases.sta
 export const listTemplates: Handler = async (_input, ctx) => {
   const body: ListBody<TemplateBody> = { items: ctx.databases.listTemplates().map(templateBody) };
   return ok(body);
+};
+
+export const buildTemplate: Handler = async ({ body }, ctx) => {
+  const req = parseBody(buildTemplateRequest, body);
+  try {
+    return ok(templateBody(await ctx.databases.buildTemplate(req, API_ROLE)), 201);
+  } catch (err) {
+    // The script's own error: the request could not be processed as sent.
+    if (err instanceof ScriptError) throw new ApiError(422, err);
+    throw err;
+  }
 };
 
 export const sealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await ctx.databases.seal(param(params), API_ROLE)));

@@ -13,7 +13,11 @@ interface Route {
   handler: h.Handler;
   /** Probes answer without a token. */
   open?: boolean;
+  /** Bodies are small JSON objects but for this route's (default SMALL_BODY_BYTES). */
+  maxBodyBytes?: number;
 }
+
+export const SMALL_BODY_BYTES = 64 * 1024;
 
 export const ROUTES: readonly Route[] = [
   { method: 'GET', path: PATHS.healthz, handler: h.healthz, open: true },
@@ -21,6 +25,7 @@ export const ROUTES: readonly Route[] = [
   { method: 'GET', path: PATHS.metrics, handler: h.metrics },
   { method: 'GET', path: PATHS.status, handler: h.status },
   { method: 'GET', path: PATHS.templates, handler: h.listTemplates },
+  { method: 'POST', path: PATHS.templates, handler: h.buildTemplate, maxBodyBytes: 16 * 1024 * 1024 },
   { method: 'POST', path: PATHS.templateSeal, handler: h.sealTemplate },
   { method: 'POST', path: PATHS.templateUnseal, handler: h.unsealTemplate },
   { method: 'POST', path: PATHS.databases, handler: h.createDatabase },
@@ -33,6 +38,12 @@ export const ROUTES: readonly Route[] = [
   { method: 'POST', path: PATHS.databaseCredentials, handler: h.createCredential },
   { method: 'DELETE', path: PATHS.databaseCredential, handler: h.revokeCredential },
 ];
+
+/** How large a body `method path` may send. */
+export function bodyLimit(method: string, path: string): number {
+  const route = ROUTES.find((r) => r.method === method && matchPath(r.path, path) !== null);
+  return route?.maxBodyBytes ?? SMALL_BODY_BYTES;
+}
 
 export interface ApiRequest {
   method: string;

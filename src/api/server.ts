@@ -8,10 +8,7 @@ import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BearerToken } from './auth.js';
 import type { ApiContext } from './handlers.js';
-import { dispatch, type ApiResponse } from './router.js';
-
-/** Request bodies are small JSON objects. */
-const MAX_BODY_BYTES = 64 * 1024;
+import { bodyLimit, dispatch, type ApiResponse } from './router.js';
 
 export interface ApiServerOptions {
   host: string;
@@ -70,7 +67,7 @@ export class ApiServer {
     const path = (req.url ?? '/').split('?')[0]!;
     let response: ApiResponse;
     try {
-      const body = await readBody(req);
+      const body = await readBody(req, bodyLimit(method, path));
       response = await dispatch(
         {
           method,
@@ -114,14 +111,14 @@ function header(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-function readBody(req: http.IncomingMessage): Promise<string> {
+function readBody(req: http.IncomingMessage, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new PgxError('PROTOCOL_VIOLATION', `request body exceeds ${MAX_BODY_BYTES} bytes`));
+      if (size > maxBytes) {
+        reject(new PgxError('PROTOCOL_VIOLATION', `request body exceeds ${maxBytes} bytes`));
         req.resume();
         return;
       }

@@ -294,7 +294,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     throw err;
   }
   const databases: DisposableDatabases = new DisposableDatabases({
-    connect: (database) => supervisor.connect(database, 'postgres'),
+    connect: (database, user = 'postgres') => supervisor.connect(database, user),
     // The engine is constructed below; the facade calls these only after start(), when it exists.
     engine: {
       terminateSessions: (database, message, hint) => engine.terminateSessions(database, message, hint),

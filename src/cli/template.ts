@@ -1,11 +1,17 @@
-// `pgx template list|seal NAME|unseal NAME`: templates through the runtime's HTTP API.
+// `pgx template list|create NAME|seal NAME|unseal NAME`: templates through the runtime's HTTP API.
 
+import { readFileSync } from 'node:fs';
 import type { TemplateBody } from '../api/contract.js';
 import { apiClient, parseCommand, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
 
-export const TEMPLATE_HELP = `Usage: pgx template <list | seal NAME | unseal NAME> [options]
+export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | seal NAME | unseal NAME> [options]
 
   list          the templates PGX knows, sealed or not
+  create NAME   build template NAME from a SQL script (--file) in a new database, then seal it
+      --file FILE     the script; - reads standard input (required)
+      --owner ROLE    the role that owns the template and runs the script    [postgres]
+      --no-seal       leave it unsealed (seal it later with pgx template seal NAME)
+      --replace       rebuild NAME if it exists (its sessions are ended once the script ran)
   seal NAME     make database NAME a sealed template: VACUUM FREEZE, no more connections to it,
                 databases are minted from it (tdb_NAME__<token>, or pgx db create NAME)
   unseal NAME   open the template for changes again; nothing mints from it until resealed
@@ -13,7 +19,12 @@ export const TEMPLATE_HELP = `Usage: pgx template <list | seal NAME | unseal NAM
 ${TARGET_HELP}`;
 
 export async function runTemplate(argv: string[]): Promise<number> {
-  const cmd = parseCommand(argv, TEMPLATE_HELP);
+  const cmd = parseCommand(argv, TEMPLATE_HELP, {
+    file: { type: 'string' },
+    owner: { type: 'string' },
+    'no-seal': { type: 'boolean' },
+    replace: { type: 'boolean' },
+  });
   if (cmd.help) {
     process.stdout.write(TEMPLATE_HELP);
     return 0;
@@ -28,6 +39,22 @@ export async function runTemplate(argv: string[]): Promise<number> {
       else printTemplates(items);
       return 0;
     }
+    case 'create': {
+      const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
+      const file = cmd.values.file as string | undefined;
+      if (file === undefined) throw new UsageError('missing --file FILE (the SQL script; - for standard input)', TEMPLATE_HELP);
+      const sql = readFileSync(file === '-' ? 0 : file, 'utf8');
+      const t = await apiClient(cmd).buildTemplate({
+        name: name!,
+        sql,
+        owner: cmd.values.owner as string | undefined,
+        seal: cmd.values['no-seal'] !== true,
+        replace: cmd.values.replace === true,
+      });
+      if (cmd.json) printJson(t);
+      else process.stdout.write(`built template ${t.name}${t.sealed ? ` and sealed it (generation ${t.generation})` : ' (not sealed)'}\n`);
+      return 0;
+    }
     case 'seal':
     case 'unseal': {
       const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
@@ -38,9 +65,9 @@ export async function runTemplate(argv: string[]): Promise<number> {
       return 0;
     }
     case undefined:
-      throw new UsageError('missing subcommand: list, seal or unseal', TEMPLATE_HELP);
+      throw new UsageError('missing subcommand: list, create, seal or unseal', TEMPLATE_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected list, seal or unseal`, TEMPLATE_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected list, create, seal or unseal`, TEMPLATE_HELP);
   }
 }
 

@@ -18,6 +18,7 @@ import { MetadataStore } from './metadata.js';
 import { Minter } from './mint.js';
 import { MintQueue } from './mint-queue.js';
 import {
+  BUILD_PREFIX,
   CONTROL_DATABASE,
   databaseDoesNotExist,
   MAX_NAME_BYTES,
@@ -36,7 +37,7 @@ import { SessionCounts } from './sessions.js';
 import { quoteLiteral, type SqlClient } from './sql-client.js';
 import { measureTree } from './memory.js';
 import { runtimeStatus, type RuntimeStatus } from './status.js';
-import { Templates } from './templates.js';
+import { Templates, type BuildRequest } from './templates.js';
 import { WarmPool } from './warm-pool.js';
 
 /** The engine's Caller and ControlFunction, restated here because runtime/ does not import engine/. */
@@ -56,8 +57,8 @@ export type ControlFunction =
   | 'restore_database';
 
 export interface DisposableDatabasesOptions {
-  /** A superuser connection to the named database over PostgreSQL's private socket. */
-  connect: (database: string) => Promise<SqlClient>;
+  /** A connection to the named database over PostgreSQL's private socket, as `user` (default postgres). */
+  connect: (database: string, user?: string) => Promise<SqlClient>;
   /** The engine's session table: end sessions on a database, count sessions per database. */
   engine: EngineSessions;
   settings?: Partial<DatabaseSettings>;
@@ -339,6 +340,12 @@ export class DisposableDatabases {
     return this.templates.unseal(name, user);
   }
 
+  /** A template from a SQL script (see template-build.ts), sealed unless `seal` is false. */
+  buildTemplate(req: BuildRequest, user: string): Promise<TemplateRecord> {
+    this.assertRunning(`cannot build template "${req.name}"`);
+    return this.templates.build(req, user);
+  }
+
   setPinned(name: string, pinned: boolean, user: string): Promise<DatabaseRecord> {
     return this.commands.setPinned(name, pinned, user);
   }
@@ -382,7 +389,7 @@ export class DisposableDatabases {
   async status(): Promise<RuntimeStatus> {
     const { rows } = await (await this.metadata.client()).query(
       `SELECT count(*) FROM pg_catalog.pg_database WHERE datname <> ${quoteLiteral(CONTROL_DATABASE)} ` +
-        `AND NOT starts_with(datname::text, ${quoteLiteral(SPARE_PREFIX)})`,
+        `AND NOT starts_with(datname::text, ${quoteLiteral(SPARE_PREFIX)}) AND NOT starts_with(datname::text, ${quoteLiteral(BUILD_PREFIX)})`,
     );
     return runtimeStatus({
       pid: process.pid,
@@ -417,7 +424,7 @@ export class DisposableDatabases {
       prefix: this.settings.prefix,
       registry: this.registry,
       metadata: this.metadata,
-      busy: (name) => this.minter.isMinting(name) || this.pool.isBusy(name) || this.dropper.dropping(name) !== undefined,
+      busy: (name) => this.minter.isMinting(name) || this.pool.isBusy(name) || this.templates.isBuilding(name) || this.dropper.dropping(name) !== undefined,
       clock: this.opts.clock,
       logger: this.log,
     });

@@ -12,6 +12,8 @@ import { PgxError } from '../errors.js';
 export const CONTROL_DATABASE = 'pgx_control';
 /** Warm-pool spares are `pgx_spare_<n>`: outside every mint prefix, never routable, hidden from users. */
 export const SPARE_PREFIX = 'pgx_spare_';
+/** A template being built from a script is `pgx_build_<n>` until it is renamed into place. */
+export const BUILD_PREFIX = 'pgx_build_';
 /** PostgreSQL's NAMEDATALEN - 1: longer names are truncated by PostgreSQL, so we refuse them. */
 export const MAX_NAME_BYTES = 63;
 /** Splits template from token: the first occurrence after the prefix. */
@@ -25,9 +27,9 @@ export interface MintName {
   token: string;
 }
 
-/** The control database or a spare: names tenants must never reach or see. */
+/** The control database, a spare or a template being built: names tenants must never reach or see. */
 export function isReservedName(name: string): boolean {
-  return name === CONTROL_DATABASE || name.startsWith(SPARE_PREFIX);
+  return name === CONTROL_DATABASE || name.startsWith(SPARE_PREFIX) || name.startsWith(BUILD_PREFIX);
 }
 
 export function spareName(n: number): string {
@@ -36,6 +38,15 @@ export function spareName(n: number): string {
 
 export function isSpareName(name: string): boolean {
   return name.startsWith(SPARE_PREFIX) && /^[0-9]+$/.test(name.slice(SPARE_PREFIX.length));
+}
+
+export function buildName(n: number): string {
+  return `${BUILD_PREFIX}${n}`;
+}
+
+/** A scratch database of a template build (see template-build.ts). */
+export function isBuildName(name: string): boolean {
+  return name.startsWith(BUILD_PREFIX) && /^[0-9]+$/.test(name.slice(BUILD_PREFIX.length));
 }
 
 export function isUnderPrefix(name: string, prefix: string): boolean {

@@ -10,7 +10,7 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { MetadataStore } from './metadata.js';
-import { isSpareName, mintNameProblem, parseMintName } from './names.js';
+import { isBuildName, isSpareName, mintNameProblem, parseMintName } from './names.js';
 import type { DatabaseRecord } from './records.js';
 import type { Registry } from './registry.js';
 
@@ -49,8 +49,8 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
 
   for (const [name, db] of cluster) {
     if (o.busy(name) || registry.databases.has(name) || registry.spares.has(name)) continue;
-    if (isSpareName(name)) {
-      // Not recorded, so never handed out: a stale spare the janitor drops.
+    if (isSpareName(name) || isBuildName(name)) {
+      // Not recorded, so never handed out: a stale spare (or a build's scratch copy) the janitor drops.
       registry.put(orphan(name, '', db.owner, snapshotAt, 'spare'));
       logger.info('spare-orphaned', { spare: name, reason: 'not in pgx_control: left by a runtime that stopped while creating it' });
       changed++;

@@ -11,11 +11,12 @@ import type { Logger } from '../log.js';
 import { chooseStrategy } from './create-database.js';
 import type { EngineSessions } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
-import { databaseDoesNotExist, isReservedName, templateNameProblem } from './names.js';
+import { buildName, databaseDoesNotExist, isReservedName, templateNameProblem } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
 import type { TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
+import { buildScratch } from './template-build.js';
 import type { WarmPool } from './warm-pool.js';
 
 /** Databases the runtime itself needs open (postgres: admin connections) or PostgreSQL keeps pristine. */
@@ -23,8 +24,8 @@ const SYSTEM_DATABASES = new Set(['postgres', 'template0', 'template1']);
 
 export interface TemplatesOptions {
   prefix: string;
-  /** A superuser connection to the named database. */
-  connect: (database: string) => Promise<SqlClient>;
+  /** A connection to the named database, as `user` (default: the superuser postgres). */
+  connect: (database: string, user?: string) => Promise<SqlClient>;
   registry: Registry;
   metadata: MetadataStore;
   permissions: Permissions;
@@ -34,11 +35,82 @@ export interface TemplatesOptions {
   logger: Logger;
 }
 
+export interface BuildRequest {
+  name: string;
+  /** The script: any SQL the owner role may run, in one simple-protocol query. */
+  sql: string;
+  /** Owns the template and runs the script; default postgres. */
+  owner?: string | undefined;
+  /** Seal it when built (default true). */
+  seal?: boolean | undefined;
+  /** Rebuild a template that exists (its sessions are ended); otherwise an existing name is 42P04. */
+  replace?: boolean | undefined;
+}
+
 export class Templates {
-  /** Seal and unseal of one template run one after the other. */
+  /** Seal, unseal and build of one template run one after the other. */
   private readonly lanes = new Map<string, Promise<unknown>>();
+  /** Scratch databases of builds in progress (reconcile must not take them for orphans). */
+  private readonly scratches = new Set<string>();
 
   constructor(private readonly opts: TemplatesOptions) {}
+
+  isBuilding(database: string): boolean {
+    return this.scratches.has(database);
+  }
+
+  /**
+   * Builds template `name` from a SQL script (see template-build.ts), then seals it unless told not
+   * to. With `replace`, an existing database of that name is dropped only once the script succeeded.
+   */
+  build(req: BuildRequest, user: string): Promise<TemplateRecord> {
+    return this.inLane(req.name, () => this.doBuild(req, user));
+  }
+
+  private async doBuild(req: BuildRequest, user: string): Promise<TemplateRecord> {
+    const { registry, metadata, permissions, clock, logger } = this.opts;
+    const { name } = req;
+    this.refuseSpecial(name, 'built');
+    const problem = templateNameProblem(name, this.opts.prefix);
+    if (problem !== null) throw new PgxError('INVALID_PARAMETER', `template name "${name}" is not usable: ${problem}`, { hint: 'Use lower-case letters, digits and single underscores, e.g. tpl_app.' });
+    const before = await permissions.access(user, name);
+    if (before.exists && !req.replace) {
+      throw new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pass replace: true to rebuild it from this script, or pick another name.' });
+    }
+    if (before.exists && !before.ownerOrSuperuser) throw functionDenied('build_template', name);
+    const started = clock.monotonic();
+    const admin = await metadata.client();
+    const scratch = buildName(await metadata.nextSpareNumber());
+    this.scratches.add(scratch);
+    try {
+      await buildScratch({ name, sql: req.sql, owner: req.owner ?? 'postgres', scratch, admin, connectAs: this.opts.connect });
+      if (before.exists) await this.dropForRebuild(admin, name);
+      await admin.query(`ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(name)}`);
+    } finally {
+      this.scratches.delete(scratch);
+    }
+    logger.info('template-built', { template: name, owner: req.owner ?? 'postgres', replaced: before.exists, bytes: Buffer.byteLength(req.sql), ms: Math.round(clock.monotonic() - started) });
+    if (req.seal === false) {
+      const previous = registry.templates.get(name);
+      if (!previous) return { name, sealed: false, sealedAt: null, strategy: chooseStrategy(), generation: 0 };
+      return previous;
+    }
+    return this.doSeal(name, user, 'build_template', null);
+  }
+
+  /** The old template goes: nothing mints from it from now on, and its sessions are ended. */
+  private async dropForRebuild(admin: SqlClient, name: string): Promise<void> {
+    const { registry, metadata } = this.opts;
+    const previous = registry.templates.get(name);
+    if (previous?.sealed) {
+      const unsealed = { ...previous, sealed: false };
+      registry.templates.set(name, unsealed);
+      await metadata.saveTemplate(unsealed);
+    }
+    this.opts.engine.terminateSessions(name, `terminating connection: template "${name}" is being rebuilt`, 'Connect again once the rebuild is done.');
+    await admin.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE false`);
+    await admin.query(`DROP DATABASE ${quoteIdent(name)} WITH (FORCE)`);
+  }
 
   /** `from`: the database the caller is connected to, if any; sealing it would end the caller's session. */
   seal(name: string, user: string, fn = 'pgx_seal_template', from: string | null = null): Promise<TemplateRecord> {
@@ -145,7 +217,7 @@ export class Templates {
   }
 
   /** PGX's own databases are invisible (3D000); system and minted databases cannot be templates. */
-  private refuseSpecial(name: string, what: 'sealed' | 'unsealed'): void {
+  private refuseSpecial(name: string, what: 'sealed' | 'unsealed' | 'built'): void {
     if (isReservedName(name)) throw databaseDoesNotExist(name);
     if (SYSTEM_DATABASES.has(name)) {
       throw new PgxError('INVALID_PARAMETER', `database "${name}" cannot be ${what}: PGX and PostgreSQL rely on it`, {

@@ -2,6 +2,7 @@
 // and the real CLI (`node bin/pgx.js`) as a child process talking to it, as a person or a script would.
 
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { freePort, runCommand, type CommandResult } from '../helpers/commands.js';
@@ -66,6 +67,21 @@ describe('cli: pgx status, template and db against a runtime', function () {
     expect(json.items.find((t) => t.name === 'tpl')?.sealed).to.equal(true);
   });
 
+  it('pgx template create NAME --file: built from the script, sealed, minted from', async () => {
+    const file = path.join(rt.dataDir, '..', 'schema.sql');
+    writeFileSync(file, "CREATE TABLE notes (id int PRIMARY KEY, body text); INSERT INTO notes VALUES (1, 'from a script');");
+    const r = ok(await pgx(['template', 'create', 'tpl_file', '--file', file]));
+    expect(r.stdout).to.equal('built template tpl_file and sealed it (generation 1)\n');
+    const rows = await query<{ body: string }>(`postgresql://postgres@${rt.host}:${rt.port}/tdb_tpl_file__cli`, 'SELECT body FROM notes');
+    expect(rows).to.deep.equal([{ body: 'from a script' }]);
+    const broken = await pgx(['template', 'create', 'tpl_file2', '--file', path.join(rt.dataDir, 'no-such.sql')]);
+    expect(broken.code).to.equal(1);
+    expect(broken.stderr).to.include('no-such.sql');
+    const usage = await pgx(['template', 'create', 'tpl_file3']);
+    expect(usage.code).to.equal(2);
+    expect(usage.stderr).to.include('missing --file FILE');
+  });
+
   it('pgx db create --ttl 1h --json: the URL connects to a copy of the template', async () => {
     const r = ok(await pgx(['db', 'create', 'tpl', '--ttl', '1h', '--json']));
     created = JSON.parse(r.stdout) as typeof created;
@@ -107,7 +123,7 @@ describe('cli: pgx status, template and db against a runtime', function () {
     }
     expect(human).to.match(/^runtime\s+pid \d+, up \S+, pgx \S+/m);
     expect(human).to.match(/^memory\s+PSS [\d.]+ MB/m);
-    expect(human).to.match(/^databases\s+\d+ total, \d+ ephemeral, \d+ spares, \d+ pinned, 1 templates/m);
+    expect(human).to.match(/^databases\s+\d+ total, \d+ ephemeral, \d+ spares, \d+ pinned, 2 templates/m);
     expect(human).to.match(/^pool tpl\s+\d+\/\d+ ready/m);
     expect(human).to.match(/^mints\s+\d+ warm, \d+ cold, \d+ failures; latency mean [\d.]+ ms, p99 [\d.]+ ms/m);
     expect(human).to.match(/^janitor\s+\d+ drops, last run /m);

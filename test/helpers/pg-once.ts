@@ -1,9 +1,9 @@
-// One statement on a fresh node-postgres connection to a URL, as a client handed that URL would run it.
+// One statement on a fresh node-postgres connection to a URL (or connection settings), as a client handed that URL would run it.
 
 import pg from 'pg';
 
-export async function queryOnce(url: string, sql: string): Promise<pg.QueryResult> {
-  const client = new pg.Client({ connectionString: url });
+export async function queryOnce(target: string | pg.ClientConfig, sql: string): Promise<pg.QueryResult> {
+  const client = new pg.Client(typeof target === 'string' ? { connectionString: target } : target);
   await client.connect();
   try {
     return await client.query(sql);

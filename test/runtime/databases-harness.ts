@@ -54,7 +54,7 @@ export async function startHarness(
     sessionsPerDatabase: () => engine.sessionsPerDatabase(),
   };
   const dbs = new DisposableDatabases({
-    connect: (database) => supervisor.connect(database, 'postgres'),
+    connect: (database, user = 'postgres') => supervisor.connect(database, user),
     engine: engineSessions,
     settings: opts.settings ?? {},
     version: 'test',
