@@ -33,11 +33,14 @@ export function checkApiExposure(host: string, token: string | null, logger: Log
 
 /** Starts the API; call checkApiExposure first (before the runtime starts, so a refusal costs nothing). */
 export async function startApi(opts: StartApiOptions): Promise<ApiServer> {
+  const metrics = new ApiMetrics();
+  // The API lives as long as the runtime's databases: the listener needs no removal.
+  opts.ctx.databases.onMint((source, ms) => metrics.observeMint(source, ms));
   const server = new ApiServer({
     host: opts.host,
     port: opts.port,
     token: opts.token === null ? null : new BearerToken(opts.token),
-    ctx: { ...opts.ctx, creates: new IdempotencyStore<CreatedDatabaseBody>(opts.clock), metrics: new ApiMetrics(), logger: opts.logger },
+    ctx: { ...opts.ctx, creates: new IdempotencyStore<CreatedDatabaseBody>(opts.clock), metrics, logger: opts.logger },
     clock: opts.clock,
     logger: opts.logger,
   });

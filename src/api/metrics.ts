@@ -2,7 +2,7 @@
 // scrape. PGX's counters persist across restarts (pgx_control), so the *_total series count over the
 // data directory's life.
 
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RuntimeStatus } from '../runtime/status.js';
 import type { EngineStats } from '../engine/listener.js';
 
@@ -16,6 +16,7 @@ export class ApiMetrics {
   private readonly mints: Counter<'source'>;
   private readonly mintFailures: Counter;
   private readonly mintLatency: Gauge<'stat'>;
+  private readonly mintDuration: Histogram<'source'>;
   private readonly janitorDrops: Counter;
   private readonly engineClients: Gauge;
   private readonly engineBackends: Gauge<'state'>;
@@ -35,6 +36,14 @@ export class ApiMetrics {
     this.mints = new Counter({ name: 'pgx_mints_total', help: 'Databases minted, by source (warm: a spare claimed; cold: a template copied)', labelNames: ['source'], registers });
     this.mintFailures = new Counter({ name: 'pgx_mint_failures_total', help: 'Mints attempted that produced no database', registers });
     this.mintLatency = new Gauge({ name: 'pgx_mint_latency_ms', help: 'Mint latency over the recent mints, by stat (mean, p99)', labelNames: ['stat'], registers });
+    this.mintDuration = new Histogram({
+      name: 'pgx_mint_duration_seconds',
+      help: 'Time from a mint request to its database being ready, by source (warm, cold); since the runtime started',
+      labelNames: ['source'],
+      // Warm mints take milliseconds, cold ones tens to hundreds; the tail shows a queue backing up.
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
     this.janitorDrops = new Counter({ name: 'pgx_janitor_drops_total', help: 'Minted databases dropped by the janitor', registers });
     this.engineClients = new Gauge({ name: 'pgx_engine_clients', help: 'Client connections in the engine', registers });
     this.engineBackends = new Gauge({ name: 'pgx_engine_backends', help: 'PostgreSQL backends of the engine, by state', labelNames: ['state'], registers });
@@ -42,6 +51,11 @@ export class ApiMetrics {
     this.memoryRss = new Gauge({ name: 'pgx_memory_rss_mb', help: 'Resident set size summed over the runtime process tree, MB', registers });
     this.requests = new Counter({ name: 'pgx_api_requests_total', help: 'HTTP API requests by route and status', labelNames: ['method', 'route', 'status'], registers });
     collectDefaultMetrics({ register: this.registry, prefix: 'pgx_process_' });
+  }
+
+  /** One mint, as the runtime reports it (DisposableDatabases.onMint). */
+  observeMint(source: 'warm' | 'cold', ms: number): void {
+    this.mintDuration.observe({ source }, ms / 1000);
   }
 
   async render(status: RuntimeStatus, engine: EngineStats): Promise<string> {

@@ -12,6 +12,7 @@ export class Counters {
   private readonly dirty = new Set<string>();
   private readonly latencies: number[] = [];
   private next = 0;
+  private readonly mintListeners: ((source: MintSource, ms: number) => void)[] = [];
 
   load(saved: Map<string, number>): void {
     for (const [name, value] of saved) this.values.set(name, value);
@@ -31,6 +32,12 @@ export class Counters {
     if (this.latencies.length < LATENCY_WINDOW) this.latencies.push(ms);
     else this.latencies[this.next] = ms;
     this.next = (this.next + 1) % LATENCY_WINDOW;
+    for (const listener of this.mintListeners) listener(source, ms);
+  }
+
+  /** Every mint from now on, as it happens (the /metrics histogram). */
+  onMint(listener: (source: MintSource, ms: number) => void): void {
+    this.mintListeners.push(listener);
   }
 
   /** Mean and p99 of the recent mints, in milliseconds rounded to 0.01; zeros before the first. */

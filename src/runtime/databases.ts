@@ -407,6 +407,11 @@ export class DisposableDatabases {
     });
   }
 
+  /** Calls `listener` for every mint from now on: source and milliseconds from request to ready. */
+  onMint(listener: (source: 'warm' | 'cold', ms: number) => void): void {
+    this.counters.onMint(listener);
+  }
+
   /** One janitor pass now, after any in progress (tests; an API "sweep" later). */
   runJanitor(): Promise<void> {
     return this.janitor.runOnce();

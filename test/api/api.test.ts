@@ -208,8 +208,16 @@ describe('api: HTTP control API', function () {
       'pgx_api_requests_total',
       'pgx_memory_pss_mb',
       'pgx_memory_rss_mb',
+      'pgx_mint_duration_seconds_bucket{le="0.005",source="warm"}',
     ]) {
       expect(res.text, name).to.include(name);
+    }
+    // A fresh data directory: the histogram has seen every mint the counters count.
+    const value = (series: string): number => Number(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(res.text)?.[1]);
+    for (const source of ['warm', 'cold']) {
+      const minted = value(`pgx_mints_total{source="${source}"}`);
+      expect(minted, source).to.be.greaterThan(0);
+      expect(value(`pgx_mint_duration_seconds_count{source="${source}"}`), source).to.equal(minted);
     }
   });
 
