@@ -131,6 +131,11 @@ export class ApiClient {
     return this.request('PUT', PATHS.databaseTtl, { name }, { ttl_seconds: seconds });
   }
 
+  /** Client sessions allowed at once; null: the runtime's default. */
+  setConnectionLimit(name: string, limit: number | null): Promise<DatabaseBody> {
+    return this.request('PUT', PATHS.databaseConnectionLimit, { name }, { connection_limit: limit });
+  }
+
   /** A login role for `name` only; the password is in the answer and nowhere else. */
   createCredential(name: string, body: CreateCredentialRequest = {}): Promise<CredentialBody> {
     return this.request('POST', PATHS.databaseCredentials, { name }, body);

@@ -18,6 +18,8 @@ export const createDatabaseRequest = z
     ttl_seconds: z.number().positive().nullable().optional(),
     /** Pinned databases are not dropped when idle. */
     pinned: z.boolean().optional(),
+    /** Client sessions allowed on it at once (beyond it 53300); null or absent: the runtime's default. */
+    connection_limit: z.number().int().min(1).nullable().optional(),
     /** Same as the Idempotency-Key header; one of them makes the create safe to retry. */
     request_id: requestId.optional(),
   })
@@ -47,6 +49,14 @@ export const setTtlRequest = z
   })
   .strict();
 export type SetTtlRequest = z.infer<typeof setTtlRequest>;
+
+export const setConnectionLimitRequest = z
+  .object({
+    /** Client sessions at once; null: the runtime's default (--max-sessions-per-db). */
+    connection_limit: z.number().int().min(1).nullable(),
+  })
+  .strict();
+export type SetConnectionLimitRequest = z.infer<typeof setConnectionLimitRequest>;
 
 export const createCredentialRequest = z
   .object({
@@ -92,6 +102,8 @@ export interface DatabaseBody {
   in_use: boolean;
   pinned: boolean;
   expires_at: string | null;
+  /** Its own session cap, or null for the runtime's default. */
+  connection_limit: number | null;
   url: string;
 }
 

@@ -12,6 +12,7 @@ import {
   buildTemplateRequest,
   createCredentialRequest,
   createDatabaseRequest,
+  setConnectionLimitRequest,
   setTtlRequest,
   type CreatedDatabaseBody,
   type CredentialBody,
@@ -109,6 +110,7 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
     const created = await ctx.databases.create(req.template, { name: req.name, user: API_ROLE });
     if (req.ttl_seconds != null) await ctx.databases.setTtl(created.name, req.ttl_seconds, API_ROLE);
     if (req.pinned) await ctx.databases.setPinned(created.name, true, API_ROLE);
+    if (req.connection_limit != null) await ctx.databases.setConnectionLimit(created.name, req.connection_limit, API_ROLE);
     return { name: created.name, template: created.template, source: created.source, mint_ms: created.mint_ms, url: ctx.connectionUrl(created.name) };
   };
   try {
@@ -150,6 +152,11 @@ export const unpinDatabase: Handler = async ({ params }, ctx) => ok(databaseBody
 export const setDatabaseTtl: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(setTtlRequest, body);
   return ok(databaseBody(await ctx.databases.setTtl(param(params), req.ttl_seconds, API_ROLE), ctx));
+};
+
+export const setDatabaseConnectionLimit: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(setConnectionLimitRequest, body);
+  return ok(databaseBody(await ctx.databases.setConnectionLimit(param(params), req.connection_limit, API_ROLE), ctx));
 };
 
 /** 201 with the password, once; the response is not logged and the password is stored nowhere. */
@@ -202,6 +209,7 @@ export function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
     in_use: d.inUse,
     pinned: d.pinned,
     expires_at: iso(d.expiresAt),
+    connection_limit: d.connectionLimit,
     url: ctx.connectionUrl(d.name),
   };
 }

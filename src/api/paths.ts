@@ -14,6 +14,7 @@ export const PATHS = {
   databasePin: '/v1/databases/{name}/pin',
   databaseUnpin: '/v1/databases/{name}/unpin',
   databaseTtl: '/v1/databases/{name}/ttl',
+  databaseConnectionLimit: '/v1/databases/{name}/connection-limit',
   databaseCredentials: '/v1/databases/{name}/credentials',
   databaseCredential: '/v1/databases/{name}/credentials/{user}',
 } as const;

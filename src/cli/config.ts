@@ -17,6 +17,8 @@ export const runtimeConfigSchema = z
     pgBin: z.string().min(1).optional(),
     auth: z.enum(['trust', 'scram']).optional(),
     maxClients: z.number().int().min(1).default(10000),
+    /** Client sessions per database at once (a database's connection_limit overrides it); null: none. */
+    maxSessionsPerDb: z.number().int().min(1).nullable().default(null),
     maxBackends: z.number().int().min(2).max(10000).default(100),
     backendIdleTimeout: z.number().min(1).default(300),
     backendWaitTimeout: z.number().min(0.1).default(30),

@@ -1,21 +1,24 @@
-// `pgx db create|list|get|drop|pin|unpin|ttl|credential|revoke`: minted databases through the runtime's HTTP API.
+// `pgx db create|list|get|drop|pin|unpin|ttl|limit|credential|revoke`: minted databases through the runtime's HTTP API.
 
 import type { DatabaseBody } from '../api/contract.js';
 import { apiClient, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
 
 export const DB_HELP = `Usage: pgx db <subcommand> [options]
 
-  create TEMPLATE [--name N] [--ttl 1h|6h|24h|7d|SECONDS] [--pin]
+  create TEMPLATE [--name N] [--ttl 1h|6h|24h|7d|SECONDS] [--pin] [--connection-limit N]
                 mint a database from a sealed template; prints its connection URL
                   --name N     the database's name (else tdb_TEMPLATE__<random>)
                   --ttl T      drop it T after creation whatever its sessions or pin
                   --pin        keep it when idle (the janitor drops it only at its TTL)
+                  --connection-limit N
+                               client sessions on it at once; more get 53300
   list          the minted databases
   get NAME      one minted database
   drop NAME     drop it now (open sessions end with 57P01); a database already gone is not an error
   pin NAME      keep it when idle
   unpin NAME    let the janitor drop it once idle past --grace
   ttl NAME T    set its TTL to T from now (1h, 7d, SECONDS), or 'none' to clear it
+  limit NAME N  allow N client sessions on it at once, or 'default' for the runtime's setting
   credential NAME
                 a new login role that can connect to NAME only; prints its URL with the password
                 (shown this once; --json prints {user, password, url})
@@ -25,14 +28,19 @@ export const DB_HELP = `Usage: pgx db <subcommand> [options]
 ${TARGET_HELP}`;
 
 export async function runDb(argv: string[]): Promise<number> {
-  const cmd = parseCommand(argv, DB_HELP, { name: { type: 'string' }, ttl: { type: 'string' }, pin: { type: 'boolean' } });
+  const cmd = parseCommand(argv, DB_HELP, {
+    name: { type: 'string' },
+    ttl: { type: 'string' },
+    pin: { type: 'boolean' },
+    'connection-limit': { type: 'string' },
+  });
   if (cmd.help) {
     process.stdout.write(DB_HELP);
     return 0;
   }
   const [sub, ...args] = cmd.positionals;
   const rest = { ...cmd, positionals: args };
-  const createOnly = ['name', 'ttl', 'pin'].filter((f) => cmd.values[f] !== undefined);
+  const createOnly = ['name', 'ttl', 'pin', 'connection-limit'].filter((f) => cmd.values[f] !== undefined);
   if (sub !== 'create' && createOnly.length > 0) throw new UsageError(`--${createOnly[0]} is an option of pgx db create only`, DB_HELP);
   switch (sub) {
     case 'create': {
@@ -43,6 +51,7 @@ export async function runDb(argv: string[]): Promise<number> {
         ...(cmd.values.name !== undefined ? { name: cmd.values.name as string } : {}),
         ...(ttl !== null ? { ttl_seconds: ttl } : {}),
         ...(cmd.values.pin === true ? { pinned: true } : {}),
+        ...(cmd.values['connection-limit'] !== undefined ? { connection_limit: parseLimit(cmd.values['connection-limit'] as string, '--connection-limit') } : {}),
       });
       if (cmd.json) printJson(created);
       else process.stdout.write(`${created.url}\n`);
@@ -87,6 +96,13 @@ export async function runDb(argv: string[]): Promise<number> {
       else process.stdout.write(`${d.name} expires ${d.expires_at ?? 'never (no TTL)'}\n`);
       return 0;
     }
+    case 'limit': {
+      const [name, limitText] = positionals(rest, ['NAME', 'N'], DB_HELP);
+      const d = await apiClient(cmd).setConnectionLimit(name!, limitText === 'default' ? null : parseLimit(limitText!, 'N'));
+      if (cmd.json) printJson(d);
+      else process.stdout.write(`${d.name} allows ${d.connection_limit ?? "the runtime's default number of"} sessions at once\n`);
+      return 0;
+    }
     case 'credential': {
       const [name] = positionals(rest, ['NAME'], DB_HELP);
       const c = await apiClient(cmd).createCredential(name!);
@@ -102,9 +118,9 @@ export async function runDb(argv: string[]): Promise<number> {
       return 0;
     }
     case undefined:
-      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin, ttl, credential or revoke', DB_HELP);
+      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin, ttl, limit, credential or revoke', DB_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin, ttl, credential or revoke`, DB_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin, ttl, limit, credential or revoke`, DB_HELP);
   }
 }
 
@@ -123,4 +139,10 @@ function printDatabases(items: DatabaseBody[], withUrl = false): void {
     ]),
     'no minted databases (create one with: pgx db create TEMPLATE)',
   );
+}
+
+function parseLimit(text: string, what: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < 1) throw new UsageError(`${what} ${text}: expected a whole number of sessions, at least 1`, DB_HELP);
+  return n;
 }

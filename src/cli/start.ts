@@ -38,6 +38,8 @@ Options:
   --auth trust|scram      trust: no password on loopback/socket (default outside containers);
                           scram: SCRAM-SHA-256 for every connection (default in containers)
   --max-clients N         client sessions at once; beyond it 53300                   [10000]
+  --max-sessions-per-db N client sessions per database at once; beyond it 53300 (a
+                          database's own connection_limit overrides it)             [no limit]
   --max-backends N        PostgreSQL backends the engine may open                    [100]
   --backend-wait-timeout S  how long a client waits when every backend is busy       [30]
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
@@ -97,6 +99,7 @@ function parseStartFlags(argv: string[]) {
       config: { type: 'string' },
       auth: { type: 'string' },
       'max-clients': { type: 'string' },
+      'max-sessions-per-db': { type: 'string' },
       'max-backends': { type: 'string' },
       'backend-wait-timeout': { type: 'string' },
       'backend-idle-timeout': { type: 'string' },
@@ -130,6 +133,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     pgBin: values['pg-bin'],
     auth: values.auth,
     maxClients: num(values['max-clients']),
+    maxSessionsPerDb: num(values['max-sessions-per-db']),
     maxBackends: num(values['max-backends']),
     backendWaitTimeout: num(values['backend-wait-timeout']),
     backendIdleTimeout: num(values['backend-idle-timeout']),
@@ -316,6 +320,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     credentials,
     auth,
     maxClients: config.maxClients,
+    maxSessionsPerDatabase: config.maxSessionsPerDb,
     maxBackends: config.maxBackends,
     backendIdleTimeoutMs: config.backendIdleTimeout * 1000,
     backendWaitTimeoutMs: config.backendWaitTimeout * 1000,

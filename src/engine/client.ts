@@ -53,6 +53,8 @@ export class ClientSession implements Cancellable {
   private cancelPid = 0;
   /** The session observer was told this session started, so it must hear that it ended. */
   private observed = false;
+  /** The session holds one of its database's slots (see session-slots.ts). */
+  private slotHeld = false;
   private readonly loginTimer: NodeJS.Timeout;
 
   constructor(
@@ -231,13 +233,29 @@ export class ClientSession implements Cancellable {
     const router = this.ctx.options.router;
     const routed = router ? router.route({ user: this.user, database: this.database }) : Promise.resolve();
     routed
-      .then(() => (this.state === 'connecting' ? this.ctx.pool.acquire(keyParts.join('\0'), startup) : null))
+      .then((route) => {
+        if (this.state !== 'connecting') return null;
+        this.takeSlot(route ? route.maxSessions : undefined);
+        return this.ctx.pool.acquire(keyParts.join('\0'), startup);
+      })
       .then(
         (backend) => {
           if (backend) this.attach(backend);
         },
         (err: unknown) => this.failClient(err),
       );
+  }
+
+  /** Admits the session on its database's cap, or throws 53300 as PostgreSQL words it. */
+  private takeSlot(routeLimit: number | null | undefined): void {
+    const limit = routeLimit !== undefined ? routeLimit : (this.ctx.options.maxSessionsPerDatabase ?? null);
+    if (!this.ctx.slots.take(this.database, limit)) {
+      throw new PgxError('TOO_MANY_CONNECTIONS', `too many connections for database "${this.database}"`, {
+        detail: `The database allows ${limit} sessions at once.`,
+        hint: 'Close idle sessions (or connect through a client pool), or raise the limit: --max-sessions-per-db, or the database\'s connection_limit.',
+      });
+    }
+    this.slotHeld = true;
   }
 
   private attach(backend: BackendConnection): void {
@@ -341,6 +359,10 @@ export class ClientSession implements Cancellable {
     const backend = this.backend;
     this.backend = null;
     if (this.observed) this.ctx.options.sessionObserver?.sessionEnded(this.database);
+    if (this.slotHeld) {
+      this.slotHeld = false;
+      this.ctx.slots.give(this.database);
+    }
     if (backend) {
       backend.socket.off('close', this.onBackendClose);
       const reusable = this.pump?.reusable ?? false;

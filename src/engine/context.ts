@@ -5,11 +5,13 @@ import type { CancelKeys } from './cancel.js';
 import type { ClientSession } from './client.js';
 import type { BackendPool } from './pool.js';
 import type { EngineOptions } from './ports.js';
+import type { SessionSlots } from './session-slots.js';
 
 export interface EngineContext {
   options: EngineOptions;
   pool: BackendPool;
   cancelKeys: CancelKeys;
   sessions: Set<ClientSession>;
+  slots: SessionSlots;
   logger: Logger;
 }

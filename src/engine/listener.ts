@@ -9,6 +9,7 @@ import { ClientSession } from './client.js';
 import type { EngineContext } from './context.js';
 import { BackendPool, type PoolStats } from './pool.js';
 import type { EngineOptions } from './ports.js';
+import { SessionSlots } from './session-slots.js';
 
 export interface EngineStats {
   clients: number;
@@ -38,6 +39,7 @@ export class Engine {
       }),
       cancelKeys: new CancelKeys(),
       sessions: new Set(),
+      slots: new SessionSlots(),
       logger: options.logger,
     };
   }

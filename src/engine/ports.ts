@@ -34,6 +34,8 @@ export interface EngineOptions {
   auth: AuthMode;
   /** Client sessions at once; beyond it 53300. */
   maxClients: number;
+  /** Client sessions per database unless the router sets another limit; null for none. Beyond it 53300. */
+  maxSessionsPerDatabase?: number | null;
   /** PostgreSQL backends the engine may hold open (active and idle). */
   maxBackends: number;
   /** How long an idle pooled backend is kept. */
@@ -65,7 +67,13 @@ export interface Caller {
  * full or timed out) that the engine shows the client as FATAL.
  */
 export interface Router {
-  route(caller: Caller): Promise<void>;
+  route(caller: Caller): Promise<Route | void>;
+}
+
+/** What the router says about a database it let the client through to. */
+export interface Route {
+  /** Client sessions allowed on it at once (null: no limit); overrides maxSessionsPerDatabase. */
+  maxSessions?: number | null;
 }
 
 /** Told when client sessions on a database begin and end (the janitor's grace clock). */

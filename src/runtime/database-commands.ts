@@ -51,6 +51,15 @@ export class DatabaseCommands {
     return this.save(name, { expiresAt: seconds === null ? null : this.opts.clock.now() + seconds * 1000 });
   }
 
+  /** Sets (a number >= 1) or clears (null: the runtime default) the session cap of a minted database. */
+  async setConnectionLimit(name: string, limit: number | null, user: string, fn = 'pgx_set_connection_limit'): Promise<DatabaseRecord> {
+    if (limit !== null && !(Number.isInteger(limit) && limit >= 1)) {
+      throw new PgxError('INVALID_PARAMETER', `a connection limit must be an integer >= 1, not ${limit}`, { hint: 'Pass null for the runtime default (--max-sessions-per-db).' });
+    }
+    await this.mintedFor(name, user, fn);
+    return this.save(name, { connectionLimit: limit });
+  }
+
   /**
    * Ends the sessions on `name` and drops it. Minted databases: their owner or a superuser; any other
    * database: a superuser only. System databases, sealed templates and the caller's own are refused.

@@ -46,6 +46,11 @@ export interface Caller {
   database: string;
 }
 
+/** The engine's Route: a database's own session cap, when it has one. */
+export interface Route {
+  maxSessions?: number | null;
+}
+
 export type ControlFunction =
   | 'runtime_status'
   | 'seal_template'
@@ -194,7 +199,7 @@ export class DisposableDatabases {
    * answers 3D000 itself if absent), after minting it for a new name under the prefix. PGX's own
    * databases (pgx_control, spares) are refused as if they did not exist.
    */
-  route(caller: Caller): Promise<void> {
+  route(caller: Caller): Promise<Route | void> {
     if (isReservedName(caller.database)) return Promise.reject(databaseDoesNotExist(caller.database));
     // A per-database credential reaches its own database only (and never mints one).
     const home = this.credentials.databaseOf(caller.user);
@@ -203,7 +208,7 @@ export class DisposableDatabases {
     return this.routeMinted(caller.database, caller.user);
   }
 
-  private async routeMinted(database: string, user: string): Promise<void> {
+  private async routeMinted(database: string, user: string): Promise<Route | void> {
     const name = parseMintName(database, this.settings.prefix);
     if (this.state !== 'running') {
       throw new PgxError('CANNOT_CONNECT_NOW', `cannot create database "${database}": the runtime is ${this.state === 'new' || this.state === 'starting' ? 'starting up' : 'shutting down'}`, {
@@ -212,11 +217,10 @@ export class DisposableDatabases {
     }
     // A name being dropped (idle, expired) is minted afresh once the drop is done.
     await this.dropper.dropping(database)?.catch(() => undefined);
-    if (this.registry.databases.has(database)) {
-      this.registry.lastRouted.set(database, this.opts.clock.now());
-      return;
-    }
-    await this.minter.mint(name, user);
+    if (!this.registry.databases.has(database)) await this.minter.mint(name, user);
+    else this.registry.lastRouted.set(database, this.opts.clock.now());
+    const limit = this.registry.databases.get(database)?.connectionLimit ?? null;
+    return limit === null ? undefined : { maxSessions: limit };
   }
 
   // --- SessionObserver -----------------------------------------------------------------------------
@@ -352,6 +356,10 @@ export class DisposableDatabases {
 
   setTtl(name: string, seconds: number | null, user: string): Promise<DatabaseRecord> {
     return this.commands.setTtl(name, seconds, user);
+  }
+
+  setConnectionLimit(name: string, limit: number | null, user: string): Promise<DatabaseRecord> {
+    return this.commands.setConnectionLimit(name, limit, user);
   }
 
   drop(name: string, caller: Caller): Promise<void> {

@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS databases (
   pinned            boolean NOT NULL DEFAULT false,
   expires_at        timestamptz
 );
+ALTER TABLE databases ADD COLUMN IF NOT EXISTS connection_limit integer;
 CREATE TABLE IF NOT EXISTS counters (
   name   text PRIMARY KEY,
   value  bigint NOT NULL
@@ -104,9 +105,9 @@ export class MetadataStore {
   async loadDatabases(): Promise<DatabaseRecord[]> {
     const { rows } = await (await this.client()).query(
       `SELECT name, kind, template, generation, owner, ${epochMs('created_at')}, ${epochMs('last_session_end')}, ` +
-        `in_use, pinned, ${epochMs('expires_at')} FROM databases ORDER BY name`,
+        `in_use, pinned, ${epochMs('expires_at')}, connection_limit FROM databases ORDER BY name`,
     );
-    return rows.map(([name, kind, template, generation, owner, createdAt, lastEnd, inUse, pinned, expiresAt]) => ({
+    return rows.map(([name, kind, template, generation, owner, createdAt, lastEnd, inUse, pinned, expiresAt, connectionLimit]) => ({
       name: name!,
       kind: (kind === 'spare' ? 'spare' : 'ephemeral') satisfies DatabaseKind,
       template: template!,
@@ -117,6 +118,7 @@ export class MetadataStore {
       inUse: inUse === 't',
       pinned: pinned === 't',
       expiresAt: expiresAt === null ? null : Number(expiresAt),
+      connectionLimit: connectionLimit === null ? null : Number(connectionLimit),
     }));
   }
 
@@ -185,7 +187,7 @@ export class MetadataStore {
 
 function upsertDatabase(r: DatabaseRecord): string {
   return (
-    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at) VALUES (` +
+    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at, connection_limit) VALUES (` +
     [
       quoteLiteral(r.name),
       quoteLiteral(r.kind),
@@ -197,10 +199,11 @@ function upsertDatabase(r: DatabaseRecord): string {
       String(r.inUse),
       String(r.pinned),
       timestamp(r.expiresAt),
+      r.connectionLimit === null ? 'NULL' : int(r.connectionLimit),
     ].join(', ') +
     `) ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, template = EXCLUDED.template, generation = EXCLUDED.generation, ` +
     `owner = EXCLUDED.owner, created_at = EXCLUDED.created_at, last_session_end = EXCLUDED.last_session_end, ` +
-    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at`
+    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at, connection_limit = EXCLUDED.connection_limit`
   );
 }
 

@@ -173,6 +173,7 @@ export class Minter {
       inUse: false,
       pinned: false,
       expiresAt: null,
+      connectionLimit: null,
     };
     registry.put(record);
     registry.lastRouted.set(name.name, now);

@@ -94,5 +94,6 @@ function orphan(name: string, template: string, owner: string, now: number, kind
     inUse: false,
     pinned: false,
     expiresAt: null,
+    connectionLimit: null,
   };
 }

@@ -34,4 +34,6 @@ export interface DatabaseRecord {
   pinned: boolean;
   /** Hard TTL: Clock.now() at which it is dropped whatever its sessions or pin; null for none. */
   expiresAt: number | null;
+  /** Client sessions allowed at once (the engine refuses more with 53300); null: the runtime default. */
+  connectionLimit: number | null;
 }

@@ -172,6 +172,7 @@ export class WarmPool {
         inUse: false,
         pinned: false,
         expiresAt: null,
+        connectionLimit: null,
       };
       await metadata.saveDatabase(spare);
       registry.put(spare);

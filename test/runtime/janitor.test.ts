@@ -122,6 +122,7 @@ describe('runtime: janitor', function () {
       inUse: false,
       pinned: false,
       expiresAt: null,
+      connectionLimit: null,
     };
     expect(idleDueAt(d, { graceMs: 0, protectMs: 5000, registry })).to.equal(1_005_000);
     expect(idleDueAt(d, { graceMs: 15_000, protectMs: 5000, registry })).to.equal(1_015_000);
