@@ -21,6 +21,7 @@ import type { DatabaseSettings } from '../runtime/database-settings.js';
 import { checkApiExposure, startApi } from '../api/index.js';
 import type { ApiServer } from '../api/server.js';
 import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
+import { probeStorage, type StorageCapability } from '../runtime/storage-probe.js';
 
 export const START_HELP = `Usage: pgx start [options]
 
@@ -297,8 +298,14 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     await supervisor.stop();
     throw err;
   }
+  const storage = await probeStorage(dataDir).catch(
+    (err: unknown): StorageCapability => ({ filesystem: 'unknown', clone: false, detail: `the clone probe failed (${(err as Error).message}); databases are copied, not cloned` }),
+  );
+  if (storage.clone) logger.info('storage', { ...storage, dataDir });
+  else logger.warn('storage-without-clones', { ...storage, dataDir });
   const databases: DisposableDatabases = new DisposableDatabases({
     connect: (database, user = 'postgres') => supervisor.connect(database, user),
+    storage,
     // The engine is constructed below; the facade calls these only after start(), when it exists.
     engine: {
       terminateSessions: (database, message, hint) => engine.terminateSessions(database, message, hint),

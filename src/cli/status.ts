@@ -45,6 +45,7 @@ export function formatStatus(s: RuntimeStatus): string {
   rows.push(
     ['mints', `${s.mints.warm} warm, ${s.mints.cold} cold, ${s.mints.failures} failures; latency mean ${num(s.mints.latency_ms.mean)} ms, p99 ${num(s.mints.latency_ms.p99)} ms`],
     ['janitor', `${s.janitor.drops} drops, last run ${s.janitor.last_run ?? 'never'}`],
+    ['storage', `${s.storage.filesystem}, ${s.storage.clone ? 'copy-on-write clones' : 'no clones: databases are full copies'}`],
   );
   const width = Math.max(...rows.map(([label]) => label.length));
   return rows.map(([label, value]) => `${label.padEnd(width)}  ${value}\n`).join('');

@@ -3,17 +3,27 @@
 
 import { PostgresError, quoteIdent, type SqlClient } from './sql-client.js';
 import type { CreateStrategy } from './records.js';
+import type { StorageCapability } from './storage-probe.js';
 
 /**
- * The copy strategy for a template, decided when it is sealed and recorded with it. WAL_LOG copies
- * block by block without the two checkpoints FILE_COPY forces, which makes it the faster choice for the
- * small templates of tests and agents on any filesystem. FILE_COPY with file_copy_method = clone (a
- * reflink per file, copy-on-write) wins for large templates on XFS/btrfs/ZFS; detecting that is the
- * copy-on-write issue's, and belongs here when it comes.
+ * Above this size a template is copied with FILE_COPY even without clones: WAL_LOG writes every block
+ * twice (WAL and relation), FILE_COPY once, and its two checkpoints matter less than the bytes.
  */
-export function chooseStrategy(): CreateStrategy {
-  return 'WAL_LOG';
+const FILE_COPY_ABOVE_BYTES = 128 * 1024 * 1024;
+
+/**
+ * The copy strategy for a template, decided when it is sealed and recorded with it. Where the
+ * filesystem clones (storage-probe.ts), FILE_COPY with file_copy_method = clone: a branch shares every
+ * unchanged block with its template, whatever its size. Elsewhere WAL_LOG, which skips FILE_COPY's
+ * two checkpoints, for the small templates of tests and agents, and FILE_COPY for large ones.
+ */
+export function chooseStrategy(storage: StorageCapability, templateBytes: number): CreateStrategy {
+  if (storage.clone) return 'FILE_COPY';
+  return templateBytes > FILE_COPY_ABOVE_BYTES ? 'FILE_COPY' : 'WAL_LOG';
 }
+
+/** The session setting that makes FILE_COPY clone files instead of copying them (PostgreSQL 18). */
+export const CLONE_FILES_SQL = 'SET file_copy_method = clone';
 
 export function createDatabaseSql(name: string, template: string, strategy: CreateStrategy, owner: string): string {
   return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY ${strategy} OWNER ${quoteIdent(owner)}`;

@@ -36,6 +36,8 @@ import { Registry } from './registry.js';
 import { SessionCounts } from './sessions.js';
 import { quoteLiteral, type SqlClient } from './sql-client.js';
 import { measureTree } from './memory.js';
+import type { StorageCapability } from './storage-probe.js';
+import { CLONE_FILES_SQL } from './create-database.js';
 import { runtimeStatus, type RuntimeStatus } from './status.js';
 import { Templates, type BuildRequest } from './templates.js';
 import { WarmPool } from './warm-pool.js';
@@ -67,6 +69,8 @@ export interface DisposableDatabasesOptions {
   /** The engine's session table: end sessions on a database, count sessions per database. */
   engine: EngineSessions;
   settings?: Partial<DatabaseSettings>;
+  /** What the data directory's filesystem can do (storage-probe.ts). */
+  storage: StorageCapability;
   /** PGX's version, and PostgreSQL's, for the status document. */
   version: string;
   postgresVersion: string;
@@ -114,7 +118,12 @@ export class DisposableDatabases {
     const { clock, connect } = opts;
     const log = (this.log = opts.logger);
     this.startedAt = clock.monotonic();
-    const control = (): Promise<SqlClient> => connect(CONTROL_DATABASE);
+    // The connections that run CREATE DATABASE: with clones, FILE_COPY clones files instead of copying.
+    const control = async (): Promise<SqlClient> => {
+      const client = await connect(CONTROL_DATABASE);
+      if (opts.storage.clone) await client.query(CLONE_FILES_SQL);
+      return client;
+    };
     this.metadata = new MetadataStore(connect, log);
     this.permissions = new Permissions(() => this.metadata.client(), s.mintRoles);
     this.queue = new MintQueue({ workers: s.mintWorkers, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control });
@@ -134,7 +143,7 @@ export class DisposableDatabases {
     });
     this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) });
     this.dropper = new Dropper(control, registry, metadata, opts.engine, log, (name) => this.credentials.databaseDropped(name));
-    this.templates = new Templates({ prefix: s.prefix, connect, registry, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
+    this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
     this.sessions = new SessionCounts({ busy: (db) => this.onBusy(db), idle: (db) => this.onIdle(db) });
     this.commands = new DatabaseCommands({ prefix: s.prefix, registry, metadata, permissions, sessions: this.sessions, dropper: this.dropper, clock });
     this.janitor = new Janitor({ intervalMs: s.janitorIntervalMs, tasks: this.janitorTasks(), clock, logger: log.child({ component: 'janitor' }) });
@@ -412,6 +421,7 @@ export class DisposableDatabases {
       pool: this.pool,
       counters: this.counters,
       janitorLastRun: this.janitor.lastRun,
+      storage: this.opts.storage,
     });
   }
 

@@ -6,6 +6,7 @@
 import type { Counters } from './counters.js';
 import type { TreeMemory } from './memory.js';
 import type { Registry } from './registry.js';
+import type { StorageCapability } from './storage-probe.js';
 import type { PoolStats, WarmPool } from './warm-pool.js';
 
 export interface RuntimeStatus {
@@ -53,6 +54,8 @@ export interface RuntimeStatus {
     /** ISO time of the janitor's last pass, null before the first. */
     last_run: string | null;
   };
+  /** The data directory's filesystem, probed at start: whether databases are clones of their template. */
+  storage: StorageCapability;
 }
 
 export interface StatusInputs {
@@ -69,6 +72,7 @@ export interface StatusInputs {
   pool: WarmPool;
   counters: Counters;
   janitorLastRun: number | null;
+  storage: StorageCapability;
 }
 
 export function runtimeStatus(i: StatusInputs): RuntimeStatus {
@@ -106,5 +110,6 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
       drops: counters.get('janitor.drops'),
       last_run: i.janitorLastRun === null ? null : new Date(i.janitorLastRun).toISOString(),
     },
+    storage: { ...i.storage },
   };
 }

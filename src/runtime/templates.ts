@@ -16,8 +16,12 @@ import { functionDenied, type Permissions } from './permissions.js';
 import type { TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
+import type { StorageCapability } from './storage-probe.js';
 import { buildScratch } from './template-build.js';
 import type { WarmPool } from './warm-pool.js';
+
+/** A template never sealed has no strategy yet; sealing decides it. */
+const UNSEALED_STRATEGY = 'WAL_LOG';
 
 /** Databases the runtime itself needs open (postgres: admin connections) or PostgreSQL keeps pristine. */
 const SYSTEM_DATABASES = new Set(['postgres', 'template0', 'template1']);
@@ -27,6 +31,8 @@ export interface TemplatesOptions {
   /** A connection to the named database, as `user` (default: the superuser postgres). */
   connect: (database: string, user?: string) => Promise<SqlClient>;
   registry: Registry;
+  /** What the data directory's filesystem can do (clones), for the copy strategy. */
+  storage: StorageCapability;
   metadata: MetadataStore;
   permissions: Permissions;
   pool: WarmPool;
@@ -92,7 +98,7 @@ export class Templates {
     logger.info('template-built', { template: name, owner: req.owner ?? 'postgres', replaced: before.exists, bytes: Buffer.byteLength(req.sql), ms: Math.round(clock.monotonic() - started) });
     if (req.seal === false) {
       const previous = registry.templates.get(name);
-      if (!previous) return { name, sealed: false, sealedAt: null, strategy: chooseStrategy(), generation: 0 };
+      if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0 };
       return previous;
     }
     return this.doSeal(name, user, 'build_template', null);
@@ -151,16 +157,18 @@ export class Templates {
       await this.endSessions(admin, name);
     }
     const previous = registry.templates.get(name);
+    const { rows } = await admin.query(`SELECT pg_catalog.pg_database_size(${quoteLiteral(name)})`);
+    const bytes = Number(rows[0]?.[0] ?? 0);
     const record: TemplateRecord = {
       name,
       sealed: true,
       sealedAt: clock.now(),
-      strategy: chooseStrategy(),
+      strategy: chooseStrategy(this.opts.storage, bytes),
       generation: (previous?.generation ?? 0) + 1,
     };
     await metadata.saveTemplate(record);
     registry.templates.set(name, record);
-    logger.info('template-sealed', { template: name, generation: record.generation, strategy: record.strategy, ms: Math.round(clock.monotonic() - started) });
+    logger.info('template-sealed', { template: name, generation: record.generation, strategy: record.strategy, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
     this.opts.pool.kick();
     return record;
   }
@@ -174,7 +182,7 @@ export class Templates {
     const previous = registry.templates.get(name);
     const record: TemplateRecord = previous
       ? { ...previous, sealed: false }
-      : { name, sealed: false, sealedAt: null, strategy: chooseStrategy(), generation: 0 };
+      : { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0 };
     // Unsealed in memory first: no mint or refill starts from it while it opens up; its spares are stale.
     registry.templates.set(name, record);
     try {

@@ -29,6 +29,9 @@ export const PINNED_STATUS_KEYS = [
   'mints.latency_ms.p99',
   'janitor.drops',
   'janitor.last_run',
+  'storage.filesystem',
+  'storage.clone',
+  'storage.detail',
 ];
 
 export function keyPaths(value: unknown, prefix = ''): string[] {

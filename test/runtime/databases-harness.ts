@@ -12,6 +12,7 @@ import { DisposableDatabases } from '../../src/runtime/databases.js';
 import type { EngineSessions } from '../../src/runtime/dropper.js';
 import type { SqlClient } from '../../src/runtime/sql-client.js';
 import { testLogger, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { probeStorage } from '../../src/runtime/storage-probe.js';
 
 export interface Termination {
   database: string;
@@ -55,6 +56,7 @@ export async function startHarness(
   };
   const dbs = new DisposableDatabases({
     connect: (database, user = 'postgres') => supervisor.connect(database, user),
+    storage: await probeStorage(rt.dataDir),
     engine: engineSessions,
     settings: opts.settings ?? {},
     version: 'test',

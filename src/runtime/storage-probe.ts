@@ -1,0 +1,99 @@
+// Can the data directory's filesystem clone files (copy-on-write)? Asked once at start by doing it: a
+// probe file is cloned with FICLONE (what `cp --reflink=always` uses; PostgreSQL 18's
+// file_copy_method = clone uses copy_file_range, which on these filesystems remaps the same extents),
+// and the free space before and after says whether the clone shares blocks or was a full copy.
+//
+// The space check is what catches the silent fallbacks: copy_file_range on ext4, or OpenZFS 2.2.x
+// with zfs_bclone_enabled=0 (its default there), copies every byte without an error.
+
+import { randomBytes } from 'node:crypto';
+import { constants, promises as fsp, readFileSync } from 'node:fs';
+import path from 'node:path';
+
+export interface StorageCapability {
+  /** xfs, btrfs, zfs, ext4, tmpfs, overlay, ... (from statfs), or 'unknown (0x...)'. */
+  filesystem: string;
+  /** A clone shares blocks with its source: CREATE DATABASE can use FILE_COPY with file_copy_method = clone. */
+  clone: boolean;
+  /** What was found, in a sentence a person can act on. */
+  detail: string;
+}
+
+/** statfs f_type magic numbers (linux/magic.h) of the filesystems worth naming. */
+const FILESYSTEMS: Record<number, string> = {
+  0x58465342: 'xfs',
+  0x9123683e: 'btrfs',
+  0x2fc12fc1: 'zfs',
+  0xef53: 'ext4',
+  0x01021994: 'tmpfs',
+  0x794c7630: 'overlay',
+  0x6969: 'nfs',
+};
+
+/** Big enough that a full copy stands out from other writers' noise, small enough to cost nothing. */
+const PROBE_BYTES = 8 * 1024 * 1024;
+
+const HOW_TO_GET_CLONES =
+  'For copy-on-write databases put the data directory on XFS (mkfs.xfs -m reflink=1), btrfs, or OpenZFS >= 2.2 with zfs_bclone_enabled=1.';
+
+export async function probeStorage(dir: string): Promise<StorageCapability> {
+  const stat = await fsp.statfs(dir);
+  const filesystem = FILESYSTEMS[stat.type] ?? `unknown (0x${stat.type.toString(16)})`;
+  if (filesystem === 'zfs' && zfsCloningDisabled()) {
+    return {
+      filesystem,
+      clone: false,
+      detail: `OpenZFS block cloning is off (zfs_bclone_enabled=0): clones would silently be full copies. Set it with: echo 1 > /sys/module/zfs/parameters/zfs_bclone_enabled (and options zfs zfs_bclone_enabled=1 in /etc/modprobe.d/zfs.conf).`,
+    };
+  }
+  const source = path.join(dir, `.pgx-clone-probe-${process.pid}`);
+  const copy = `${source}.clone`;
+  try {
+    await writeSynced(source, randomBytes(PROBE_BYTES));
+    const before = await freeBytes(dir);
+    try {
+      await fsp.copyFile(source, copy, constants.COPYFILE_FICLONE_FORCE);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'error';
+      return { filesystem, clone: false, detail: `${filesystem} cannot clone files here (FICLONE: ${code}). ${HOW_TO_GET_CLONES}` };
+    }
+    const handle = await fsp.open(copy, 'r+');
+    await handle.sync().finally(() => handle.close());
+    const used = before - (await freeBytes(dir));
+    if (used > PROBE_BYTES / 2) {
+      return {
+        filesystem,
+        clone: false,
+        detail: `${filesystem} accepted a clone but it used ${Math.round(used / 1024)} KiB for ${PROBE_BYTES / 1024} KiB: a full copy, not copy-on-write. ${HOW_TO_GET_CLONES}`,
+      };
+    }
+    return { filesystem, clone: true, detail: `${filesystem} clones files copy-on-write: databases are created with STRATEGY FILE_COPY and file_copy_method = clone.` };
+  } finally {
+    await Promise.all([fsp.rm(source, { force: true }), fsp.rm(copy, { force: true })]);
+  }
+}
+
+async function writeSynced(file: string, data: Buffer): Promise<void> {
+  const handle = await fsp.open(file, 'w', 0o600);
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function freeBytes(dir: string): Promise<number> {
+  const s = await fsp.statfs(dir);
+  return s.bfree * s.bsize;
+}
+
+function zfsCloningDisabled(): boolean {
+  try {
+    return readFileSync('/sys/module/zfs/parameters/zfs_bclone_enabled', 'utf8').trim() === '0';
+  } catch {
+    // No such parameter: an OpenZFS without the switch (older: no FICLONE at all, which the probe
+    // finds; newer: cloning on by default).
+    return false;
+  }
+}
