@@ -4,6 +4,7 @@
 import { PgxError } from '../errors.js';
 import { UsageError } from './api-target.js';
 import { runDb } from './db.js';
+import { runDoctor } from './doctor.js';
 import { runStatus } from './status.js';
 import { runTemplate } from './template.js';
 
@@ -14,8 +15,9 @@ Usage: pgx <command> [options]
 Commands:
   start     run a runtime: a supervised PostgreSQL 18 behind the PGX wire engine
   status    a running runtime at a glance: memory, sessions, databases, pools, mints, janitor
-  template  list | seal NAME | unseal NAME: templates databases are minted from
-  db        create TEMPLATE | list | get | drop | pin | unpin | ttl: minted databases
+  template  list | create NAME --file F | seal NAME | unseal NAME: templates databases are minted from
+  db        create TEMPLATE | list | get | drop | pin | unpin | ttl | limit: minted databases
+  doctor    what this machine gives a runtime: PostgreSQL, copy-on-write storage, memory limit
 
 status, template and db talk to a runtime's HTTP API: --url (env PGX_URL, default
 http://127.0.0.1:7432, which npm start listens on) and --token (env PGX_API_TOKEN).
@@ -45,6 +47,8 @@ export async function main(argv: string[]): Promise<number> {
         return await runTemplate(rest);
       case 'db':
         return await runDb(rest);
+      case 'doctor':
+        return await runDoctor(rest);
       case undefined:
       case 'help':
       case '--help':

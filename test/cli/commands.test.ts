@@ -132,6 +132,23 @@ describe('cli: pgx status, template and db against a runtime', function () {
     expect(json.pool).to.have.property('tpl');
   });
 
+  it('pgx doctor: every check answered, the runtime found at the URL, exit 0', async () => {
+    const r = ok(await pgx(['doctor', '--json', '--data-dir', rt.dataDir]));
+    const report = JSON.parse(r.stdout) as { ok: boolean; checks: { name: string; verdict: string; detail: string }[] };
+    expect(report.ok).to.equal(true);
+    expect(report.checks.map((c) => c.name)).to.deep.equal(['node', 'postgres', 'storage', 'memory', 'psql', 'runtime']);
+    const by = Object.fromEntries(report.checks.map((c) => [c.name, c]));
+    expect(by.postgres!.detail).to.match(/^PostgreSQL 18\.\d+ in /);
+    expect(by.runtime!.verdict).to.equal('ok');
+    expect(by.runtime!.detail).to.include(`pid ${process.pid}`);
+    expect(by.storage!.detail).to.include(rt.dataDir);
+    const human = ok(await pgx(['doctor', '--data-dir', rt.dataDir])).stdout;
+    expect(human).to.match(/^ok {4}node {6}Node\.js /m);
+    const badBin = await pgx(['doctor', '--pg-bin', '/nonexistent']);
+    expect(badBin.code).to.equal(1);
+    expect(badBin.stdout).to.match(/^fail {2}postgres .*--pg-bin \/nonexistent: no executable postgres there/m);
+  });
+
   it('pgx db drop: gone from the list', async () => {
     expect(ok(await pgx(['db', 'drop', created.name])).stdout).to.equal(`dropped ${created.name}\n`);
     const json = JSON.parse(ok(await pgx(['db', 'list', '--json'])).stdout) as { items: { name: string }[] };
@@ -175,7 +192,7 @@ describe('cli: pgx status, template and db against a runtime', function () {
   });
 
   it('--help on every command: exit 0', async () => {
-    for (const args of [['--help'], ['status', '--help'], ['template', '--help'], ['db', '--help'], ['db', 'create', '--help']]) {
+    for (const args of [['--help'], ['status', '--help'], ['template', '--help'], ['db', '--help'], ['db', 'create', '--help'], ['doctor', '--help']]) {
       const r = ok(await pgx(args));
       expect(r.stdout, args.join(' ')).to.include('Usage: pgx');
     }

@@ -10,11 +10,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ApiClient } from '../../src/api/client.js';
+import { runCommand } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 const TOKEN = 'test-token-cow-0123456789abcdef';
 const MB = 1024 * 1024;
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 
 async function usedBytes(dir: string): Promise<number> {
   execFileSync('sync');
@@ -58,6 +60,10 @@ describe('runtime: copy-on-write databases on XFS with reflink', function () {
     const status = await api.status();
     expect(status.storage).to.include({ filesystem: 'xfs', clone: true });
     expect(status.storage.detail).to.include('copy-on-write');
+    const doctor = await runCommand(process.execPath, [path.join(root, 'bin/pgx.js'), 'doctor', '--json', '--data-dir', path.join(mountPoint, 'data')], { cwd: root });
+    const storage = (JSON.parse(doctor.stdout) as { checks: { name: string; verdict: string; detail: string }[] }).checks.find((c) => c.name === 'storage');
+    expect(storage?.verdict).to.equal('ok');
+    expect(storage?.detail).to.include('xfs clones files copy-on-write');
   });
 
   it('seals a template with FILE_COPY and mints five copies of 64 MB for a few MB', async function () {

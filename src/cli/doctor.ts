@@ -1,0 +1,128 @@
+// `pgx doctor`: what this machine gives a runtime, checked rather than assumed: Node.js, the PostgreSQL
+// 18 binaries, whether the data directory's filesystem clones (copy-on-write databases), the memory
+// limit of this cgroup, the client tools, and a running runtime if one answers at --url.
+
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
+import { probeStorage } from '../runtime/storage-probe.js';
+import { apiClient, parseCommand, positionals, printJson, TARGET_HELP } from './api-target.js';
+
+export const DOCTOR_HELP = `Usage: pgx doctor [--data-dir DIR] [--pg-bin DIR] [options]
+
+Checks what this machine gives a PGX runtime: Node.js, the PostgreSQL ${PG_MAJOR} server binaries, whether
+the data directory's filesystem can clone files (copy-on-write databases: XFS with reflink, btrfs,
+OpenZFS >= 2.2 with block cloning), the cgroup memory limit, psql, and a runtime at --url if one runs.
+Exits 1 if a check fails.
+
+  --data-dir DIR          the data directory to check (or where it would be made)  [.pgx/data]
+  --pg-bin DIR            check these PostgreSQL binaries instead of the embedded ones
+
+${TARGET_HELP}`;
+
+type Verdict = 'ok' | 'warn' | 'fail';
+
+interface Check {
+  name: string;
+  verdict: Verdict;
+  detail: string;
+}
+
+const run = promisify(execFile);
+
+export async function runDoctor(argv: string[]): Promise<number> {
+  const cmd = parseCommand(argv, DOCTOR_HELP, { 'data-dir': { type: 'string' }, 'pg-bin': { type: 'string' } });
+  if (cmd.help) {
+    process.stdout.write(DOCTOR_HELP);
+    return 0;
+  }
+  positionals(cmd, [], DOCTOR_HELP);
+  const dataDir = path.resolve((cmd.values['data-dir'] as string | undefined) ?? '.pgx/data');
+  const pgBin = cmd.values['pg-bin'] as string | undefined;
+  const checks = await Promise.all([
+    checkNode(),
+    checkPostgres(pgBin),
+    checkStorage(dataDir),
+    checkMemoryLimit(),
+    checkPsql(),
+    checkRuntime(cmd),
+  ]);
+  if (cmd.json) printJson({ ok: !checks.some((c) => c.verdict === 'fail'), checks });
+  else {
+    const width = Math.max(...checks.map((c) => c.name.length));
+    for (const c of checks) process.stdout.write(`${c.verdict.padEnd(4)}  ${c.name.padEnd(width)}  ${c.detail}\n`);
+  }
+  return checks.some((c) => c.verdict === 'fail') ? 1 : 0;
+}
+
+async function checkNode(): Promise<Check> {
+  const major = Number(process.versions.node.split('.')[0]);
+  return major >= 20
+    ? { name: 'node', verdict: 'ok', detail: `Node.js ${process.versions.node}` }
+    : { name: 'node', verdict: 'fail', detail: `Node.js ${process.versions.node}: PGX needs 20 or newer` };
+}
+
+async function checkPostgres(pgBin: string | undefined): Promise<Check> {
+  try {
+    const b = await locatePgBinaries(pgBin === undefined ? {} : { pgBin });
+    const major = Number(b.version.split('.')[0]);
+    if (major !== PG_MAJOR) return { name: 'postgres', verdict: 'fail', detail: `PostgreSQL ${b.version} in ${b.binDir}: PGX runs PostgreSQL ${PG_MAJOR}` };
+    return { name: 'postgres', verdict: 'ok', detail: `PostgreSQL ${b.version} in ${b.binDir}` };
+  } catch (err) {
+    return { name: 'postgres', verdict: 'fail', detail: (err as Error).message };
+  }
+}
+
+/** Probes the data directory, or the nearest directory above it that exists (where it would be made). */
+async function checkStorage(dataDir: string): Promise<Check> {
+  let dir = dataDir;
+  while (!existsSync(dir) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  try {
+    const s = await probeStorage(dir);
+    return { name: 'storage', verdict: s.clone ? 'ok' : 'warn', detail: `${dir}: ${s.detail}` };
+  } catch (err) {
+    return { name: 'storage', verdict: 'fail', detail: `${dir}: cannot probe (${(err as Error).message}); is it writable?` };
+  }
+}
+
+/** cgroup v2 memory.max, else v1 memory.limit_in_bytes; the runtime's memory limits derive from it. */
+async function checkMemoryLimit(): Promise<Check> {
+  for (const file of ['/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    const bytes = Number(text);
+    // v1 writes "no limit" as a huge number near 2^63.
+    if (text === 'max' || !Number.isFinite(bytes) || bytes > 2 ** 60) return { name: 'memory', verdict: 'ok', detail: `no cgroup memory limit (${file})` };
+    return { name: 'memory', verdict: 'ok', detail: `cgroup memory limit ${Math.round(bytes / 1048576)} MB (${file})` };
+  }
+  return { name: 'memory', verdict: 'warn', detail: 'no cgroup memory controller found; the runtime cannot see a container limit' };
+}
+
+async function checkPsql(): Promise<Check> {
+  try {
+    const { stdout } = await run('psql', ['--version']);
+    return { name: 'psql', verdict: 'ok', detail: stdout.trim() };
+  } catch {
+    return { name: 'psql', verdict: 'warn', detail: 'psql is not on PATH (pgx psql NAME and the quickstart use it): apt-get install postgresql-client' };
+  }
+}
+
+async function checkRuntime(cmd: Parameters<typeof apiClient>[0]): Promise<Check> {
+  const client = apiClient(cmd);
+  try {
+    const s = await client.status();
+    return {
+      name: 'runtime',
+      verdict: 'ok',
+      detail: `pid ${s.runtime.pid}, PostgreSQL ${s.runtime.postgres_version}, ${s.databases.ephemeral} minted databases, storage ${s.storage.filesystem} (${s.storage.clone ? 'clones' : 'no clones'})`,
+    };
+  } catch (err) {
+    return { name: 'runtime', verdict: 'warn', detail: `no runtime answered: ${(err as Error).message}` };
+  }
+}
