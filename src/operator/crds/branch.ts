@@ -1,0 +1,85 @@
+// Branch: one disposable database minted from a Template on a runtime pod, with a connection Secret and
+// an optional TTL after which the Branch deletes itself. Schema only.
+
+import { z } from 'zod';
+import { API_VERSION, conditions, dnsLabel, duration, localRef, objectMeta, observedGeneration, quantity } from './common.js';
+import type { CustomResourceKind } from './kind.js';
+
+export const branchSpec = z
+  .object({
+    templateRef: localRef('Template')
+      .meta({ 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'templateRef is immutable: create a new Branch from the other Template' }] })
+      .describe('The Template the database is minted from.'),
+    ttl: duration('ttl').optional().describe('Delete the Branch (and drop its database) this long after it was created, e.g. 2h or 7d. Never when absent.'),
+    pinned: z
+      .boolean()
+      .default(true)
+      .describe(
+        'Keep the database however long it sits idle (the default). false lets the runtime drop it a grace period (the Runtime\'s engine.grace) after its last session ends, like a database minted on connect; the Branch then becomes Expired and is deleted.',
+      ),
+    limits: z
+      .object({
+        memory: quantity('limits.memory').optional().describe('Memory limit of the database, e.g. 256Mi.'),
+        connections: z.number().int().min(1, 'limits.connections must be at least 1').max(10000).optional().describe('Connection limit of the database.'),
+      })
+      .strict()
+      .optional()
+      .describe("Limits of this database; the Runtime's engine.databaseDefaults where absent."),
+    affinity: z
+      .object({
+        pod: dnsLabel('affinity.pod').optional().describe('Place the database on this runtime pod (e.g. main-0); it stays Pending while that pod cannot take it.'),
+      })
+      .strict()
+      .optional()
+      .describe('Where to place the database; the pod with the most free capacity when absent.'),
+  })
+  .strict();
+export type BranchSpec = z.infer<typeof branchSpec>;
+
+export const branchPhase = z.enum(['Pending', 'Creating', 'Ready', 'Failed', 'Lost', 'Expired', 'Deleting']);
+export type BranchPhase = z.infer<typeof branchPhase>;
+
+export const branchStatus = z
+  .object({
+    observedGeneration,
+    phase: branchPhase.optional().describe('Pending: waiting for its Template or a pod; Lost: its pod is gone and no new database was made.'),
+    pod: z.string().optional().describe('The runtime pod holding the database.'),
+    database: z.string().optional().describe('The database name on that pod.'),
+    secretName: z.string().optional().describe('Secret with host, port, dbname, user, password and DATABASE_URL.'),
+    createdAt: z.iso.datetime().optional().describe('When the database was created.'),
+    expiresAt: z.iso.datetime().optional().describe('When the Branch will be deleted (createdAt + ttl).'),
+    conditions: conditions.optional(),
+  })
+  .strict();
+export type BranchStatus = z.infer<typeof branchStatus>;
+
+export const branch = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal('Branch'),
+  metadata: objectMeta(dnsLabel('Branch name')),
+  spec: branchSpec,
+  status: branchStatus.optional(),
+});
+export type Branch = z.infer<typeof branch>;
+
+export const BRANCH: CustomResourceKind = {
+  kind: 'Branch',
+  plural: 'branches',
+  singular: 'branch',
+  description:
+    'A disposable database minted from a Template, with a connection Secret and an optional TTL after which the Branch deletes itself.',
+  shortNames: ['pgxbr'],
+  maxNameLength: 63,
+  nameLimitReason: 'it names the Branch in labels and in its Secret, and Kubernetes label values are at most 63 characters',
+  spec: branchSpec,
+  status: branchStatus,
+  printerColumns: [
+    { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+    { name: 'Template', type: 'string', jsonPath: '.spec.templateRef.name' },
+    { name: 'Database', type: 'string', jsonPath: '.status.database' },
+    { name: 'Expires', type: 'date', jsonPath: '.status.expiresAt' },
+    { name: 'Pod', type: 'string', jsonPath: '.status.pod', priority: 1 },
+    { name: 'Secret', type: 'string', jsonPath: '.status.secretName', priority: 1 },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+};

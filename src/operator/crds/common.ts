@@ -1,0 +1,147 @@
+// Building blocks shared by the Runtime, Template and Branch schemas: the API group, Kubernetes name
+// rules, durations, quantities and conditions. Each is a zod schema (what the operator parses with) that
+// also carries what the CRD's OpenAPI schema needs (pattern, enum, Kubernetes list semantics), so the
+// cluster and the operator refuse the same things. Messages say what a valid value looks like.
+
+import { z } from 'zod';
+
+export const GROUP = 'pgx.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+/** RFC 1123 label, as Kubernetes checks Service and namespace names: what most of our names must be. */
+export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** RFC 1123 subdomain, as Kubernetes checks most object names (Secrets, ConfigMaps, StorageClasses). */
+export const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+export function dnsLabel(what: string, max = 63): z.ZodString {
+  return z
+    .string()
+    .min(1, `${what} must not be empty`)
+    .max(max, `${what} must be at most ${max} characters (a Kubernetes DNS-1123 label)`)
+    .regex(DNS_LABEL, `${what} must be lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS-1123 label)`);
+}
+
+export function dnsSubdomain(what: string): z.ZodString {
+  return z
+    .string()
+    .min(1, `${what} must not be empty`)
+    .max(253, `${what} must be at most 253 characters`)
+    .regex(DNS_SUBDOMAIN, `${what} must be lower-case letters, digits, '-' and '.' (a DNS-1123 subdomain)`);
+}
+
+/** A reference to an object of another kind in the same namespace. */
+export function localRef(what: string): z.ZodObject<{ name: z.ZodString }> {
+  return z.object({ name: dnsLabel(`${what} name`).describe(`Name of the ${what} in the same namespace.`) }).strict();
+}
+
+/** A key of a Secret or ConfigMap in the same namespace. */
+export function keyRef(what: string, defaultKey: string) {
+  return z
+    .object({
+      name: dnsSubdomain(`${what} name`).describe(`Name of the ${what} in the same namespace.`),
+      key: z
+        .string()
+        .min(1)
+        .max(253)
+        .regex(/^[-._a-zA-Z0-9]+$/, `a ${what} key is letters, digits, '-', '_' and '.'`)
+        .default(defaultKey)
+        .describe(`Key within the ${what}; default ${defaultKey}.`),
+    })
+    .strict();
+}
+
+// --- durations: 30s, 15m, 2h, 7d, or a sum such as 1h30m ---
+
+export const DURATION = /^([0-9]+(s|m|h|d))+$/;
+const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Milliseconds in a duration string such as `30s`, `2h`, `7d` or `1h30m`; null if it is not one. */
+export function parseDuration(text: string): number | null {
+  if (!DURATION.test(text)) return null;
+  let ms = 0;
+  for (const m of text.matchAll(/([0-9]+)(s|m|h|d)/g)) ms += Number(m[1]) * UNIT_MS[m[2]!]!;
+  return ms;
+}
+
+export function duration(what: string, opts: { allowZero?: boolean } = {}): z.ZodString {
+  const text = z.string().regex(DURATION, { message: `${what} must be a ${opts.allowZero ? '' : 'positive '}duration such as 30s, 15m, 2h, 7d or 1h30m`, abort: true });
+  return opts.allowZero ? text : text.refine((s) => (parseDuration(s) ?? 0) > 0, `${what} must be longer than zero`);
+}
+
+// --- quantities, as Kubernetes writes memory and CPU: 512Mi, 1Gi, 1.5G, 500m, 2 ---
+
+/** resource.Quantity's syntax, exactly as Kubernetes' own CRDs give it (controller-gen). */
+export const QUANTITY = /^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$/;
+const SUFFIX: Record<string, number> = {
+  '': 1, n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+};
+
+/** The value of a quantity (bytes for memory, cores for CPU); null if it is not a quantity. */
+export function parseQuantity(q: string | number): number | null {
+  if (typeof q === 'number') return Number.isFinite(q) ? q : null;
+  if (!QUANTITY.test(q)) return null;
+  const m = /^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$/.exec(q)!;
+  const suffix = m[2]!;
+  if (suffix in SUFFIX) return Number(m[1]) * SUFFIX[suffix]!;
+  return Number(q); // decimal exponent: 1e9
+}
+
+/**
+ * A non-negative Kubernetes quantity, written as a string (`512Mi`) or a bare number (`2`), like the
+ * `resources` of a Pod. In the CRD it is x-kubernetes-int-or-string with the Quantity pattern.
+ */
+export function quantity(what: string) {
+  const text = z
+    .string()
+    .regex(QUANTITY, { message: `${what} must be a Kubernetes quantity such as 512Mi, 2Gi or 1.5G`, abort: true })
+    .refine((s) => (parseQuantity(s) ?? -1) >= 0, `${what} must not be negative`);
+  return z.union([z.number().int().nonnegative(`${what} must not be negative`), text], { error: `${what} must be a Kubernetes quantity such as 512Mi, 2Gi or 1.5G` }).meta({ 'x-kubernetes-int-or-string': true });
+}
+
+// --- conditions: metav1.Condition, field for field ---
+
+export const conditionStatus = z.enum(['True', 'False', 'Unknown']);
+
+export const condition = z
+  .object({
+    type: z.string().min(1).max(316).describe('Type of condition in CamelCase, e.g. Ready.'),
+    status: conditionStatus.describe('True, False or Unknown.'),
+    observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation this condition was set from.'),
+    lastTransitionTime: z.iso.datetime().describe('When the status last changed (not when it was last checked).'),
+    reason: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/)
+      .describe('A CamelCase word a program can switch on, e.g. TemplateNotFound.'),
+    message: z.string().max(32768).describe('What happened and, where it applies, what to do, for a person.'),
+  })
+  .strict();
+export type Condition = z.infer<typeof condition>;
+
+/** A list of conditions keyed by type, as Kubernetes' own status types declare it (merge by type). */
+export const conditions = z
+  .array(condition)
+  .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] })
+  .describe('Observed conditions, one per type.');
+
+/** Status fields every kind has. */
+export const observedGeneration = z.number().int().min(0).optional().describe('The .metadata.generation the status was last computed from.');
+
+/** ObjectMeta as far as the operator reads it; the API server owns the rest (kept, never checked here). */
+export function objectMeta(nameRule: z.ZodString) {
+  return z.looseObject({
+    name: nameRule,
+    namespace: z.string().optional(),
+    uid: z.string().optional(),
+    resourceVersion: z.string().optional(),
+    generation: z.number().int().optional(),
+    creationTimestamp: z.string().optional(),
+    deletionTimestamp: z.string().optional(),
+    labels: z.record(z.string(), z.string()).optional(),
+    annotations: z.record(z.string(), z.string()).optional(),
+    finalizers: z.array(z.string()).optional(),
+  });
+}

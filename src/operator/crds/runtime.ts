@@ -1,0 +1,105 @@
+// Runtime: a set of PGX runtime pods (a StatefulSet with a volume each) that Templates are built on and
+// Branches are placed on. Schema only; the controller reads it, never extends it.
+
+import { z } from 'zod';
+import { API_VERSION, conditions, dnsLabel, dnsSubdomain, duration, objectMeta, observedGeneration, quantity } from './common.js';
+import type { CustomResourceKind } from './kind.js';
+
+const resourceList = z.record(z.string().min(1), quantity('a resource quantity')).describe('Quantities by resource name (cpu, memory, ...), as in a Pod.');
+
+export const runtimeSpec = z
+  .object({
+    replicas: z.number().int().min(1, 'replicas must be at least 1').max(100, 'replicas must be at most 100').default(1).describe('Runtime pods. Each holds its own copy of every Template and its own Branches.'),
+    image: z.string().min(1, 'image must name a container image').max(512).describe('The PGX runtime image (PostgreSQL 18 plus `pgx start`).'),
+    imagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).optional().describe('As for a container; Kubernetes decides when absent.'),
+    storage: z
+      .object({
+        storageClassName: dnsSubdomain('storage.storageClassName').optional().describe('StorageClass of each pod volume; a copy-on-write filesystem (e.g. an OpenEBS ZFS LocalPV class) makes Branches cheap. The cluster default when absent.'),
+        size: quantity('storage.size').default('10Gi').describe('Size of each pod volume.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('One PersistentVolumeClaim per pod holds PostgreSQL data.'),
+    resources: z
+      .object({ requests: resourceList.optional(), limits: resourceList.optional() })
+      .strict()
+      .optional()
+      .describe("The runtime container's requests and limits: its cgroup, from which the runtime derives its own memory limits."),
+    engine: z
+      .object({
+        prefix: z
+          .string()
+          .max(12, 'engine.prefix must be at most 12 characters, to leave room in the 63-byte database name')
+          .regex(/^[a-z][a-z0-9_]*$/, 'engine.prefix must be lower-case letters, digits and underscores, starting with a letter')
+          .default('tdb_')
+          .describe('Connecting to <prefix><template>__<token> mints a database (pgx start --prefix).'),
+        grace: duration('engine.grace', { allowZero: true })
+          .default('15s')
+          .describe('A minted database is dropped this long after its last session ends (pgx start --grace); Branches are exempt unless they set pinned: false.'),
+        poolSize: z.number().int().min(0).max(1000).default(2).describe('Warm spare databases kept per sealed template (pgx start --pool-size).'),
+        databaseDefaults: z
+          .object({
+            memory: quantity('engine.databaseDefaults.memory').optional().describe('Memory limit of a database unless its Branch sets one.'),
+            connections: z.number().int().min(1).max(10000).optional().describe('Connection limit of a database unless its Branch sets one.'),
+          })
+          .strict()
+          .optional()
+          .describe('Per-database limits applied where a Branch sets none.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Settings of the PGX engine in each pod.'),
+  })
+  .strict();
+export type RuntimeSpec = z.infer<typeof runtimeSpec>;
+
+export const runtimePodStatus = z
+  .object({
+    pod: z.string().describe('Pod name.'),
+    ready: z.boolean().describe("The pod's /readyz answered ready."),
+    databases: z.number().int().min(0).optional().describe('Databases the runtime holds, from its /v1/status.'),
+    memoryBytes: z.number().int().min(0).optional().describe('Memory (PSS) of the runtime, from its /v1/status.'),
+    memoryLimitBytes: z.number().int().min(0).optional().describe("The runtime's memory limit, from its /v1/status."),
+    message: z.string().optional().describe('Why the pod is not ready, when it is not.'),
+  })
+  .strict();
+
+export const runtimeStatus = z
+  .object({
+    observedGeneration,
+    replicas: z.number().int().min(0).optional().describe('Pods the StatefulSet has.'),
+    readyReplicas: z.number().int().min(0).optional().describe('Pods whose runtime answers ready.'),
+    pods: z.array(runtimePodStatus).meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['pod'] }).optional().describe('Capacity of each pod, as the placement of Branches sees it.'),
+    conditions: conditions.optional(),
+  })
+  .strict();
+export type RuntimeStatus = z.infer<typeof runtimeStatus>;
+
+export const runtime = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal('Runtime'),
+  metadata: objectMeta(dnsLabel('Runtime name', 52)),
+  spec: runtimeSpec,
+  status: runtimeStatus.optional(),
+});
+export type Runtime = z.infer<typeof runtime>;
+
+export const RUNTIME: CustomResourceKind = {
+  kind: 'Runtime',
+  plural: 'runtimes',
+  singular: 'runtime',
+  description:
+    'A set of PGX runtime pods: a StatefulSet with a volume per pod, on which Templates are built and Branches placed.',
+  shortNames: ['pgxrt'],
+  maxNameLength: 52,
+  nameLimitReason: 'it names a StatefulSet, whose pods add a suffix and a controller-revision label to it',
+  spec: runtimeSpec,
+  status: runtimeStatus,
+  printerColumns: [
+    { name: 'Replicas', type: 'integer', jsonPath: '.spec.replicas', description: 'Desired runtime pods.' },
+    { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas', description: 'Runtime pods answering ready.' },
+    { name: 'Status', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason', description: 'Why the Runtime is or is not Ready.' },
+    { name: 'Image', type: 'string', jsonPath: '.spec.image', priority: 1 },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+};

@@ -1,0 +1,199 @@
+// The CRDs in crds/ are generated from the zod schemas in src/operator/crds/: this proves the checked-in
+// files are current, that their schemas are structural (what Kubernetes requires of apiextensions/v1
+// CRDs), and that the zod schemas refuse bad specs with messages a person can act on.
+
+import { expect } from 'chai';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { branch, KINDS, parseDuration, parseObject, parseQuantity, renderCrdFiles, runtime, template, templateDatabaseName } from '../../src/operator/crds/index.js';
+import { isObject, type Json, type JsonObject } from '../helpers/kube-api/patch.js';
+import { validate } from '../helpers/kube-api/schema.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const crdDir = path.join(root, 'crds');
+
+/** Every schema node with its path. */
+function nodes(schema: JsonObject, at = ''): [string, JsonObject][] {
+  const out: [string, JsonObject][] = [[at || '<root>', schema]];
+  if (isObject(schema.properties)) for (const [k, v] of Object.entries(schema.properties)) if (isObject(v)) out.push(...nodes(v, `${at}.${k}`));
+  if (isObject(schema.items)) out.push(...nodes(schema.items, `${at}[]`));
+  if (isObject(schema.additionalProperties)) out.push(...nodes(schema.additionalProperties, `${at}.*`));
+  return out;
+}
+
+/** The structural-schema rules of apiextensions.k8s.io/v1 that a generator could get wrong. */
+function structuralProblems(schema: JsonObject): string[] {
+  const problems: string[] = [];
+  const INT_OR_STRING = JSON.stringify([{ type: 'integer' }, { type: 'string' }]);
+  for (const [at, n] of nodes(schema)) {
+    const intOrString = n['x-kubernetes-int-or-string'] === true;
+    if (typeof n.type !== 'string' && !intOrString && n['x-kubernetes-preserve-unknown-fields'] !== true) problems.push(`${at}: no type`);
+    if ('$ref' in n) problems.push(`${at}: $ref`);
+    if (n.additionalProperties === false) problems.push(`${at}: additionalProperties false`);
+    if (n.properties !== undefined && n.additionalProperties !== undefined) problems.push(`${at}: properties and additionalProperties`);
+    if (n.nullable !== undefined) problems.push(`${at}: nullable (we never need it)`);
+    for (const kw of ['anyOf', 'oneOf', 'allOf', 'not']) {
+      const v = n[kw];
+      if (v === undefined) continue;
+      if (kw === 'anyOf' && intOrString && JSON.stringify(v) === INT_OR_STRING) continue;
+      const branches = Array.isArray(v) ? v : [v];
+      for (const b of branches) {
+        if (!isObject(b)) problems.push(`${at}.${kw}: not a schema`);
+        else for (const k of ['type', 'description', 'default', 'additionalProperties', 'nullable', 'properties', 'items']) if (k in b) problems.push(`${at}.${kw}: ${k} inside a value validation`);
+      }
+    }
+    if (n.default !== undefined) {
+      const causes = validate(structuredClone(n.default), n, at, undefined);
+      if (causes.length > 0) problems.push(`${at}: default does not validate: ${causes.map((c) => c.message).join('; ')}`);
+    }
+  }
+  const metadata = isObject(schema.properties) ? schema.properties.metadata : undefined;
+  if (!isObject(metadata) || Object.keys(metadata).some((k) => k !== 'type')) problems.push('metadata: must be just {type: object}');
+  return problems;
+}
+
+/** Whether a printer column's JSONPath names a field the schema has (filters step into list items). */
+function pathExists(schema: JsonObject, jsonPath: string): boolean {
+  let node: Json | undefined = schema;
+  for (const [, field, filter] of jsonPath.matchAll(/\.([A-Za-z]+)(\[[^\]]*\])?/g)) {
+    if (field === 'metadata' && node === schema) return true;
+    if (!isObject(node) || !isObject(node.properties)) return false;
+    node = node.properties[field!];
+    if (filter !== undefined) node = isObject(node) ? node.items : undefined;
+  }
+  return node !== undefined;
+}
+
+function crdFromDisk(file: string): JsonObject {
+  return parseYaml(fs.readFileSync(path.join(crdDir, file), 'utf8')) as JsonObject;
+}
+
+describe('CRDs', () => {
+  it('crds/ holds exactly what `npm run crds` writes (run it after changing src/operator/crds/)', () => {
+    const generated = renderCrdFiles();
+    const onDisk = fs.readdirSync(crdDir).filter((f) => f.endsWith('.yaml')).sort();
+    expect(onDisk).to.deep.equal(generated.map((g) => g.file).sort());
+    for (const g of generated) expect(fs.readFileSync(path.join(crdDir, g.file), 'utf8'), `${g.file} is stale: run npm run crds`).to.equal(g.text);
+  });
+
+  for (const k of KINDS) {
+    describe(`${k.plural}.pgx.dev`, () => {
+      const crd = crdFromDisk(`${k.plural}.pgx.dev.yaml`);
+      const spec = crd.spec as JsonObject;
+      const version = (spec.versions as JsonObject[])[0]!;
+      const schema = (version.schema as JsonObject).openAPIV3Schema as JsonObject;
+
+      it('is an apiextensions.k8s.io/v1 CRD for pgx.dev/v1alpha1 with names, short names and the pgx category', () => {
+        expect(crd.apiVersion).to.equal('apiextensions.k8s.io/v1');
+        expect((crd.metadata as JsonObject).name).to.equal(`${k.plural}.pgx.dev`);
+        expect(spec.group).to.equal('pgx.dev');
+        expect(spec.scope).to.equal('Namespaced');
+        expect(spec.names).to.deep.include({ kind: k.kind, plural: k.plural, listKind: `${k.kind}List`, categories: ['pgx'] });
+        expect((spec.names as JsonObject).shortNames).to.deep.equal(k.shortNames);
+        expect(version).to.deep.include({ name: 'v1alpha1', served: true, storage: true });
+        expect(version.subresources).to.deep.equal({ status: {} });
+      });
+
+      it('has a structural schema', () => {
+        expect(structuralProblems(schema)).to.deep.equal([]);
+      });
+
+      it('prints columns that exist in the schema, Age last', () => {
+        const columns = version.additionalPrinterColumns as JsonObject[];
+        for (const c of columns) expect(pathExists(schema, String(c.jsonPath)), String(c.jsonPath)).to.equal(true);
+        expect(columns[columns.length - 1]).to.deep.equal({ name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' });
+      });
+
+      it('keeps the name rules as CEL rules at the root', () => {
+        const rules = (schema['x-kubernetes-validations'] as JsonObject[]).map((r) => r.rule);
+        expect(rules).to.include(`self.metadata.name.size() <= ${k.maxNameLength}`);
+      });
+    });
+  }
+
+  it('Branch columns are Phase, Template, Database, Expires (and Pod, Secret with -o wide), Age', () => {
+    const version = ((crdFromDisk('branches.pgx.dev.yaml').spec as JsonObject).versions as JsonObject[])[0]!;
+    const columns = (version.additionalPrinterColumns as JsonObject[]).filter((c) => c.priority === undefined).map((c) => c.name);
+    expect(columns).to.deep.equal(['Phase', 'Template', 'Database', 'Expires', 'Age']);
+  });
+
+  it('keeps defaults, enums, patterns and int-or-string quantities in the schema', () => {
+    const schema = (((crdFromDisk('runtimes.pgx.dev.yaml').spec as JsonObject).versions as JsonObject[])[0]!.schema as JsonObject).openAPIV3Schema as JsonObject;
+    const spec = (schema.properties as JsonObject).spec as JsonObject;
+    const props = spec.properties as JsonObject;
+    expect(props.replicas).to.deep.include({ type: 'integer', minimum: 1, default: 1 });
+    expect(((props.storage as JsonObject).properties as JsonObject).size).to.deep.include({ 'x-kubernetes-int-or-string': true, default: '10Gi' });
+    expect(props.engine).to.deep.include({ default: {} });
+    expect(((props.engine as JsonObject).properties as JsonObject).grace).to.deep.include({ default: '15s', pattern: '^([0-9]+(s|m|h|d))+$' });
+    expect(props.imagePullPolicy).to.deep.include({ enum: ['Always', 'IfNotPresent', 'Never'] });
+  });
+});
+
+describe('pgx.dev/v1alpha1 schemas', () => {
+  const meta = { name: 'pr-42', namespace: 'previews' };
+  const goodBranch = { apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: meta, spec: { templateRef: { name: 'app' }, ttl: '2h' } };
+
+  it('accept a good Branch and fill in defaults', () => {
+    const r = parseObject(branch, goodBranch);
+    expect(r).to.deep.equal({ ok: true, value: { ...goodBranch, spec: { templateRef: { name: 'app' }, ttl: '2h', pinned: true } } });
+  });
+
+  it('fill in a Runtime\'s nested defaults from an almost empty spec', () => {
+    const r = parseObject(runtime, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main' }, spec: { image: 'pgx:dev' } });
+    expect(r.ok).to.equal(true);
+    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, engine: { prefix: 'tdb_', grace: '15s', poolSize: 2 } });
+  });
+
+  it('refuse unknown fields, naming them', () => {
+    const r = parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, tll: '2h' } });
+    expect(r).to.deep.equal({ ok: false, message: 'unknown field "spec.tll"' });
+  });
+
+  it('refuse a negative ttl, saying what a duration looks like', () => {
+    const r = parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '-1h' } });
+    expect(r).to.deep.equal({ ok: false, message: 'spec.ttl: ttl must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m' });
+    expect(parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '0s' } })).to.deep.equal({ ok: false, message: 'spec.ttl: ttl must be longer than zero' });
+  });
+
+  it('refuse a name over 63 bytes, and a Template name that would not fit a database name', () => {
+    const long = 'b'.repeat(64);
+    expect(parseObject(branch, { ...goodBranch, metadata: { name: long } })).to.deep.equal({ ok: false, message: 'metadata.name: Branch name must be at most 63 characters (a Kubernetes DNS-1123 label)' });
+    const tpl = { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name: 't'.repeat(41) }, spec: { runtimeRef: { name: 'main' }, source: { sql: 'select 1' } } };
+    expect(parseObject(template, tpl)).to.deep.equal({ ok: false, message: 'metadata.name: Template name must be at most 40 characters (a Kubernetes DNS-1123 label)' });
+    expect(parseObject(branch, { ...goodBranch, spec: { templateRef: { name: 'Not_A_Label' } } })).to.deep.equal({
+      ok: false,
+      message: "spec.templateRef.name: Template name must be lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS-1123 label)",
+    });
+  });
+
+  it('refuse memory that is not a quantity', () => {
+    const r = parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, limits: { memory: 'lots' } } });
+    expect(r).to.deep.equal({ ok: false, message: 'spec.limits.memory: limits.memory must be a Kubernetes quantity such as 512Mi, 2Gi or 1.5G' });
+    expect(parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, limits: { memory: '256Mi', connections: 0 } } })).to.deep.equal({
+      ok: false,
+      message: 'spec.limits.connections: limits.connections must be at least 1',
+    });
+  });
+
+  it('refuse replicas below 1 and a Template with two sources', () => {
+    const rt = parseObject(runtime, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main' }, spec: { image: 'pgx:dev', replicas: 0 } });
+    expect(rt).to.deep.equal({ ok: false, message: 'spec.replicas: replicas must be at least 1' });
+    const tpl = parseObject(template, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name: 'app' }, spec: { runtimeRef: { name: 'main' }, source: { sql: 'select 1', configMapRef: { name: 'schema' } } } });
+    expect(tpl).to.deep.equal({ ok: false, message: 'spec.source: source must set exactly one of sql, configMapRef or database (2 set)' });
+  });
+
+  it('parse durations and quantities as the controllers need them', () => {
+    expect(parseDuration('30s')).to.equal(30_000);
+    expect(parseDuration('1h30m')).to.equal(5_400_000);
+    expect(parseDuration('7d')).to.equal(604_800_000);
+    expect(parseDuration('-1h')).to.equal(null);
+    expect(parseQuantity('512Mi')).to.equal(512 * 2 ** 20);
+    expect(parseQuantity('1.5G')).to.equal(1.5e9);
+    expect(parseQuantity('500m')).to.equal(0.5);
+    expect(parseQuantity(2)).to.equal(2);
+    expect(parseQuantity('lots')).to.equal(null);
+    expect(templateDatabaseName('my-app')).to.equal('my_app');
+  });
+});
