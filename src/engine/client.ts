@@ -265,7 +265,7 @@ export class ClientSession implements Cancellable {
       return;
     }
     this.backend = backend;
-    const key = this.ctx.cancelKeys.issue(this);
+    const key = this.ctx.cancelKeys.issue(this, backend.pid);
     this.cancelPid = key.pid;
     const greeting: Buffer[] = [];
     if (this.authPending !== null) {

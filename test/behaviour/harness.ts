@@ -67,9 +67,9 @@ export interface NotificationSeen {
   from: string | null;
 }
 
-/** Digits in details and contexts name pids, transaction ids and OIDs that differ between runs. */
+/** Pids and transaction ids (a deadlock's detail) differ between runs and targets. */
 function normaliseDigits(text: string): string {
-  return text.replace(/\d+/g, 'N');
+  return text.replace(/\b(process|transaction|PID) \d+/gi, '$1 N');
 }
 
 export function errorSeen(err: unknown): ErrorSeen {
@@ -81,7 +81,7 @@ export function errorSeen(err: unknown): ErrorSeen {
     if (e.detail !== undefined) seen.detail = normaliseDigits(e.detail);
     if (e.hint !== undefined) seen.hint = e.hint;
     if (e.position !== undefined) seen.position = e.position;
-    if (e.where !== undefined) seen.where = normaliseDigits(e.where);
+    if (e.where !== undefined) seen.where = e.where;
     if (e.schema !== undefined) seen.schema = e.schema;
     if (e.table !== undefined) seen.table = e.table;
     if (e.column !== undefined) seen.column = e.column;
@@ -99,12 +99,14 @@ function pgjsErrorSeen(err: unknown): ErrorSeen {
     if (err.detail !== undefined) seen.detail = normaliseDigits(err.detail);
     if (err.hint !== undefined) seen.hint = err.hint;
     if (err.position !== undefined) seen.position = err.position;
-    if (err.where !== undefined) seen.where = normaliseDigits(err.where);
+    if (err.where !== undefined) seen.where = err.where;
     if (err.routine !== undefined) seen.routine = err.routine;
     return seen;
   }
   const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
-  return { message: err instanceof Error ? err.message : String(err), client: true, ...(code === undefined ? {} : { code }) };
+  // postgres.js names the address it was connected to, which differs between the targets.
+  const message = (err instanceof Error ? err.message : String(err)).replace(/ (\S+:\d+|\S+\/\.s\.PGSQL\.\d+)$/, ' <address>');
+  return { message, client: true, ...(code === undefined ? {} : { code }) };
 }
 
 function noticeSeen(n: postgres.Notice): ErrorSeen {
