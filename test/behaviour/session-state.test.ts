@@ -112,9 +112,12 @@ const parameterStatus: Scenario = {
     expect(Object.fromEntries(await reported('RESET SESSION AUTHORIZATION'))).to.deep.equal({ is_superuser: 'on', session_authorization: 'postgres' });
     const reset = Object.fromEntries(await reported('RESET ALL'));
     expect(reset).to.include({ application_name: 'behave_a', TimeZone: startup.TimeZone, DateStyle: startup.DateStyle, IntervalStyle: startup.IntervalStyle, default_transaction_read_only: 'off' });
+    await reported(`SET ROLE ${PLAIN_ROLE}`);
+    await reported('RESET ROLE');
     await a.q("SET application_name = 'left_behind'");
     await a.q(`SET SESSION AUTHORIZATION ${PLAIN_ROLE}`);
     await a.q("SET DateStyle = 'German'");
+    expect(await reported("SET client_encoding = 'LATIN1'")).to.deep.equal([['client_encoding', 'LATIN1']]);
     await t.leave(a);
     // The next session with the same startup parameters hears exactly what a fresh one would.
     const a2 = await t.session('a2', { application_name: 'behave_a' });
@@ -286,6 +289,30 @@ const preparedStatements: Scenario = {
   },
 };
 
+const sequences: Scenario = {
+  name: 'sequence state (currval, lastval) belongs to its session',
+  async run(t) {
+    const a = await t.session('a');
+    const b = await t.session('b');
+    await a.q('CREATE SEQUENCE ticket');
+    expect(rows(await a.q("SELECT nextval('ticket')::int AS n"))).to.deep.equal([{ n: 1 }]);
+    expect(rows(await b.q("SELECT nextval('ticket')::int AS n"))).to.deep.equal([{ n: 2 }]);
+    expect(rows(await a.q("SELECT currval('ticket')::int AS c, lastval()::int AS l"))).to.deep.equal([{ c: 1, l: 1 }]);
+    // Not rolled back with the transaction.
+    await a.q('BEGIN');
+    expect(rows(await a.q("SELECT nextval('ticket')::int AS n"))).to.deep.equal([{ n: 3 }]);
+    await a.q('ROLLBACK');
+    expect(rows(await a.q("SELECT currval('ticket')::int AS c"))).to.deep.equal([{ c: 3 }]);
+    await t.leave(a);
+    const a2 = await t.session('a2');
+    t.reuses(a2, a);
+    const undefinedHere = await a2.q("SELECT currval('ticket')");
+    expect(undefinedHere.error).to.include({ code: '55000', message: 'currval of sequence "ticket" is not yet defined in this session' });
+    expect(code(await a2.q('SELECT lastval()'))).to.equal('55000');
+    expect(rows(await a2.q("SELECT nextval('ticket')::int AS n"))).to.deep.equal([{ n: 4 }]);
+  },
+};
+
 describe('behaviour: session state, direct and through the engine', function () {
   this.timeout(120_000);
   let h: Behaviour;
@@ -298,7 +325,7 @@ describe('behaviour: session state, direct and through the engine', function () 
     await h?.stop();
   });
 
-  for (const scenario of [settings, parameterStatus, tempTables, cursors, preparedStatements]) {
+  for (const scenario of [settings, parameterStatus, tempTables, cursors, preparedStatements, sequences]) {
     it(`${scenario.name}: same semantics and transcript on both targets`, async function () {
       await h.compareOnBoth(scenario);
     });

@@ -121,6 +121,38 @@ const idleInTransaction: Scenario = {
   },
 };
 
+const terminated: Scenario = {
+  name: 'pg_terminate_backend ends another session',
+  async run(t) {
+    const a = await t.session('a', { application_name: 'behave_terminated' });
+    const b = await t.session('b');
+    await a.q('BEGIN');
+    await a.q('UPDATE items SET qty = -4 WHERE id = 8');
+    // By the pid the client was given in BackendKeyData, as an admin tool would take it.
+    const keyPid = (a.client as unknown as { processID: number }).processID;
+    expect(rows(await b.q('SELECT pg_terminate_backend($1) AS done', [keyPid]))).to.deep.equal([{ done: true }]);
+    await a.waitEnded();
+    const events = a.takeEvents();
+    expect(events[0]).to.deep.equal({
+      error: { severity: 'FATAL', code: '57P01', message: 'terminating connection due to administrator command', routine: 'ProcessInterrupts' },
+    });
+    expect(rows(await b.q('SELECT qty FROM items WHERE id = 8'))).to.deep.equal([{ qty: 80 }]);
+    await t.waitUntilGone('behave_terminated');
+    // A session busy in a statement hears it as the statement's error.
+    const c = await t.session('c', { application_name: 'behave_terminated' });
+    const running = c.run('SELECT pg_sleep(30)');
+    await waitFor('session c to sleep', async () => {
+      const r = await t.observe<{ w: string | null }>('SELECT wait_event AS w FROM pg_stat_activity WHERE pid = $1', [c.pid()]);
+      return r[0]?.w === 'PgSleep';
+    });
+    await b.q('SELECT pg_terminate_backend($1) AS done', [c.pid()]);
+    const ended = await c.settle('SELECT pg_sleep(30)', running);
+    expect(ended.error).to.include({ severity: 'FATAL', code: '57P01' });
+    await c.waitEnded();
+    c.takeEvents();
+  },
+};
+
 describe('behaviour: timeouts and cancellation, direct and through the engine', function () {
   this.timeout(120_000);
   let h: Behaviour;
@@ -133,7 +165,7 @@ describe('behaviour: timeouts and cancellation, direct and through the engine', 
     await h?.stop();
   });
 
-  for (const scenario of [statementTimeout, idleInTransaction]) {
+  for (const scenario of [statementTimeout, idleInTransaction, terminated]) {
     it(`${scenario.name}: same semantics and transcript on both targets`, async function () {
       await h.compareOnBoth(scenario);
     });
