@@ -131,6 +131,16 @@ export class ApiClient {
     return this.request('PUT', PATHS.databaseTtl, { name }, { ttl_seconds: seconds });
   }
 
+  /** A snapshot of database `name`: a new sealed template `snapshot`. */
+  snapshot(name: string, snapshot: string, force = false): Promise<TemplateBody> {
+    return this.request('POST', PATHS.databaseSnapshots, { name }, { name: snapshot, force }, { timeoutMs: 3_600_000 });
+  }
+
+  /** Puts database `name` back to `snapshot`. */
+  restore(name: string, snapshot: string, force = false): Promise<DatabaseBody> {
+    return this.request('POST', PATHS.databaseRestore, { name }, { snapshot, force }, { timeoutMs: 3_600_000 });
+  }
+
   /** Client sessions allowed at once; null: the runtime's default. */
   setConnectionLimit(name: string, limit: number | null): Promise<DatabaseBody> {
     return this.request('PUT', PATHS.databaseConnectionLimit, { name }, { connection_limit: limit });

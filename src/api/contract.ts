@@ -58,6 +58,26 @@ export const setConnectionLimitRequest = z
   .strict();
 export type SetConnectionLimitRequest = z.infer<typeof setConnectionLimitRequest>;
 
+export const snapshotRequest = z
+  .object({
+    /** The snapshot's name: a new sealed template. */
+    name: pgName,
+    /** End the database's open sessions (57P01) instead of failing with 55006. */
+    force: z.boolean().optional(),
+  })
+  .strict();
+export type SnapshotRequest = z.infer<typeof snapshotRequest>;
+
+export const restoreRequest = z
+  .object({
+    /** The snapshot (a sealed template) to put the database back to. */
+    snapshot: pgName,
+    /** End the database's open sessions (57P01) instead of failing with 55006. */
+    force: z.boolean().optional(),
+  })
+  .strict();
+export type RestoreRequest = z.infer<typeof restoreRequest>;
+
 export const createCredentialRequest = z
   .object({
     /** The role's CONNECTION LIMIT; -1 (the default) for none. */
@@ -113,6 +133,8 @@ export interface TemplateBody {
   sealed_at: string | null;
   generation: number;
   strategy: string;
+  /** The database this is a snapshot of, or null for a template sealed as such. */
+  snapshot_of: string | null;
 }
 
 export interface ListBody<T> {

@@ -12,7 +12,9 @@ import {
   buildTemplateRequest,
   createCredentialRequest,
   createDatabaseRequest,
+  restoreRequest,
   setConnectionLimitRequest,
+  snapshotRequest,
   setTtlRequest,
   type CreatedDatabaseBody,
   type CredentialBody,
@@ -154,6 +156,21 @@ export const setDatabaseTtl: Handler = async ({ params, body }, ctx) => {
   return ok(databaseBody(await ctx.databases.setTtl(param(params), req.ttl_seconds, API_ROLE), ctx));
 };
 
+/** 201 with the snapshot, a sealed template; the database is untouched. */
+export const snapshotDatabase: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(snapshotRequest, body);
+  return ok(templateBody(await ctx.databases.snapshot(param(params), req.name, API_ROLE, req.force ?? false)), 201);
+};
+
+/** The database, now holding the snapshot's state; a database not minted by PGX is answered by name. */
+export const restoreDatabase: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(restoreRequest, body);
+  const name = param(params);
+  await ctx.databases.restore(name, req.snapshot, API_ROLE, req.force ?? false);
+  const record = ctx.databases.database(name);
+  return ok(record ? databaseBody(record, ctx) : { name, restored_from: req.snapshot });
+};
+
 export const setDatabaseConnectionLimit: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(setConnectionLimitRequest, body);
   return ok(databaseBody(await ctx.databases.setConnectionLimit(param(params), req.connection_limit, API_ROLE), ctx));
@@ -215,5 +232,5 @@ export function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
 }
 
 export function templateBody(t: TemplateRecord): TemplateBody {
-  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy };
+  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf };
 }

@@ -14,6 +14,8 @@ export const PATHS = {
   databasePin: '/v1/databases/{name}/pin',
   databaseUnpin: '/v1/databases/{name}/unpin',
   databaseTtl: '/v1/databases/{name}/ttl',
+  databaseSnapshots: '/v1/databases/{name}/snapshots',
+  databaseRestore: '/v1/databases/{name}/restore',
   databaseConnectionLimit: '/v1/databases/{name}/connection-limit',
   databaseCredentials: '/v1/databases/{name}/credentials',
   databaseCredential: '/v1/databases/{name}/credentials/{user}',

@@ -35,6 +35,8 @@ export const ROUTES: readonly Route[] = [
   { method: 'POST', path: PATHS.databasePin, handler: h.pinDatabase },
   { method: 'POST', path: PATHS.databaseUnpin, handler: h.unpinDatabase },
   { method: 'PUT', path: PATHS.databaseTtl, handler: h.setDatabaseTtl },
+  { method: 'POST', path: PATHS.databaseSnapshots, handler: h.snapshotDatabase },
+  { method: 'POST', path: PATHS.databaseRestore, handler: h.restoreDatabase },
   { method: 'PUT', path: PATHS.databaseConnectionLimit, handler: h.setDatabaseConnectionLimit },
   { method: 'POST', path: PATHS.databaseCredentials, handler: h.createCredential },
   { method: 'DELETE', path: PATHS.databaseCredential, handler: h.revokeCredential },

@@ -1,4 +1,4 @@
-// `pgx db create|list|get|drop|pin|unpin|ttl|limit|credential|revoke`: minted databases through the runtime's HTTP API.
+// `pgx db create|list|get|drop|pin|unpin|ttl|snapshot|restore|limit|credential|revoke`: minted databases through the runtime's HTTP API.
 
 import type { DatabaseBody } from '../api/contract.js';
 import { apiClient, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
@@ -18,6 +18,11 @@ export const DB_HELP = `Usage: pgx db <subcommand> [options]
   pin NAME      keep it when idle
   unpin NAME    let the janitor drop it once idle past --grace
   ttl NAME T    set its TTL to T from now (1h, 7d, SECONDS), or 'none' to clear it
+  snapshot NAME SNAPSHOT [--force]
+                save NAME's current state as SNAPSHOT (a sealed template; a clone where the
+                filesystem clones); open sessions make it fail unless --force ends them
+  restore NAME SNAPSHOT [--force]
+                put NAME back to SNAPSHOT under the same name (same rules for open sessions)
   limit NAME N  allow N client sessions on it at once, or 'default' for the runtime's setting
   credential NAME
                 a new login role that can connect to NAME only; prints its URL with the password
@@ -33,6 +38,7 @@ export async function runDb(argv: string[]): Promise<number> {
     ttl: { type: 'string' },
     pin: { type: 'boolean' },
     'connection-limit': { type: 'string' },
+    force: { type: 'boolean' },
   });
   if (cmd.help) {
     process.stdout.write(DB_HELP);
@@ -42,6 +48,7 @@ export async function runDb(argv: string[]): Promise<number> {
   const rest = { ...cmd, positionals: args };
   const createOnly = ['name', 'ttl', 'pin', 'connection-limit'].filter((f) => cmd.values[f] !== undefined);
   if (sub !== 'create' && createOnly.length > 0) throw new UsageError(`--${createOnly[0]} is an option of pgx db create only`, DB_HELP);
+  if (cmd.values.force !== undefined && sub !== 'snapshot' && sub !== 'restore') throw new UsageError('--force is an option of pgx db snapshot and restore only', DB_HELP);
   switch (sub) {
     case 'create': {
       const [template] = positionals(rest, ['TEMPLATE'], DB_HELP);
@@ -96,6 +103,22 @@ export async function runDb(argv: string[]): Promise<number> {
       else process.stdout.write(`${d.name} expires ${d.expires_at ?? 'never (no TTL)'}\n`);
       return 0;
     }
+    case 'snapshot':
+    case 'restore': {
+      const [name, snapshot] = positionals(rest, ['NAME', 'SNAPSHOT'], DB_HELP);
+      const client = apiClient(cmd);
+      const force = cmd.values.force === true;
+      if (sub === 'snapshot') {
+        const t = await client.snapshot(name!, snapshot!, force);
+        if (cmd.json) printJson(t);
+        else process.stdout.write(`snapshot ${t.name} of ${name} taken\n`);
+      } else {
+        const d = await client.restore(name!, snapshot!, force);
+        if (cmd.json) printJson(d);
+        else process.stdout.write(`restored ${name} to snapshot ${snapshot}\n`);
+      }
+      return 0;
+    }
     case 'limit': {
       const [name, limitText] = positionals(rest, ['NAME', 'N'], DB_HELP);
       const d = await apiClient(cmd).setConnectionLimit(name!, limitText === 'default' ? null : parseLimit(limitText!, 'N'));
@@ -118,9 +141,9 @@ export async function runDb(argv: string[]): Promise<number> {
       return 0;
     }
     case undefined:
-      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin, ttl, limit, credential or revoke', DB_HELP);
+      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin, ttl, snapshot, restore, limit, credential or revoke', DB_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin, ttl, limit, credential or revoke`, DB_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin, ttl, snapshot, restore, limit, credential or revoke`, DB_HELP);
   }
 }
 

@@ -52,8 +52,8 @@ const FUNCTIONS = new Map<string, { fn: ControlFunction; min: number; max: numbe
   ['pgx_pin_database', { fn: 'pin_database', min: 1, max: 1 }],
   ['pgx_unpin_database', { fn: 'unpin_database', min: 1, max: 1 }],
   ['pgx_drop_database', { fn: 'drop_database', min: 1, max: 1 }],
-  ['pgx_snapshot_database', { fn: 'snapshot_database', min: 2, max: 2 }],
   // (db, snapshot [, force])
+  ['pgx_snapshot_database', { fn: 'snapshot_database', min: 2, max: 3 }],
   ['pgx_restore_database', { fn: 'restore_database', min: 2, max: 3 }],
   ['pgrust_runtime_status', { fn: 'runtime_status', min: 0, max: 0 }],
   ['pgrust_seal_template', { fn: 'seal_template', min: 1, max: 1 }],
@@ -171,7 +171,7 @@ function matchArg(a: Expr, allowParams: boolean): Arg | null {
     case 'null':
       return { value: null };
     case 'boolean':
-      // restore's force flag: passed on as PostgreSQL would print it.
+      // snapshot's and restore's force flag: passed on as PostgreSQL would print it.
       return { value: a.value ? 'true' : 'false' };
     case 'parameter': {
       const n = /^\$([1-9][0-9]{0,4})$/.exec(a.name);

@@ -119,6 +119,19 @@ export class DatabaseCredentials {
     return true;
   }
 
+  /**
+   * After `database` was replaced by a copy (a restore): a new database has PUBLIC's default CONNECT
+   * and none of the grants, so both walls are put back for each of its credentials.
+   */
+  async databaseReplaced(database: string, owner: string): Promise<void> {
+    const roles = this.rolesOf(database);
+    if (roles.length === 0) return;
+    const db = quoteIdent(database);
+    const grants = roles.map((r) => `GRANT CONNECT, TEMPORARY ON DATABASE ${db} TO ${quoteIdent(r)}`).join('; ');
+    await (await this.opts.metadata.client()).query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${db} FROM PUBLIC; ${grants}`);
+    for (const role of roles) await this.grantInside(database, owner, role);
+  }
+
   /** After `database` was dropped: its credentials go too. */
   async databaseDropped(database: string): Promise<void> {
     for (const role of this.rolesOf(database)) {

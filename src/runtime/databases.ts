@@ -34,6 +34,7 @@ import type { DatabaseRecord, TemplateRecord } from './records.js';
 import { reconcile } from './reconcile.js';
 import { Registry } from './registry.js';
 import { SessionCounts } from './sessions.js';
+import { Snapshots } from './snapshots.js';
 import { quoteLiteral, type SqlClient } from './sql-client.js';
 import { measureTree } from './memory.js';
 import type { StorageCapability } from './storage-probe.js';
@@ -100,6 +101,11 @@ export class DisposableDatabases {
   private readonly janitor: Janitor;
   private readonly commands: DatabaseCommands;
   private readonly credentials: DatabaseCredentials;
+  private readonly snapshots: Snapshots;
+  /** Scratch databases (template builds, restores) in progress: reconcile leaves them alone. */
+  private readonly scratches = new Set<string>();
+  /** Databases whose new connects wait (a snapshot or restore in progress), until the promise settles. */
+  private readonly held = new Map<string, Promise<unknown>>();
   /** Metadata writes not awaited by their caller (session transitions); stop() waits for them. */
   private readonly writes = new Set<Promise<void>>();
   private readonly startedAt: number;
@@ -143,7 +149,21 @@ export class DisposableDatabases {
     });
     this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) });
     this.dropper = new Dropper(control, registry, metadata, opts.engine, log, (name) => this.credentials.databaseDropped(name));
-    this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
+    this.snapshots = new Snapshots({
+      prefix: s.prefix,
+      connect: control,
+      registry,
+      metadata,
+      permissions,
+      engine: opts.engine,
+      storage: opts.storage,
+      holdConnects: (db, work) => this.holdConnects(db, work),
+      scratches: this.scratches,
+      replaced: (db, owner) => this.credentials.databaseReplaced(db, owner),
+      clock,
+      logger: log,
+    });
+    this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, scratches: this.scratches, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
     this.sessions = new SessionCounts({ busy: (db) => this.onBusy(db), idle: (db) => this.onIdle(db) });
     this.commands = new DatabaseCommands({ prefix: s.prefix, registry, metadata, permissions, sessions: this.sessions, dropper: this.dropper, clock });
     this.janitor = new Janitor({ intervalMs: s.janitorIntervalMs, tasks: this.janitorTasks(), clock, logger: log.child({ component: 'janitor' }) });
@@ -209,6 +229,8 @@ export class DisposableDatabases {
    * databases (pgx_control, spares) are refused as if they did not exist.
    */
   route(caller: Caller): Promise<Route | void> {
+    const held = this.held.get(caller.database);
+    if (held) return held.then(() => this.route(caller));
     if (isReservedName(caller.database)) return Promise.reject(databaseDoesNotExist(caller.database));
     // A per-database credential reaches its own database only (and never mints one).
     const home = this.credentials.databaseOf(caller.user);
@@ -283,11 +305,15 @@ export class DisposableDatabases {
       case 'drop_database':
         await this.commands.drop(nameArg(sqlName, args), caller, sqlName);
         return nameArg(sqlName, args);
-      case 'snapshot_database':
-      case 'restore_database':
-        throw new PgxError('FEATURE_NOT_SUPPORTED', `${sqlName} is not supported yet`, {
-          hint: 'Snapshots come with copy-on-write storage; meanwhile seal a template and mint from it.',
-        });
+      case 'snapshot_database': {
+        const [db, name, force] = snapshotArgs(sqlName, args);
+        return (await this.snapshots.snapshot(db, name, caller, force, sqlName)).name;
+      }
+      case 'restore_database': {
+        const [db, name, force] = snapshotArgs(sqlName, args);
+        await this.snapshots.restore(db, name, caller, force, sqlName);
+        return db;
+      }
     }
     // A function the engine learned before this runtime did.
     throw new PgxError('FEATURE_NOT_SUPPORTED', `${sqlName} is not supported by this runtime`);
@@ -367,6 +393,18 @@ export class DisposableDatabases {
     return this.commands.setTtl(name, seconds, user);
   }
 
+  /** A snapshot of `db` as sealed template `name` (see snapshots.ts); `force` ends open sessions. */
+  snapshot(db: string, name: string, user: string, force = false): Promise<TemplateRecord> {
+    this.assertRunning(`cannot snapshot database "${db}"`);
+    return this.snapshots.snapshot(db, name, { user, database: null }, force);
+  }
+
+  /** Puts `db` back to snapshot `name`; `force` ends open sessions (57P01), else they make it fail (55006). */
+  restore(db: string, name: string, user: string, force = false): Promise<void> {
+    this.assertRunning(`cannot restore database "${db}"`);
+    return this.snapshots.restore(db, name, { user, database: null }, force);
+  }
+
   setConnectionLimit(name: string, limit: number | null, user: string): Promise<DatabaseRecord> {
     return this.commands.setConnectionLimit(name, limit, user);
   }
@@ -442,12 +480,23 @@ export class DisposableDatabases {
 
   // --- internals -----------------------------------------------------------------------------------
 
+  /** Runs `work` while route() holds new connects to `db` (they proceed once it settles). */
+  private holdConnects<T>(db: string, work: () => Promise<T>): Promise<T> {
+    const run = (this.held.get(db) ?? Promise.resolve()).catch(() => undefined).then(work);
+    const settled = run.catch(() => undefined);
+    this.held.set(db, settled);
+    void settled.then(() => {
+      if (this.held.get(db) === settled) this.held.delete(db);
+    });
+    return run;
+  }
+
   private reconcile(): Promise<number> {
     return reconcile({
       prefix: this.settings.prefix,
       registry: this.registry,
       metadata: this.metadata,
-      busy: (name) => this.minter.isMinting(name) || this.pool.isBusy(name) || this.templates.isBuilding(name) || this.dropper.dropping(name) !== undefined,
+      busy: (name) => this.minter.isMinting(name) || this.pool.isBusy(name) || this.scratches.has(name) || this.dropper.dropping(name) !== undefined,
       clock: this.opts.clock,
       logger: this.log,
     });
@@ -511,4 +560,18 @@ function nameArg(fn: string, args: (string | null)[]): string {
     });
   }
   return name;
+}
+
+/** (db, name [, force]): two database names and an optional boolean, as pgx_snapshot/restore_database take. */
+function snapshotArgs(fn: string, args: (string | null)[]): [string, string, boolean] {
+  const [db, name, force] = args;
+  if (args.length < 2 || args.length > 3 || db == null || name == null) {
+    throw new PgxError('INVALID_PARAMETER', `${fn}(database, snapshot [, force]) takes two names that are not NULL`, {
+      hint: `For example: SELECT ${fn}('tdb_app__agent42', 'agent42_before_migration').`,
+    });
+  }
+  if (force != null && force !== 'true' && force !== 'false') {
+    throw new PgxError('INVALID_PARAMETER', `${fn}: force must be true or false, not "${force}"`);
+  }
+  return [db, name, force === 'true'];
 }

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS databases (
   expires_at        timestamptz
 );
 ALTER TABLE databases ADD COLUMN IF NOT EXISTS connection_limit integer;
+ALTER TABLE templates ADD COLUMN IF NOT EXISTS snapshot_of text;
 CREATE TABLE IF NOT EXISTS counters (
   name   text PRIMARY KEY,
   value  bigint NOT NULL
@@ -91,14 +92,15 @@ export class MetadataStore {
 
   async loadTemplates(): Promise<TemplateRecord[]> {
     const { rows } = await (await this.client()).query(
-      `SELECT name, sealed, ${epochMs('sealed_at')}, strategy, generation FROM templates ORDER BY name`,
+      `SELECT name, sealed, ${epochMs('sealed_at')}, strategy, generation, snapshot_of FROM templates ORDER BY name`,
     );
-    return rows.map(([name, sealed, sealedAt, strategy, generation]) => ({
+    return rows.map(([name, sealed, sealedAt, strategy, generation, snapshotOf]) => ({
       name: name!,
       sealed: sealed === 't',
       sealedAt: sealedAt === null ? null : Number(sealedAt),
       strategy: (strategy === 'FILE_COPY' ? 'FILE_COPY' : 'WAL_LOG') satisfies CreateStrategy,
       generation: Number(generation),
+      snapshotOf: snapshotOf ?? null,
     }));
   }
 
@@ -129,10 +131,11 @@ export class MetadataStore {
 
   async saveTemplate(t: TemplateRecord): Promise<void> {
     await (await this.client()).query(
-      `INSERT INTO templates (name, sealed, sealed_at, strategy, generation) VALUES ` +
-        `(${quoteLiteral(t.name)}, ${t.sealed}, ${timestamp(t.sealedAt)}, ${quoteLiteral(t.strategy)}, ${int(t.generation)}) ` +
+      `INSERT INTO templates (name, sealed, sealed_at, strategy, generation, snapshot_of) VALUES ` +
+        `(${quoteLiteral(t.name)}, ${t.sealed}, ${timestamp(t.sealedAt)}, ${quoteLiteral(t.strategy)}, ${int(t.generation)}, ` +
+        `${t.snapshotOf === null ? 'NULL' : quoteLiteral(t.snapshotOf)}) ` +
         `ON CONFLICT (name) DO UPDATE SET sealed = EXCLUDED.sealed, sealed_at = EXCLUDED.sealed_at, ` +
-        `strategy = EXCLUDED.strategy, generation = EXCLUDED.generation`,
+        `strategy = EXCLUDED.strategy, generation = EXCLUDED.generation, snapshot_of = EXCLUDED.snapshot_of`,
     );
   }
 

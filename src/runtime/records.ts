@@ -13,6 +13,8 @@ export interface TemplateRecord {
   strategy: CreateStrategy;
   /** Bumped at every seal; a spare made from an older generation is stale. */
   generation: number;
+  /** A snapshot (pgx_snapshot_database) of this database, or null for a template sealed as such. */
+  snapshotOf: string | null;
 }
 
 /** ephemeral: minted for a client, dropped by the janitor. spare: a warm-pool copy waiting to be claimed. */

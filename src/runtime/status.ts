@@ -36,7 +36,7 @@ export interface RuntimeStatus {
     spares: number;
     /** Minted databases pinned against the janitor. */
     pinned: number;
-    /** Sealed templates. */
+    /** Sealed templates, snapshots included. */
     templates: number;
   };
   /** Per sealed template. */
@@ -79,9 +79,10 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
   const { registry, counters } = i;
   let pinned = 0;
   for (const d of registry.databases.values()) if (d.pinned) pinned++;
-  const sealed = [...registry.templates.values()].filter((t) => t.sealed).map((t) => t.name).sort();
+  const sealed = [...registry.templates.values()].filter((t) => t.sealed);
   const pool: Record<string, PoolStats> = {};
-  for (const t of sealed) pool[t] = i.pool.stats(t);
+  // Snapshots get no spares (warm-pool.ts): they are restored from, seldom minted from.
+  for (const t of sealed.filter((t) => t.snapshotOf === null).map((t) => t.name).sort()) pool[t] = i.pool.stats(t);
   return {
     runtime: {
       pid: i.pid,

@@ -36,6 +36,8 @@ export interface TemplatesOptions {
   metadata: MetadataStore;
   permissions: Permissions;
   pool: WarmPool;
+  /** Scratch databases of builds in progress (reconcile must not take them for orphans). */
+  scratches: Set<string>;
   engine: EngineSessions;
   clock: Clock;
   logger: Logger;
@@ -56,14 +58,8 @@ export interface BuildRequest {
 export class Templates {
   /** Seal, unseal and build of one template run one after the other. */
   private readonly lanes = new Map<string, Promise<unknown>>();
-  /** Scratch databases of builds in progress (reconcile must not take them for orphans). */
-  private readonly scratches = new Set<string>();
 
   constructor(private readonly opts: TemplatesOptions) {}
-
-  isBuilding(database: string): boolean {
-    return this.scratches.has(database);
-  }
 
   /**
    * Builds template `name` from a SQL script (see template-build.ts), then seals it unless told not
@@ -87,18 +83,18 @@ export class Templates {
     const started = clock.monotonic();
     const admin = await metadata.client();
     const scratch = buildName(await metadata.nextSpareNumber());
-    this.scratches.add(scratch);
+    this.opts.scratches.add(scratch);
     try {
       await buildScratch({ name, sql: req.sql, owner: req.owner ?? 'postgres', scratch, admin, connectAs: this.opts.connect });
       if (before.exists) await this.dropForRebuild(admin, name);
       await admin.query(`ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(name)}`);
     } finally {
-      this.scratches.delete(scratch);
+      this.opts.scratches.delete(scratch);
     }
     logger.info('template-built', { template: name, owner: req.owner ?? 'postgres', replaced: before.exists, bytes: Buffer.byteLength(req.sql), ms: Math.round(clock.monotonic() - started) });
     if (req.seal === false) {
       const previous = registry.templates.get(name);
-      if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0 };
+      if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null };
       return previous;
     }
     return this.doSeal(name, user, 'build_template', null);
@@ -165,6 +161,7 @@ export class Templates {
       sealedAt: clock.now(),
       strategy: chooseStrategy(this.opts.storage, bytes),
       generation: (previous?.generation ?? 0) + 1,
+      snapshotOf: previous?.snapshotOf ?? null,
     };
     await metadata.saveTemplate(record);
     registry.templates.set(name, record);
@@ -182,7 +179,7 @@ export class Templates {
     const previous = registry.templates.get(name);
     const record: TemplateRecord = previous
       ? { ...previous, sealed: false }
-      : { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0 };
+      : { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null };
     // Unsealed in memory first: no mint or refill starts from it while it opens up; its spares are stale.
     registry.templates.set(name, record);
     try {

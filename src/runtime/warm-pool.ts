@@ -141,7 +141,8 @@ export class WarmPool {
     let best: TemplateRecord | undefined;
     let fewest = this.opts.size;
     for (const t of this.opts.registry.templates.values()) {
-      if (!t.sealed) continue;
+      // Snapshots are restored from, seldom minted from: they get no spares.
+      if (!t.sealed || t.snapshotOf !== null) continue;
       const ready = this.opts.registry.freshSpares(t.name).length;
       if (ready < fewest) {
         best = t;
