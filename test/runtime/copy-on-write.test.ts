@@ -97,6 +97,19 @@ describe('runtime: copy-on-write databases on XFS with reflink', function () {
     const fresh = (await api.createDatabase({ template: 'tpl_big' })).name;
     expect(await count(fresh)).to.deep.equal({ n: 300000, changed: 0 });
   });
+
+  it('a snapshot and a restore of a 64 MB database are clones too', async function () {
+    const db = (await api.listDatabases()).find((d) => d.template === 'tpl_big')!.name;
+    const before = await usedBytes(mountPoint);
+    const snap = await api.snapshot(db, 'big_snap');
+    expect(snap.strategy).to.equal('FILE_COPY');
+    await queryOnce(rt!.connection(db), 'DELETE FROM rows WHERE id > 1000');
+    await api.restore(db, 'big_snap');
+    const grown = (await usedBytes(mountPoint)) - before;
+    expect(grown, `${(grown / MB).toFixed(1)} MB for a snapshot and a restore`).to.be.lessThan(32 * MB);
+    const { rows } = await queryOnce(rt!.connection(db), 'SELECT count(*)::int AS n FROM rows');
+    expect(rows[0].n).to.be.greaterThan(290_000);
+  });
 });
 
 describe('runtime: no clones on ext4', function () {
