@@ -3,13 +3,14 @@
 // CRDs), and that the zod schemas refuse bad specs with messages a person can act on.
 
 import { expect } from 'chai';
+import fc from 'fast-check';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { branch, KINDS, parseDuration, parseObject, parseQuantity, renderCrdFiles, runtime, template, templateDatabaseName } from '../../src/operator/crds/index.js';
 import { isObject, type Json, type JsonObject } from '../helpers/kube-api/patch.js';
-import { validate } from '../helpers/kube-api/schema.js';
+import { applyDefaults, prune, validate } from '../helpers/kube-api/schema.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const crdDir = path.join(root, 'crds');
@@ -126,7 +127,7 @@ describe('CRDs', () => {
     expect(props.replicas).to.deep.include({ type: 'integer', minimum: 1, default: 1 });
     expect(((props.storage as JsonObject).properties as JsonObject).size).to.deep.include({ 'x-kubernetes-int-or-string': true, default: '10Gi' });
     expect(props.engine).to.deep.include({ default: {} });
-    expect(((props.engine as JsonObject).properties as JsonObject).grace).to.deep.include({ default: '15s', pattern: '^([0-9]+(s|m|h|d))+$' });
+    expect(((props.engine as JsonObject).properties as JsonObject).grace).to.deep.include({ default: '15s', pattern: '^([0-9]+[smhd])+$' });
     expect(props.imagePullPolicy).to.deep.include({ enum: ['Always', 'IfNotPresent', 'Never'] });
   });
 });
@@ -154,7 +155,7 @@ describe('pgx.dev/v1alpha1 schemas', () => {
   it('refuse a negative ttl, saying what a duration looks like', () => {
     const r = parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '-1h' } });
     expect(r).to.deep.equal({ ok: false, message: 'spec.ttl: ttl must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m' });
-    expect(parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '0s' } })).to.deep.equal({ ok: false, message: 'spec.ttl: ttl must be longer than zero' });
+    expect(parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '0s' } })).to.deep.equal({ ok: false, message: 'spec.ttl: ttl must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m' });
   });
 
   it('refuse a name over 63 bytes, and a Template name that would not fit a database name', () => {
@@ -196,4 +197,116 @@ describe('pgx.dev/v1alpha1 schemas', () => {
     expect(parseQuantity('lots')).to.equal(null);
     expect(templateDatabaseName('my-app')).to.equal('my_app');
   });
+});
+
+/** Absent keys, not undefined ones: what the object looks like as JSON. */
+function json<T>(v: T): Json {
+  return JSON.parse(JSON.stringify(v)) as Json;
+}
+
+/** What the API double (and so, for these rules, a real API server) says of an object under Strict field validation. */
+const schemas = new Map<string, JsonObject>();
+function clusterAccepts(file: string, obj: Json): boolean {
+  if (!schemas.has(file)) schemas.set(file, (((crdFromDisk(file).spec as JsonObject).versions as JsonObject[])[0]!.schema as JsonObject).openAPIV3Schema as JsonObject);
+  const schema = schemas.get(file)!;
+  const copy = structuredClone(obj);
+  if (prune(copy, schema).length > 0) return false;
+  applyDefaults(copy, schema);
+  return validate(copy, schema, '', undefined).length === 0;
+}
+
+describe('the CRD schema and the zod schema agree', () => {
+  // Values a person might write for each kind of field: mostly right, sometimes wrong, so that whole
+  // objects come out both valid and invalid.
+  const mostly = <T>(good: fc.Arbitrary<T>, bad: fc.Arbitrary<T>): fc.Arbitrary<T> => fc.oneof({ arbitrary: good, weight: 12 }, { arbitrary: bad, weight: 1 });
+  const name = mostly(
+    fc.oneof(fc.constantFrom('pr-1', 'a', 'x'.repeat(40), 'main-0'), fc.stringMatching(/^[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?$/)),
+    fc.oneof(fc.constantFrom('x'.repeat(41), 'x'.repeat(63), 'x'.repeat(64), 'Bad', '-a', 'a-', 'a.b', 'a_b', ''), fc.stringMatching(/^[a-z0-9.-]{1,70}$/)),
+  );
+  const quantity = mostly<string | number>(
+    fc.oneof(fc.constantFrom('256Mi', '1Gi', '1.5G', '500m', '1e3', '1e-3', '.5Gi', '+1Gi'), fc.integer({ min: 0, max: 3 })),
+    fc.oneof(fc.constantFrom('lots', '-1Gi', '1 Gi', '', '1GB'), fc.integer({ min: -3, max: -1 }), fc.constant(1.5)),
+  );
+  const duration = mostly(fc.constantFrom('30s', '2h', '7d', '1h30m', '00h01m'), fc.oneof(fc.constantFrom('0s', '0h0m', '-1h', '2 h', '', '1w', '10', 'h'), fc.stringMatching(/^[0-9smhd-]{0,6}$/)));
+  const maybe = <T>(a: fc.Arbitrary<T>): fc.Arbitrary<T | undefined> => fc.option(a, { nil: undefined });
+  const count = mostly<number | string>(fc.integer({ min: 1, max: 10000 }), fc.oneof(fc.integer({ min: -2, max: 0 }), fc.constantFrom(10001, 1.5, '3')));
+  const extra = fc.oneof({ arbitrary: fc.constant(undefined), weight: 12 }, { arbitrary: fc.constantFrom({ tll: '1h' }, { Pinned: true }), weight: 1 });
+
+  const branchArb = fc.record({
+    apiVersion: fc.constant('pgx.dev/v1alpha1'),
+    kind: fc.constant('Branch'),
+    metadata: fc.record({ name }),
+    spec: fc
+      .record({
+        templateRef: mostly<Record<string, string>>(fc.record({ name }), fc.constantFrom<Record<string, string>>({}, { name: 'app', kind: 'Template' })),
+        ttl: maybe(duration),
+        pinned: maybe(mostly<boolean | string>(fc.boolean(), fc.constant('yes'))),
+        limits: maybe(fc.record({ memory: maybe(quantity), connections: maybe(count) })),
+        affinity: maybe(fc.record({ pod: maybe(name) })),
+        extra,
+      })
+      .map(({ extra: e, ...spec }) => ({ ...spec, ...e })),
+  });
+
+  const runtimeArb = fc.record({
+    apiVersion: fc.constant('pgx.dev/v1alpha1'),
+    kind: fc.constant('Runtime'),
+    metadata: fc.record({ name }),
+    spec: fc.record({
+      image: mostly(fc.constant('ghcr.io/pgx/pgx:0.1'), fc.constantFrom('', undefined)),
+      replicas: maybe(mostly<number | string>(fc.integer({ min: 1, max: 100 }), fc.constantFrom(0, -1, 101, '2'))),
+      imagePullPolicy: maybe(mostly(fc.constant('Always'), fc.constant('Sometimes'))),
+      storage: maybe(fc.record({ size: maybe(quantity), storageClassName: maybe(mostly(fc.constantFrom('zfs-localpv', 'fast.example.com'), fc.constant('Not_OK'))) })),
+      resources: maybe(fc.record({ requests: maybe(fc.dictionary(fc.constantFrom('cpu', 'memory'), quantity)), limits: maybe(fc.dictionary(fc.constantFrom('memory'), quantity)) })),
+      engine: maybe(
+        fc.record({
+          prefix: maybe(mostly(fc.constantFrom('tdb_', 'x', 'pr_', 'a'.repeat(12)), fc.constantFrom('Tdb', '1x', 'a'.repeat(13)))),
+          grace: maybe(mostly(fc.constant('0s'), duration)),
+          poolSize: maybe(mostly(fc.integer({ min: 0, max: 1000 }), fc.constantFrom(-1, 1001))),
+          databaseDefaults: maybe(fc.record({ memory: maybe(quantity), connections: maybe(count) })),
+        }),
+      ),
+    }),
+  });
+
+  const templateArb = fc.record({
+    apiVersion: fc.constant('pgx.dev/v1alpha1'),
+    kind: fc.constant('Template'),
+    metadata: fc.record({ name }),
+    spec: fc.record({
+      runtimeRef: fc.record({ name }),
+      source: mostly<Record<string, unknown>>(
+        fc.oneof<fc.Arbitrary<Record<string, unknown>>[]>(
+          fc.record({ sql: mostly(fc.constant('create table t (id int)'), fc.constant('')) }),
+          fc.record({ configMapRef: fc.record({ name: mostly(fc.constant('schema'), fc.constant('Bad Name')), key: maybe(mostly(fc.constant('schema.sql'), fc.constant('a/b'))) }) }),
+          fc.record({ database: fc.record({ urlSecretRef: fc.record({ name: fc.constant('prod-db') }), maskingSql: maybe(mostly(fc.constant('update users set email = null'), fc.constant(''))) }) }),
+        ),
+        fc.constantFrom<Record<string, unknown>>({}, { sql: 'select 1', configMapRef: { name: 'schema' } }),
+      ),
+      seal: maybe(fc.boolean()),
+    }),
+  });
+
+  const cases = [
+    { kind: 'Branch', file: 'branches.pgx.dev.yaml', arb: branchArb as fc.Arbitrary<unknown>, schema: branch as unknown as { safeParse(v: unknown): { success: boolean } } },
+    { kind: 'Runtime', file: 'runtimes.pgx.dev.yaml', arb: runtimeArb as fc.Arbitrary<unknown>, schema: runtime as unknown as { safeParse(v: unknown): { success: boolean } } },
+    { kind: 'Template', file: 'templates.pgx.dev.yaml', arb: templateArb as fc.Arbitrary<unknown>, schema: template as unknown as { safeParse(v: unknown): { success: boolean } } },
+  ];
+  for (const c of cases) {
+    it(`on which ${c.kind} objects are valid`, () => {
+      const seen = { valid: 0, invalid: 0 };
+      fc.assert(
+        fc.property(c.arb, (raw) => {
+          const obj = json(raw);
+          const valid = c.schema.safeParse(obj).success;
+          seen[valid ? 'valid' : 'invalid']++;
+          expect(valid, JSON.stringify(obj)).to.equal(clusterAccepts(c.file, obj));
+        }),
+        { numRuns: 400 },
+      );
+      // Both answers came up often enough for the agreement to mean something.
+      expect(seen.valid).to.be.greaterThan(40);
+      expect(seen.invalid).to.be.greaterThan(40);
+    });
+  }
 });

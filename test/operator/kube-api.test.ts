@@ -13,6 +13,7 @@ import {
   PatchStrategy,
   setHeaderOptions,
   VersionApi,
+  Watch,
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
@@ -197,7 +198,7 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
     const badTtl = await failure(custom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('pr-2', { ttl: '-1h' }) }));
     expect(badTtl.code).to.equal(422);
     expect(badTtl.reason).to.equal('Invalid');
-    expect(badTtl.message).to.equal(`Branch.pgx.dev "pr-2" is invalid: spec.ttl: Invalid value: "-1h": spec.ttl in body should match '^([0-9]+(s|m|h|d))+$'`);
+    expect(badTtl.message).to.equal(`Branch.pgx.dev "pr-2" is invalid: spec.ttl: Invalid value: "-1h": spec.ttl in body should match '^([0-9]+[smhd])*0*[1-9][0-9]*[smhd]([0-9]+[smhd])*$'`);
 
     const badMemory = await failure(custom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('pr-3', { limits: { memory: 'lots' } }) }));
     expect(badMemory.message).to.contain('spec.limits.memory: Invalid value: "lots"');
@@ -368,5 +369,63 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
     } finally {
       await informer.stop();
     }
+  });
+  it('streams a raw watch: replays changes after a resourceVersion, filters by field selector, ends with 410 as an ERROR event', async () => {
+    const a = await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'a' }, data: { v: '1' } } });
+    await core.patchNamespacedConfigMap({ name: 'a', namespace: ns, body: { data: { v: '2' } } }, merge);
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'b' } } });
+    await core.deleteNamespacedConfigMap({ name: 'a', namespace: ns });
+
+    const events: string[] = [];
+    const ended = new Promise<unknown>((resolve) => {
+      void new Watch(kc).watch(
+        `/api/v1/namespaces/${ns}/configmaps`,
+        { resourceVersion: a.metadata!.resourceVersion!, fieldSelector: 'metadata.name=a', timeoutSeconds: 1 },
+        (type: string, obj: KubernetesObject & { data?: Record<string, string> }) => events.push(`${type} ${obj.metadata?.name} ${obj.data?.v}`),
+        resolve,
+      );
+    });
+    expect(await ended).to.equal(null); // the server ended the stream at timeoutSeconds
+    expect(events).to.deep.equal(['MODIFIED a 2', 'DELETED a 2']);
+
+    api.store.compact();
+    const errors: { type: string; code: unknown }[] = [];
+    await new Promise<unknown>((resolve) => {
+      void new Watch(kc).watch(`/api/v1/namespaces/${ns}/configmaps`, { resourceVersion: a.metadata!.resourceVersion! }, (type: string, obj: { code?: number }) => errors.push({ type, code: obj.code }), resolve);
+    });
+    expect(errors).to.deep.equal([{ type: 'ERROR', code: 410 }]);
+  });
+
+  it('refuses server-side apply, strategic merge patch of a custom object and a failed JSON patch test', async () => {
+    await custom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('pr-1') });
+    const base = { ...PGX, namespace: ns, plural: 'branches', name: 'pr-1' };
+    const ssa = await failure(custom.patchNamespacedCustomObject({ ...base, body: branchBody('pr-1'), fieldManager: 'test' }, setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply)));
+    expect(ssa).to.deep.include({ code: 415, reason: 'UnsupportedMediaType' });
+    const smp = await failure(custom.patchNamespacedCustomObject({ ...base, body: { spec: { pinned: false } } }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)));
+    expect(smp.code).to.equal(415);
+    const test = await failure(custom.patchNamespacedCustomObject({ ...base, body: [{ op: 'test', path: '/spec/pinned', value: false }, { op: 'replace', path: '/spec/ttl', value: '1h' }] }));
+    expect(test).to.deep.include({ code: 422, reason: 'Invalid' });
+    expect(((await custom.getNamespacedCustomObject(base)) as CustomObject).spec?.ttl).to.equal(undefined);
+  });
+
+  it('serves a kind as soon as its CustomResourceDefinition is created, and stops when it is deleted', async () => {
+    const crd = {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: 'widgets.example.com' },
+      spec: {
+        group: 'example.com',
+        names: { kind: 'Widget', plural: 'widgets', singular: 'widget', listKind: 'WidgetList' },
+        scope: 'Namespaced',
+        versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties: { size: { type: 'integer', minimum: 1 } } } } } } }],
+      },
+    };
+    const widgets = { group: 'example.com', version: 'v1', namespace: ns, plural: 'widgets' };
+    expect((await failure(custom.listNamespacedCustomObject(widgets))).code).to.equal(404);
+    await custom.createClusterCustomObject({ group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions', body: crd });
+    await custom.createNamespacedCustomObject({ ...widgets, body: { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' }, spec: { size: 2 } } });
+    expect((await failure(custom.createNamespacedCustomObject({ ...widgets, body: { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'v' }, spec: { size: 0 } } }))).reason).to.equal('Invalid');
+    await custom.deleteClusterCustomObject({ group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions', name: 'widgets.example.com' });
+    expect((await failure(custom.listNamespacedCustomObject(widgets))).code).to.equal(404);
   });
 });

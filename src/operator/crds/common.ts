@@ -53,26 +53,32 @@ export function keyRef(what: string, defaultKey: string) {
 
 // --- durations: 30s, 15m, 2h, 7d, or a sum such as 1h30m ---
 
-export const DURATION = /^([0-9]+(s|m|h|d))+$/;
+export const DURATION = /^([0-9]+[smhd])+$/;
+/** A duration with at least one non-zero part. RE2-compatible (no lookahead), as a CRD pattern must be. */
+export const POSITIVE_DURATION = /^([0-9]+[smhd])*0*[1-9][0-9]*[smhd]([0-9]+[smhd])*$/;
 const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /** Milliseconds in a duration string such as `30s`, `2h`, `7d` or `1h30m`; null if it is not one. */
 export function parseDuration(text: string): number | null {
   if (!DURATION.test(text)) return null;
   let ms = 0;
-  for (const m of text.matchAll(/([0-9]+)(s|m|h|d)/g)) ms += Number(m[1]) * UNIT_MS[m[2]!]!;
+  for (const m of text.matchAll(/([0-9]+)([smhd])/g)) ms += Number(m[1]) * UNIT_MS[m[2]!]!;
   return ms;
 }
 
+/** A duration string; the same pattern is in the CRD, so the cluster and the operator agree. */
 export function duration(what: string, opts: { allowZero?: boolean } = {}): z.ZodString {
-  const text = z.string().regex(DURATION, { message: `${what} must be a ${opts.allowZero ? '' : 'positive '}duration such as 30s, 15m, 2h, 7d or 1h30m`, abort: true });
-  return opts.allowZero ? text : text.refine((s) => (parseDuration(s) ?? 0) > 0, `${what} must be longer than zero`);
+  return opts.allowZero
+    ? z.string().regex(DURATION, `${what} must be a duration such as 0s, 30s, 15m, 2h or 1h30m`)
+    : z.string().regex(POSITIVE_DURATION, `${what} must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m`);
 }
 
 // --- quantities, as Kubernetes writes memory and CPU: 512Mi, 1Gi, 1.5G, 500m, 2 ---
 
 /** resource.Quantity's syntax, exactly as Kubernetes' own CRDs give it (controller-gen). */
 export const QUANTITY = /^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$/;
+/** The same without a leading minus: what our fields take, in the CRD pattern and here alike. */
+export const NON_NEGATIVE_QUANTITY = /^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$/;
 const SUFFIX: Record<string, number> = {
   '': 1, n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
   Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
@@ -89,15 +95,12 @@ export function parseQuantity(q: string | number): number | null {
 }
 
 /**
- * A non-negative Kubernetes quantity, written as a string (`512Mi`) or a bare number (`2`), like the
- * `resources` of a Pod. In the CRD it is x-kubernetes-int-or-string with the Quantity pattern.
+ * A non-negative Kubernetes quantity, written as a string (`512Mi`) or a bare integer (`2`), like the
+ * `resources` of a Pod. In the CRD it is x-kubernetes-int-or-string with the same pattern and minimum.
  */
 export function quantity(what: string) {
-  const text = z
-    .string()
-    .regex(QUANTITY, { message: `${what} must be a Kubernetes quantity such as 512Mi, 2Gi or 1.5G`, abort: true })
-    .refine((s) => (parseQuantity(s) ?? -1) >= 0, `${what} must not be negative`);
-  return z.union([z.number().int().nonnegative(`${what} must not be negative`), text], { error: `${what} must be a Kubernetes quantity such as 512Mi, 2Gi or 1.5G` }).meta({ 'x-kubernetes-int-or-string': true });
+  const message = `${what} must be a Kubernetes quantity such as 512Mi, 2Gi or 1.5G`;
+  return z.union([z.number().int().min(0, `${what} must not be negative`), z.string().regex(NON_NEGATIVE_QUANTITY, message)], { error: message }).meta({ 'x-kubernetes-int-or-string': true });
 }
 
 // --- conditions: metav1.Condition, field for field ---

@@ -32,8 +32,11 @@ function intOrString(node: JsonObject, path: string): JsonObject {
   const branches = node.anyOf;
   if (!Array.isArray(branches)) fail(path, 'x-kubernetes-int-or-string without anyOf');
   const text = branches.find((b) => isObject(b) && b.type === 'string');
+  const int = branches.find((b) => isObject(b) && b.type === 'integer');
   const out: JsonObject = { 'x-kubernetes-int-or-string': true, anyOf: [{ type: 'integer' }, { type: 'string' }] };
+  // pattern checks only strings and minimum only numbers, so both sit on the node itself.
   if (isObject(text) && typeof text.pattern === 'string') out.pattern = text.pattern;
+  if (isObject(int) && typeof int.minimum === 'number') out.minimum = int.minimum;
   if (typeof node.description === 'string') out.description = node.description;
   if (node.default !== undefined) out.default = node.default;
   return sorted(out);
