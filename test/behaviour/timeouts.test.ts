@@ -66,7 +66,7 @@ const statementTimeout: Scenario = {
 };
 
 const idleInTransaction: Scenario = {
-  name: 'idle_in_transaction_session_timeout and transaction_timeout end the session',
+  name: 'idle_in_transaction_session_timeout, transaction_timeout and idle_session_timeout end the session',
   async run(t) {
     const a = await t.session('a', { application_name: 'behave_idle' });
     const b = await t.session('b');
@@ -104,6 +104,15 @@ const idleInTransaction: Scenario = {
     c.takeEvents();
     expect(rows(await b.q('SELECT qty FROM items WHERE id = 6 FOR UPDATE'))).to.deep.equal([{ qty: 60 }]);
     await t.waitUntilGone('behave_tx');
+    // idle_session_timeout ends a session idle outside a transaction.
+    const d = await t.session('d', { application_name: 'behave_idle_session' });
+    await d.q("SET idle_session_timeout = '100ms'");
+    await d.waitEnded();
+    const idleEvents = d.takeEvents();
+    expect(idleEvents[0]).to.deep.equal({
+      error: { severity: 'FATAL', code: '57P05', message: 'terminating connection due to idle-session timeout', routine: 'ProcessInterrupts' },
+    });
+    await t.waitUntilGone('behave_idle_session');
     // postgres.js in a transaction that sat idle too long.
     const p = t.pgjs('p', { connection: { application_name: 'behave_idle_pgjs' } });
     // sql.begin() fails when its connection closes; the callback just waits for that (a query sent

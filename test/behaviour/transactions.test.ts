@@ -196,7 +196,7 @@ const advisoryLocks: Scenario = {
 };
 
 const killedClient: Scenario = {
-  name: 'a client killed mid-transaction',
+  name: 'a client killed or leaving mid-transaction',
   async run(t) {
     const victim = await t.session('victim', { application_name: 'behave_victim' });
     const b = await t.session('b');
@@ -218,6 +218,14 @@ const killedClient: Scenario = {
     await t.waitUntilGone('behave_victim');
     expect(rows(await b.q("SELECT to_regclass('half_done') AS t"))).to.deep.equal([{ t: null }]);
     expect(code(await victim.q('SELECT 1'))).to.match(/^client: /);
+    // A client that says goodbye (Terminate) mid-transaction: rolled back, its locks released.
+    const leaver = await t.session('leaver', { application_name: 'behave_leaver' });
+    await leaver.q('BEGIN');
+    await leaver.q('UPDATE items SET qty = 0 WHERE id = 4');
+    await leaver.q("SET LOCAL work_mem = '9MB'");
+    await leaver.end();
+    expect(rows(await b.q('SELECT qty FROM items WHERE id = 4 FOR UPDATE'))).to.deep.equal([{ qty: 40 }]);
+    await t.waitUntilGone('behave_leaver');
   },
 };
 
