@@ -5,11 +5,13 @@
 import {
   ApiException,
   ApisApi,
+  AppsV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   KubernetesObjectApi,
   makeInformer,
+  PolicyV1Api,
   PatchStrategy,
   setHeaderOptions,
   VersionApi,
@@ -427,5 +429,51 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
     expect((await failure(custom.createNamespacedCustomObject({ ...widgets, body: { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'v' }, spec: { size: 0 } } }))).reason).to.equal('Invalid');
     await custom.deleteClusterCustomObject({ group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions', name: 'widgets.example.com' });
     expect((await failure(custom.listNamespacedCustomObject(widgets))).code).to.equal(404);
+  });
+  it('round-trips what the Runtime controller writes through the typed clients: StatefulSet, Services, PDB, Pod status, Event', async () => {
+    const labels = { 'app.kubernetes.io/instance': 'main' };
+    const sts = await kc.makeApiClient(AppsV1Api).createNamespacedStatefulSet({
+      namespace: ns,
+      body: {
+        metadata: { name: 'main', labels },
+        spec: {
+          replicas: 2,
+          serviceName: 'main-pods',
+          selector: { matchLabels: labels },
+          template: { metadata: { labels }, spec: { containers: [{ name: 'pgx', image: 'pgx:dev', ports: [{ containerPort: 6432 }] }] } },
+          volumeClaimTemplates: [{ metadata: { name: 'data' }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } } } }],
+        },
+      },
+    });
+    expect(sts.metadata?.generation).to.equal(1);
+    expect(sts.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests).to.deep.equal({ storage: '10Gi' });
+
+    const headless = await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'main-pods' }, spec: { clusterIP: 'None', selector: labels, ports: [{ port: 6432 }] } } });
+    expect(headless.spec?.clusterIP).to.equal('None');
+    const clients = await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'main' }, spec: { selector: labels, ports: [{ port: 6432 }] } } });
+    expect(clients.spec?.clusterIP).to.match(/^10\.96\./);
+    // An update that leaves clusterIP out keeps the allocated one, as the API server does.
+    const replaced = await core.replaceNamespacedService({ name: 'main', namespace: ns, body: { ...clients, spec: { ...clients.spec, clusterIP: undefined, clusterIPs: undefined } } });
+    expect(replaced.spec?.clusterIP).to.equal(clients.spec?.clusterIP);
+
+    const pdb = await kc.makeApiClient(PolicyV1Api).createNamespacedPodDisruptionBudget({ namespace: ns, body: { metadata: { name: 'main' }, spec: { maxUnavailable: 1, selector: { matchLabels: labels } } } });
+    expect(pdb.spec?.maxUnavailable).to.equal(1);
+
+    // Nothing runs pods here: a test plays the StatefulSet controller and the kubelet itself.
+    await core.createNamespacedPod({ namespace: ns, body: { metadata: { name: 'main-0', labels }, spec: { containers: [{ name: 'pgx', image: 'pgx:dev' }] } } });
+    const ready = await core.patchNamespacedPodStatus(
+      { name: 'main-0', namespace: ns, body: { status: { phase: 'Running', podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } },
+      merge,
+    );
+    expect(ready.status?.podIP).to.equal('127.0.0.1');
+    expect((await core.listNamespacedPod({ namespace: ns, labelSelector: 'app.kubernetes.io/instance=main' })).items.map((p) => p.status?.phase)).to.deep.equal(['Running']);
+
+    const event = await core.createNamespacedEvent({
+      namespace: ns,
+      body: { metadata: { generateName: 'main.' }, involvedObject: { kind: 'Runtime', name: 'main', namespace: ns }, reason: 'Scaled', message: 'StatefulSet main has 2 replicas', type: 'Normal' },
+    });
+    expect(event.metadata?.name).to.match(/^main\./);
+    const forRuntime = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.kind=Runtime,involvedObject.name=main' });
+    expect(forRuntime.items.map((e) => e.reason)).to.deep.equal(['Scaled']);
   });
 });

@@ -54,7 +54,8 @@ const PATCH_TYPES: Record<string, PatchType> = {
 export class KubeApiServer {
   readonly requests: RequestRecord[] = [];
   private readonly server: https.Server;
-  private readonly watches = new Set<ServerResponse>();
+  /** Open watch streams, each with what stops it. */
+  private readonly watches = new Map<ServerResponse, () => void>();
   private readonly sockets = new Set<Socket>();
 
   constructor(private readonly opts: ServerOptions) {
@@ -77,8 +78,10 @@ export class KubeApiServer {
 
   /** Ends every watch stream (clients see the stream close, as when an API server restarts). */
   endWatches(): void {
-    for (const res of this.watches) res.end();
-    this.watches.clear();
+    for (const [res, stop] of [...this.watches]) {
+      stop();
+      res.end();
+    }
   }
 
   async close(): Promise<void> {
@@ -105,7 +108,7 @@ export class KubeApiServer {
       const body = await readBody(req);
       await this.serve(req, res, url, route, body, record);
     } catch (err) {
-      const status = err instanceof StatusError ? err : new StatusError(500, 'BadRequest', `internal error in the test double: ${(err as Error).stack ?? String(err)}`);
+      const status = err instanceof StatusError ? err : new StatusError(500, 'InternalError', `internal error in the test double: ${(err as Error).stack ?? String(err)}`);
       if (!res.headersSent) this.send(res, status.code, status.toStatus(), record);
       else res.end();
     }
@@ -190,7 +193,7 @@ export class KubeApiServer {
   /** A watch: chunked newline-delimited JSON events until timeoutSeconds, the client leaves, or close(). */
   private watch(req: IncomingMessage, res: ServerResponse, t: ResourceType, sel: Selection, q: URLSearchParams, record: RequestRecord): void {
     const write = (type: string, object: JsonObject): void => {
-      res.write(JSON.stringify({ type, object }) + '\n');
+      if (!res.writableEnded && !res.destroyed) res.write(JSON.stringify({ type, object }) + '\n');
     };
     const start = this.opts.store.watch(t, sel, q.get('resourceVersion') ?? undefined, (e) => write(e.type, e.object));
     record.code = 'gone' in start ? 410 : 200; // the HTTP status is 200 either way; the record says what happened
@@ -203,14 +206,14 @@ export class KubeApiServer {
       res.end();
       return;
     }
-    this.watches.add(res);
     const timeout = Number(q.get('timeoutSeconds') ?? '0');
-    const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : null;
     const stop = (): void => {
       start.stop();
       if (timer) clearTimeout(timer);
       this.watches.delete(res);
     };
+    const timer = timeout > 0 ? setTimeout(() => (stop(), res.end()), timeout * 1000) : null;
+    this.watches.set(res, stop);
     res.on('close', stop);
     req.on('close', stop);
   }

@@ -11,7 +11,7 @@ import { apiVersionOf, BUILTIN_TYPES, qualifiedName, typeKey, typesFromCrd, type
 import { applyDefaults, prune, validate, type FieldCause } from './schema.js';
 import { fieldMatcher, labelMatcher, SelectorError, type Matcher } from './selectors.js';
 
-export type StatusReason = 'BadRequest' | 'Unauthorized' | 'NotFound' | 'AlreadyExists' | 'Conflict' | 'Invalid' | 'Gone' | 'MethodNotAllowed' | 'UnsupportedMediaType' | 'Forbidden';
+export type StatusReason = 'InternalError' | 'BadRequest' | 'Unauthorized' | 'NotFound' | 'AlreadyExists' | 'Conflict' | 'Invalid' | 'Gone' | 'MethodNotAllowed' | 'UnsupportedMediaType' | 'Forbidden';
 
 /** A failed request, as the API server's metav1.Status. */
 export class StatusError extends Error {
