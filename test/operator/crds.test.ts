@@ -160,13 +160,18 @@ describe('pgx.dev/v1alpha1 schemas', () => {
 
   it('refuse a name over 63 bytes, and a Template name that would not fit a database name', () => {
     const long = 'b'.repeat(64);
-    expect(parseObject(branch, { ...goodBranch, metadata: { name: long } })).to.deep.equal({ ok: false, message: 'metadata.name: Branch name must be at most 63 characters (a Kubernetes DNS-1123 label)' });
+    expect(parseObject(branch, { ...goodBranch, metadata: { name: long } })).to.deep.equal({ ok: false, message: 'metadata.name: Branch name must be at most 63 characters' });
     const tpl = { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name: 't'.repeat(41) }, spec: { runtimeRef: { name: 'main' }, source: { sql: 'select 1' } } };
-    expect(parseObject(template, tpl)).to.deep.equal({ ok: false, message: 'metadata.name: Template name must be at most 40 characters (a Kubernetes DNS-1123 label)' });
+    expect(parseObject(template, tpl)).to.deep.equal({ ok: false, message: 'metadata.name: Template name must be at most 40 characters' });
     expect(parseObject(branch, { ...goodBranch, spec: { templateRef: { name: 'Not_A_Label' } } })).to.deep.equal({
       ok: false,
       message: "spec.templateRef.name: Template name must be lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS-1123 label)",
     });
+  });
+
+  it('refuse a Runtime name that cannot name a Service', () => {
+    const r = parseObject(runtime, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: '1st' }, spec: { image: 'pgx:dev' } });
+    expect(r).to.deep.equal({ ok: false, message: "metadata.name: Runtime name must be lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (a DNS-1035 label)" });
   });
 
   it('refuse memory that is not a quantity', () => {

@@ -181,6 +181,17 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
     expect((await failure(core.deleteNamespacedSecret({ name: 'nope', namespace: ns }))).reason).to.equal('NotFound');
   });
 
+  it('checks names and field selectors as a real API server does', async () => {
+    const service = await failure(core.createNamespacedService({ namespace: ns, body: { metadata: { name: '1st' }, spec: { ports: [{ port: 1 }] } } }));
+    expect(service.reason).to.equal('Invalid');
+    expect(service.message).to.contain('a DNS-1035 label must consist of lower case alphanumeric characters');
+    expect((await failure(core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'Upper' } } }))).message).to.contain('a lowercase RFC 1123 subdomain');
+    // Custom resources support only metadata.name and metadata.namespace in field selectors.
+    const field = await failure(custom.listNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', fieldSelector: 'spec.templateRef.name=app' }));
+    expect(field).to.deep.equal({ code: 400, reason: 'BadRequest', message: 'field label not supported: spec.templateRef.name' });
+    expect((await failure(core.listNamespacedSecret({ namespace: ns, labelSelector: 'a in (b' }))).reason).to.equal('BadRequest');
+  });
+
   it('keeps a Lease under optimistic concurrency, as leader election needs', async () => {
     const leases = kc.makeApiClient(CoordinationV1Api);
     const lease = await leases.createNamespacedLease({ namespace: ns, body: { metadata: { name: 'pgx-operator' }, spec: { holderIdentity: 'a', leaseDurationSeconds: 15 } } });

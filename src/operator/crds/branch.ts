@@ -2,7 +2,7 @@
 // an optional TTL after which the Branch deletes itself. Schema only.
 
 import { z } from 'zod';
-import { API_VERSION, conditions, dnsLabel, duration, localRef, objectMeta, observedGeneration, quantity } from './common.js';
+import { API_VERSION, conditions, DNS_LABEL, DNS_LABEL_WORDS, dnsLabel, duration, localRef, objectMeta, observedGeneration, quantity } from './common.js';
 import type { CustomResourceKind } from './kind.js';
 
 export const branchSpec = z
@@ -71,6 +71,8 @@ export const BRANCH: CustomResourceKind = {
   shortNames: ['pgxbr'],
   maxNameLength: 63,
   nameLimitReason: 'it names the Branch in labels and in its Secret, and Kubernetes label values are at most 63 characters',
+  namePattern: DNS_LABEL,
+  namePatternWords: DNS_LABEL_WORDS,
   spec: branchSpec,
   status: branchStatus,
   printerColumns: [

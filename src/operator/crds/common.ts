@@ -9,17 +9,23 @@ export const GROUP = 'pgx.dev';
 export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
-/** RFC 1123 label, as Kubernetes checks Service and namespace names: what most of our names must be. */
+/** RFC 1123 label, as Kubernetes checks namespace and label-like names: what most of our names must be. */
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** RFC 1035 label (starts with a letter), as Kubernetes checks Service names. */
+export const DNS_1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 /** RFC 1123 subdomain, as Kubernetes checks most object names (Secrets, ConfigMaps, StorageClasses). */
 export const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-export function dnsLabel(what: string, max = 63): z.ZodString {
+export const DNS_LABEL_WORDS = "lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS-1123 label)";
+export const DNS_1035_LABEL_WORDS = "lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (a DNS-1035 label)";
+
+export function dnsLabel(what: string, max = 63, opts: { startsWithLetter?: boolean } = {}): z.ZodString {
+  const [pattern, words] = opts.startsWithLetter ? [DNS_1035_LABEL, DNS_1035_LABEL_WORDS] : [DNS_LABEL, DNS_LABEL_WORDS];
   return z
     .string()
     .min(1, `${what} must not be empty`)
-    .max(max, `${what} must be at most ${max} characters (a Kubernetes DNS-1123 label)`)
-    .regex(DNS_LABEL, `${what} must be lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS-1123 label)`);
+    .max(max, `${what} must be at most ${max} characters`)
+    .regex(pattern, `${what} must be ${words}`);
 }
 
 export function dnsSubdomain(what: string): z.ZodString {

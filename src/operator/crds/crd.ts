@@ -20,7 +20,7 @@ export function customResourceDefinition(k: CustomResourceKind): JsonObject {
     // names, so the name rules are CEL rules at the root (the only place metadata.name can be checked).
     'x-kubernetes-validations': [
       { rule: `self.metadata.name.size() <= ${k.maxNameLength}`, message: `a ${k.kind} name must be at most ${k.maxNameLength} characters: ${k.nameLimitReason}` },
-      { rule: "self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')", message: `a ${k.kind} name must be lower-case letters, digits and '-' (a DNS-1123 label, no dots)` },
+      { rule: `self.metadata.name.matches('${k.namePattern.source}')`, message: `a ${k.kind} name must be ${k.namePatternWords}` },
     ],
   };
   return {

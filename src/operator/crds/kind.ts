@@ -25,6 +25,9 @@ export interface CustomResourceKind {
   maxNameLength: number;
   /** Why the name is limited that way, for the refusal message. */
   nameLimitReason: string;
+  /** What the name must look like (RE2-compatible: it becomes a CEL rule), and that in words. */
+  namePattern: RegExp;
+  namePatternWords: string;
   spec: z.ZodType;
   status: z.ZodType;
   printerColumns: PrinterColumn[];

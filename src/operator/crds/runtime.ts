@@ -2,7 +2,7 @@
 // Branches are placed on. Schema only; the controller reads it, never extends it.
 
 import { z } from 'zod';
-import { API_VERSION, conditions, dnsLabel, dnsSubdomain, duration, objectMeta, observedGeneration, quantity } from './common.js';
+import { API_VERSION, conditions, DNS_1035_LABEL, DNS_1035_LABEL_WORDS, dnsLabel, dnsSubdomain, duration, objectMeta, observedGeneration, quantity } from './common.js';
 import type { CustomResourceKind } from './kind.js';
 
 const resourceList = z.record(z.string().min(1), quantity('a resource quantity')).describe('Quantities by resource name (cpu, memory, ...), as in a Pod.');
@@ -78,7 +78,7 @@ export type RuntimeStatus = z.infer<typeof runtimeStatus>;
 export const runtime = z.object({
   apiVersion: z.literal(API_VERSION),
   kind: z.literal('Runtime'),
-  metadata: objectMeta(dnsLabel('Runtime name', 52)),
+  metadata: objectMeta(dnsLabel('Runtime name', 52, { startsWithLetter: true })),
   spec: runtimeSpec,
   status: runtimeStatus.optional(),
 });
@@ -93,6 +93,8 @@ export const RUNTIME: CustomResourceKind = {
   shortNames: ['pgxrt'],
   maxNameLength: 52,
   nameLimitReason: 'it names a StatefulSet, whose pods add a suffix and a controller-revision label to it',
+  namePattern: DNS_1035_LABEL,
+  namePatternWords: `${DNS_1035_LABEL_WORDS}, as it names Services`,
   spec: runtimeSpec,
   status: runtimeStatus,
   printerColumns: [

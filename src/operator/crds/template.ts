@@ -3,7 +3,7 @@
 // it. Schema only.
 
 import { z } from 'zod';
-import { API_VERSION, conditions, dnsLabel, keyRef, localRef, objectMeta, observedGeneration } from './common.js';
+import { API_VERSION, conditions, DNS_LABEL, DNS_LABEL_WORDS, dnsLabel, keyRef, localRef, objectMeta, observedGeneration } from './common.js';
 import type { CustomResourceKind } from './kind.js';
 
 /** Template names are short enough that <prefix><template>__<token> fits in 63 bytes. */
@@ -85,6 +85,8 @@ export const TEMPLATE: CustomResourceKind = {
   shortNames: ['pgxtpl'],
   maxNameLength: MAX_TEMPLATE_NAME,
   nameLimitReason: 'it becomes the template part of <prefix><template>__<token>, a database name of at most 63 bytes',
+  namePattern: DNS_LABEL,
+  namePatternWords: DNS_LABEL_WORDS,
   spec: templateSpec,
   status: templateStatus,
   printerColumns: [

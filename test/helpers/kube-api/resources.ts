@@ -21,6 +21,10 @@ export interface ResourceType {
   schema: JsonObject | null;
   /** Installed by a CustomResourceDefinition (which also means: list items carry apiVersion and kind). */
   custom: boolean;
+  /** How the API server checks metadata.name: a DNS-1123 subdomain for most, a label or a DNS-1035 label for some. */
+  nameRule: 'subdomain' | 'label' | 'dns1035';
+  /** Fields a fieldSelector may use besides metadata.name and metadata.namespace (anything else is 400). */
+  fieldLabels: string[];
 }
 
 export function apiVersionOf(t: ResourceType): string {
@@ -36,18 +40,21 @@ export function typeKey(group: string, version: string, plural: string): string 
   return `${group}/${version}/${plural}`;
 }
 
-function builtin(group: string, version: string, kind: string, plural: string, namespaced: boolean, statusSubresource: boolean, shortNames: string[] = []): ResourceType {
-  return { group, version, kind, plural, singular: kind.toLowerCase(), namespaced, shortNames, categories: [], statusSubresource, schema: null, custom: false };
+function builtin(group: string, version: string, kind: string, plural: string, namespaced: boolean, statusSubresource: boolean, shortNames: string[] = [], extra: Partial<ResourceType> = {}): ResourceType {
+  return { group, version, kind, plural, singular: kind.toLowerCase(), namespaced, shortNames, categories: [], statusSubresource, schema: null, custom: false, nameRule: 'subdomain', fieldLabels: [], ...extra };
 }
 
-/** What the operator reads and writes, with their real scopes and status subresources. */
+const EVENT_FIELDS = ['involvedObject.kind', 'involvedObject.namespace', 'involvedObject.name', 'involvedObject.uid', 'involvedObject.apiVersion', 'involvedObject.resourceVersion', 'involvedObject.fieldPath', 'reason', 'reportingComponent', 'source', 'type'];
+const POD_FIELDS = ['spec.nodeName', 'spec.restartPolicy', 'spec.schedulerName', 'spec.serviceAccountName', 'spec.hostNetwork', 'status.phase', 'status.podIP', 'status.nominatedNodeName'];
+
+/** What the operator reads and writes, with their real scopes, status subresources, name rules and field labels. */
 export const BUILTIN_TYPES: readonly ResourceType[] = [
-  builtin('', 'v1', 'Namespace', 'namespaces', false, true, ['ns']),
-  builtin('', 'v1', 'Secret', 'secrets', true, false),
+  builtin('', 'v1', 'Namespace', 'namespaces', false, true, ['ns'], { nameRule: 'label', fieldLabels: ['status.phase'] }),
+  builtin('', 'v1', 'Secret', 'secrets', true, false, [], { fieldLabels: ['type'] }),
   builtin('', 'v1', 'ConfigMap', 'configmaps', true, false, ['cm']),
-  builtin('', 'v1', 'Service', 'services', true, true, ['svc']),
-  builtin('', 'v1', 'Pod', 'pods', true, true, ['po']),
-  builtin('', 'v1', 'Event', 'events', true, false, ['ev']),
+  builtin('', 'v1', 'Service', 'services', true, true, ['svc'], { nameRule: 'dns1035' }),
+  builtin('', 'v1', 'Pod', 'pods', true, true, ['po'], { fieldLabels: POD_FIELDS }),
+  builtin('', 'v1', 'Event', 'events', true, false, ['ev'], { fieldLabels: EVENT_FIELDS }),
   builtin('', 'v1', 'PersistentVolumeClaim', 'persistentvolumeclaims', true, true, ['pvc']),
   builtin('', 'v1', 'ServiceAccount', 'serviceaccounts', true, false, ['sa']),
   builtin('apps', 'v1', 'StatefulSet', 'statefulsets', true, true, ['sts']),
@@ -79,6 +86,8 @@ export function typesFromCrd(crd: JsonObject): ResourceType[] {
       statusSubresource: isObject(v.subresources) && isObject(v.subresources.status),
       schema,
       custom: true,
+      nameRule: 'subdomain' as const,
+      fieldLabels: [],
     };
   });
 }

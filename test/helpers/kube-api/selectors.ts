@@ -1,7 +1,7 @@
 // Label and field selectors as the API server parses them (?labelSelector=, ?fieldSelector=).
 // Labels: `a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x,y)`, joined by commas (AND).
-// Fields: `path=value`, `path==value`, `path!=value` on any dotted path (a real server allows only a few
-// paths per type, e.g. metadata.name and metadata.namespace everywhere).
+// Fields: `path=value`, `path==value`, `path!=value` on the paths the resource supports: metadata.name
+// and metadata.namespace everywhere, and a few more per built-in type (resources.ts), as on a real server.
 
 import { isObject, type Json, type JsonObject } from './patch.js';
 
@@ -61,12 +61,14 @@ function fieldValue(o: JsonObject, path: string): string {
   return node === undefined || node === null ? '' : typeof node === 'object' ? JSON.stringify(node) : String(node);
 }
 
-export function fieldMatcher(selector: string | undefined): Matcher {
+/** `allowed`: the field labels the resource supports; a real API server refuses any other with 400. */
+export function fieldMatcher(selector: string | undefined, allowed: readonly string[]): Matcher {
   if (!selector) return () => true;
   const checks = terms(selector).map((t): Matcher => {
     const m = /^([A-Za-z0-9_.]+)\s*(==|=|!=)\s*(.*)$/.exec(t);
     if (!m) throw new SelectorError(`invalid field selector: ${JSON.stringify(t)}`);
     const [, path, op, value] = m;
+    if (!allowed.includes(path!)) throw new SelectorError(`field label not supported: ${path}`);
     return op === '!=' ? (o) => fieldValue(o, path!) !== value : (o) => fieldValue(o, path!) === value;
   });
   return (o) => checks.every((c) => c(o));

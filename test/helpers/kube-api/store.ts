@@ -73,7 +73,22 @@ export type PatchType = 'merge' | 'json' | 'strategic';
 
 export type WatchStart = { gone: StatusError } | { stop: () => void };
 
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** The API server's name checks (apimachinery validation), with its words. */
+const NAME_RULES: Record<ResourceType['nameRule'], { pattern: RegExp; max: number; words: string }> = {
+  subdomain: {
+    pattern: /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/,
+    max: 253,
+    words: "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+  },
+  label: { pattern: /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, max: 63, words: "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character" },
+  dns1035: { pattern: /^[a-z]([-a-z0-9]*[a-z0-9])?$/, max: 63, words: "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character" },
+};
+
+function nameProblem(rule: ResourceType['nameRule'], name: string): string | null {
+  const r = NAME_RULES[rule];
+  if (name.length > r.max) return `must be no more than ${r.max} characters`;
+  return r.pattern.test(name) ? null : r.words;
+}
 
 function meta(o: JsonObject): JsonObject {
   if (!isObject(o.metadata)) o.metadata = {};
@@ -149,7 +164,7 @@ export class ObjectStore {
   }
 
   list(t: ResourceType, sel: Selection): { items: JsonObject[]; resourceVersion: string } {
-    const match = this.matcher(sel);
+    const match = this.matcher(sel, t);
     const items = [...this.bucket(t).values()].filter((o) => this.inNamespace(o, sel.namespace) && match(o)).map((o) => clone(o));
     items.sort((a, b) => `${meta(a).namespace ?? ''}/${meta(a).name}`.localeCompare(`${meta(b).namespace ?? ''}/${meta(b).name}`));
     return { items, resourceVersion: this.resourceVersion() };
@@ -168,11 +183,8 @@ export class ObjectStore {
       m.name = m.generateName + crypto.randomBytes(4).toString('hex').slice(0, 5);
     }
     const name = String(m.name);
-    if (name.length > 253 || !DNS_SUBDOMAIN.test(name)) {
-      throw this.invalid(t, name, [
-        { reason: 'FieldValueInvalid', field: 'metadata.name', message: `metadata.name: Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character` },
-      ]);
-    }
+    const problem = nameProblem(t.nameRule, name);
+    if (problem !== null) throw this.invalid(t, name, [{ reason: 'FieldValueInvalid', field: 'metadata.name', message: `metadata.name: Invalid value: "${name}": ${problem}` }]);
     const bucket = this.bucket(t);
     const key = nameKey(this.ns(t, namespace), name);
     if (bucket.has(key)) throw new StatusError(409, 'AlreadyExists', `${qualifiedName(t)} "${name}" already exists`, this.details(t, name));
@@ -263,7 +275,7 @@ export class ObjectStore {
    */
   watch(t: ResourceType, sel: Selection, resourceVersion: string | undefined, send: (e: WatchEvent) => void): WatchStart {
     const key = typeKey(t.group, t.version, t.plural);
-    const matches = this.matcher(sel);
+    const matches = this.matcher(sel, t);
     const watcher: Watcher = { key, namespace: sel.namespace, matches, send };
     if (resourceVersion === undefined || resourceVersion === '' || resourceVersion === '0') {
       for (const o of this.list(t, sel).items) send({ type: 'ADDED', object: o });
@@ -293,10 +305,10 @@ export class ObjectStore {
     return namespace === null || (meta(o).namespace ?? '') === namespace;
   }
 
-  private matcher(sel: Selection): Matcher {
+  private matcher(sel: Selection, t: ResourceType): Matcher {
     try {
       const labels = labelMatcher(sel.labelSelector);
-      const fields = fieldMatcher(sel.fieldSelector);
+      const fields = fieldMatcher(sel.fieldSelector, ['metadata.name', 'metadata.namespace', ...t.fieldLabels]);
       return (o) => labels(o) && fields(o);
     } catch (err) {
       if (err instanceof SelectorError) throw new StatusError(400, 'BadRequest', err.message);
