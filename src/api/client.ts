@@ -5,7 +5,7 @@
 
 import { PgxError, type ErrorCode } from '../errors.js';
 import type { RuntimeStatus } from '../runtime/status.js';
-import type { BuildTemplateRequest, CreateCredentialRequest, CreatedDatabaseBody, CredentialBody, CreateDatabaseRequest, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
+import type { BuildTemplateRequest, ImportJobBody, ImportTemplateRequest, CreateCredentialRequest, CreatedDatabaseBody, CredentialBody, CreateDatabaseRequest, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
 import { PATHS, pathFor, type PathPattern } from './paths.js';
 
 export interface ApiClientOptions {
@@ -98,6 +98,25 @@ export class ApiClient {
   /** Runs the script in a new database and seals it; waits as long as the script runs (up to an hour). */
   buildTemplate(body: BuildTemplateRequest): Promise<TemplateBody> {
     return this.request('POST', PATHS.templates, {}, body, { timeoutMs: 3_600_000 });
+  }
+
+  /** Starts an import job; poll it with importJob(id), or use waitForImport. */
+  importTemplate(body: ImportTemplateRequest): Promise<ImportJobBody> {
+    return this.request('POST', PATHS.templateImport, {}, body);
+  }
+
+  importJob(id: string): Promise<ImportJobBody> {
+    return this.request('GET', PATHS.importJob, { id });
+  }
+
+  /** Polls an import until it is done or failed, calling `progress` at each poll. */
+  async waitForImport(id: string, progress: (job: ImportJobBody) => void = () => undefined, intervalMs = 250): Promise<ImportJobBody> {
+    for (;;) {
+      const job = await this.importJob(id);
+      progress(job);
+      if (job.phase === 'done' || job.phase === 'failed') return job;
+      await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    }
   }
 
   /** With body.request_id set the create is safe to retry (it is also sent as Idempotency-Key). */

@@ -42,6 +42,21 @@ export const buildTemplateRequest = z
   .strict();
 export type BuildTemplateRequest = z.infer<typeof buildTemplateRequest>;
 
+/** A template imported from a source database: dump, restore, mask, check, seal (a job; see GET /v1/imports/{id}). */
+export const importTemplateRequest = z
+  .object({
+    name: pgName,
+    /** postgresql://user:password@host:port/database; the password is never logged or returned. */
+    source_url: z.string().min(1).max(4096),
+    /** SQL that overwrites personal data, with `-- pgx:forbid table.column ~ 'regex'` rules checked after it. */
+    mask: z.string().min(1).optional(),
+    owner: pgName.optional(),
+    seal: z.boolean().optional(),
+    replace: z.boolean().optional(),
+  })
+  .strict();
+export type ImportTemplateRequest = z.infer<typeof importTemplateRequest>;
+
 export const setTtlRequest = z
   .object({
     /** Seconds from now; null clears the TTL. */
@@ -135,6 +150,25 @@ export interface TemplateBody {
   strategy: string;
   /** The database this is a snapshot of, or null for a template sealed as such. */
   snapshot_of: string | null;
+}
+
+/** An import job: `phase` goes queued, dumping, restoring, masking, checking, sealing, then done or failed. */
+export interface ImportJobBody {
+  id: string;
+  template: string;
+  /** The source URL without its password. */
+  source: string;
+  phase: string;
+  bytes: number;
+  tables_done: number;
+  /** 0 until the dump is complete. */
+  tables_total: number;
+  started_at: string;
+  finished_at: string | null;
+  /** The template, once done. */
+  result: TemplateBody | null;
+  /** Why it failed, once failed. */
+  error: ErrorBody | null;
 }
 
 export interface ListBody<T> {

@@ -7,9 +7,11 @@ import type { EngineStats } from '../engine/listener.js';
 import type { DisposableDatabases } from '../runtime/databases.js';
 import { isUnderPrefix } from '../runtime/names.js';
 import { ScriptError } from '../runtime/template-build.js';
+import type { ImportJob } from '../runtime/template-import.js';
 import type { DatabaseRecord, TemplateRecord } from '../runtime/records.js';
 import {
   buildTemplateRequest,
+  importTemplateRequest,
   createCredentialRequest,
   createDatabaseRequest,
   restoreRequest,
@@ -19,6 +21,7 @@ import {
   type CreatedDatabaseBody,
   type CredentialBody,
   type DatabaseBody,
+  type ImportJobBody,
   type ListBody,
   type ReadyBody,
   type TemplateBody,
@@ -95,6 +98,22 @@ export const buildTemplate: Handler = async ({ body }, ctx) => {
     if (err instanceof ScriptError) throw new ApiError(422, err);
     throw err;
   }
+};
+
+/** 202 with the job; the work goes on after the answer (poll GET /v1/imports/{id}). */
+export const importTemplate: Handler = async ({ body }, ctx) => {
+  const req = parseBody(importTemplateRequest, body);
+  const job = ctx.databases.importTemplate(
+    { name: req.name, sourceUrl: req.source_url, mask: req.mask, owner: req.owner, seal: req.seal, replace: req.replace },
+    API_ROLE,
+  );
+  return ok(importJobBody(job), 202);
+};
+
+export const getImportJob: Handler = async ({ params }, ctx) => {
+  const job = ctx.databases.importJob(params.id!);
+  if (!job) throw new ApiError(404, new PgxError('INVALID_PARAMETER', `no import job ${params.id}`, { hint: 'Jobs are kept in memory for the runtime\'s life (the last 100).' }));
+  return ok(importJobBody(job));
 };
 
 export const sealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await ctx.databases.seal(param(params), API_ROLE)));
@@ -233,4 +252,20 @@ export function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
 
 export function templateBody(t: TemplateRecord): TemplateBody {
   return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf };
+}
+
+export function importJobBody(j: ImportJob): ImportJobBody {
+  return {
+    id: j.id,
+    template: j.template,
+    source: j.source,
+    phase: j.phase,
+    bytes: j.bytes,
+    tables_done: j.tablesDone,
+    tables_total: j.tablesTotal,
+    started_at: iso(j.startedAt)!,
+    finished_at: iso(j.finishedAt),
+    result: j.result ? templateBody(j.result) : null,
+    error: j.error ? { code: j.error.code, sqlstate: j.error.sqlstate, message: j.error.message, hint: j.error.hint ?? null } : null,
+  };
 }

@@ -7,6 +7,8 @@ export const PATHS = {
   metrics: '/metrics',
   status: '/v1/status',
   templates: '/v1/templates',
+  templateImport: '/v1/templates/import',
+  importJob: '/v1/imports/{id}',
   templateSeal: '/v1/templates/{name}/seal',
   templateUnseal: '/v1/templates/{name}/unseal',
   databases: '/v1/databases',

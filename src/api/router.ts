@@ -26,6 +26,8 @@ export const ROUTES: readonly Route[] = [
   { method: 'GET', path: PATHS.status, handler: h.status },
   { method: 'GET', path: PATHS.templates, handler: h.listTemplates },
   { method: 'POST', path: PATHS.templates, handler: h.buildTemplate, maxBodyBytes: 16 * 1024 * 1024 },
+  { method: 'POST', path: PATHS.templateImport, handler: h.importTemplate, maxBodyBytes: 16 * 1024 * 1024 },
+  { method: 'GET', path: PATHS.importJob, handler: h.getImportJob },
   { method: 'POST', path: PATHS.templateSeal, handler: h.sealTemplate },
   { method: 'POST', path: PATHS.templateUnseal, handler: h.unsealTemplate },
   { method: 'POST', path: PATHS.databases, handler: h.createDatabase },

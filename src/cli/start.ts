@@ -306,6 +306,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   const databases: DisposableDatabases = new DisposableDatabases({
     connect: (database, user = 'postgres') => supervisor.connect(database, user),
     storage,
+    postgres: { socketDir, port: PG_PORT, dataDir },
     // The engine is constructed below; the facade calls these only after start(), when it exists.
     engine: {
       terminateSessions: (database, message, hint) => engine.terminateSessions(database, message, hint),

@@ -1,10 +1,11 @@
 // `pgx template list|create NAME|seal NAME|unseal NAME`: templates through the runtime's HTTP API.
 
 import { readFileSync } from 'node:fs';
-import type { TemplateBody } from '../api/contract.js';
+import type { ImportJobBody, TemplateBody } from '../api/contract.js';
+import { ApiClientError } from '../api/client.js';
 import { apiClient, parseCommand, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
 
-export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | seal NAME | unseal NAME> [options]
+export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME> [options]
 
   list          the templates PGX knows, sealed or not
   create NAME   build template NAME from a SQL script (--file) in a new database, then seal it
@@ -12,6 +13,12 @@ export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | seal NAM
       --owner ROLE    the role that owns the template and runs the script    [postgres]
       --no-seal       leave it unsealed (seal it later with pgx template seal NAME)
       --replace       rebuild NAME if it exists (its sessions are ended once the script ran)
+  import NAME   build template NAME from a copy of a source database (pg_dump, pg_restore), masked
+      --from URL      the source: postgresql://user:password@host:port/database (required)
+      --mask FILE     SQL that overwrites personal data; its rules, as comments
+                      -- pgx:forbid users.email ~ 'regex'   (table and column may be *)
+                      are checked after it ran: a value still matching fails the import
+      --owner, --no-seal, --replace as for create; progress goes to standard error
   seal NAME     make database NAME a sealed template: VACUUM FREEZE, no more connections to it,
                 databases are minted from it (tdb_NAME__<token>, or pgx db create NAME)
   unseal NAME   open the template for changes again; nothing mints from it until resealed
@@ -21,6 +28,8 @@ ${TARGET_HELP}`;
 export async function runTemplate(argv: string[]): Promise<number> {
   const cmd = parseCommand(argv, TEMPLATE_HELP, {
     file: { type: 'string' },
+    from: { type: 'string' },
+    mask: { type: 'string' },
     owner: { type: 'string' },
     'no-seal': { type: 'boolean' },
     replace: { type: 'boolean' },
@@ -55,6 +64,32 @@ export async function runTemplate(argv: string[]): Promise<number> {
       else process.stdout.write(`built template ${t.name}${t.sealed ? ` and sealed it (generation ${t.generation})` : ' (not sealed)'}\n`);
       return 0;
     }
+    case 'import': {
+      const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
+      const from = cmd.values.from as string | undefined;
+      if (from === undefined) throw new UsageError('missing --from URL (the source database)', TEMPLATE_HELP);
+      const maskFile = cmd.values.mask as string | undefined;
+      const client = apiClient(cmd);
+      const started = await client.importTemplate({
+        name: name!,
+        source_url: from,
+        ...(maskFile !== undefined ? { mask: readFileSync(maskFile, 'utf8') } : {}),
+        owner: cmd.values.owner as string | undefined,
+        seal: cmd.values['no-seal'] !== true,
+        replace: cmd.values.replace === true,
+      });
+      let shown = '';
+      const job = await client.waitForImport(started.id, (j) => {
+        const line = progressLine(j);
+        if (line !== shown && !cmd.json) process.stderr.write(`${line}\n`);
+        shown = line;
+      });
+      // The job's error, reported as the API would have answered it.
+      if (job.phase === 'failed') throw new ApiClientError(422, job.error!);
+      if (cmd.json) printJson(job);
+      else process.stdout.write(`imported template ${job.template} from ${job.source}${job.result?.sealed ? ' and sealed it' : ''}\n`);
+      return 0;
+    }
     case 'seal':
     case 'unseal': {
       const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
@@ -65,9 +100,9 @@ export async function runTemplate(argv: string[]): Promise<number> {
       return 0;
     }
     case undefined:
-      throw new UsageError('missing subcommand: list, create, seal or unseal', TEMPLATE_HELP);
+      throw new UsageError('missing subcommand: list, create, import, seal or unseal', TEMPLATE_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected list, create, seal or unseal`, TEMPLATE_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected list, create, import, seal or unseal`, TEMPLATE_HELP);
   }
 }
 
@@ -77,4 +112,16 @@ function printTemplates(items: TemplateBody[]): void {
     items.map((t) => [t.name, t.sealed ? 'yes' : 'no', t.sealed_at ?? '-', String(t.generation), t.strategy]),
     'no templates (seal one with: pgx template seal NAME)',
   );
+}
+
+function progressLine(j: ImportJobBody): string {
+  const mb = (j.bytes / 1048576).toFixed(1);
+  switch (j.phase) {
+    case 'dumping':
+      return `dumping ${j.source}: ${mb} MB`;
+    case 'restoring':
+      return `restoring: ${j.tables_done}/${j.tables_total} tables (${mb} MB dump)`;
+    default:
+      return j.phase;
+  }
 }

@@ -40,6 +40,8 @@ import { measureTree } from './memory.js';
 import type { StorageCapability } from './storage-probe.js';
 import { CLONE_FILES_SQL } from './create-database.js';
 import { runtimeStatus, type RuntimeStatus } from './status.js';
+import { runScript } from './template-build.js';
+import { TemplateImports, type ImportJob, type ImportRequest } from './template-import.js';
 import { Templates, type BuildRequest } from './templates.js';
 import { WarmPool } from './warm-pool.js';
 
@@ -72,6 +74,8 @@ export interface DisposableDatabasesOptions {
   settings?: Partial<DatabaseSettings>;
   /** What the data directory's filesystem can do (storage-probe.ts). */
   storage: StorageCapability;
+  /** PostgreSQL's private socket and data directory, for the client tools of an import. */
+  postgres: { socketDir: string; port: number; dataDir: string };
   /** PGX's version, and PostgreSQL's, for the status document. */
   version: string;
   postgresVersion: string;
@@ -102,6 +106,7 @@ export class DisposableDatabases {
   private readonly commands: DatabaseCommands;
   private readonly credentials: DatabaseCredentials;
   private readonly snapshots: Snapshots;
+  private readonly imports: TemplateImports;
   /** Scratch databases (template builds, restores) in progress: reconcile leaves them alone. */
   private readonly scratches = new Set<string>();
   /** Databases whose new connects wait (a snapshot or restore in progress), until the promise settles. */
@@ -149,6 +154,8 @@ export class DisposableDatabases {
     });
     this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) });
     this.dropper = new Dropper(control, registry, metadata, opts.engine, log, (name) => this.credentials.databaseDropped(name));
+    const pg = opts.postgres;
+    this.imports = new TemplateImports({ socketDir: pg.socketDir, port: pg.port, workDir: pg.dataDir, connectAs: (db, user) => connect(db, user) }, clock, log.child({ component: 'import' }));
     this.snapshots = new Snapshots({
       prefix: s.prefix,
       connect: control,
@@ -380,9 +387,11 @@ export class DisposableDatabases {
   }
 
   /** A template from a SQL script (see template-build.ts), sealed unless `seal` is false. */
-  buildTemplate(req: BuildRequest, user: string): Promise<TemplateRecord> {
+  buildTemplate(req: ScriptBuild, user: string): Promise<TemplateRecord> {
     this.assertRunning(`cannot build template "${req.name}"`);
-    return this.templates.build(req, user);
+    const { sql, ...rest } = req;
+    const fill = (database: string, owner: string): Promise<void> => runScript(this.opts.connect, database, owner, sql, `the script for template "${req.name}"`);
+    return this.templates.build({ ...rest, fill, source: 'script' }, user);
   }
 
   setPinned(name: string, pinned: boolean, user: string): Promise<DatabaseRecord> {
@@ -391,6 +400,20 @@ export class DisposableDatabases {
 
   setTtl(name: string, seconds: number | null, user: string): Promise<DatabaseRecord> {
     return this.commands.setTtl(name, seconds, user);
+  }
+
+  /**
+   * Starts importing template `name` from a source database (see template-import.ts); the job is
+   * read with importJob(id) while it runs.
+   */
+  importTemplate(req: ImportRequest, user: string): ImportJob {
+    this.assertRunning(`cannot import template "${req.name}"`);
+    const { sourceUrl: _, mask: __, ...build } = req;
+    return this.imports.start(req, (fill) => this.templates.build({ ...build, fill, source: 'import' }, user));
+  }
+
+  importJob(id: string): ImportJob | undefined {
+    return this.imports.get(id);
   }
 
   /** A snapshot of `db` as sealed template `name` (see snapshots.ts); `force` ends open sessions. */
@@ -534,6 +557,9 @@ export class DisposableDatabases {
     ];
   }
 }
+
+/** A template built from a SQL script (the HTTP API's POST /v1/templates). */
+export type ScriptBuild = Omit<BuildRequest, 'fill' | 'source'> & { sql: string };
 
 export interface CreatedDatabase {
   name: string;

@@ -127,6 +127,11 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   /** The postmaster's pid while one runs. */
+  /** PostgreSQL's private socket directory (client tools such as pg_restore connect there). */
+  get socketDirectory(): string {
+    return this.socketDir;
+  }
+
   get pid(): number | undefined {
     return this.child?.pid;
   }

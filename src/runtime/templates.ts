@@ -45,9 +45,11 @@ export interface TemplatesOptions {
 
 export interface BuildRequest {
   name: string;
-  /** The script: any SQL the owner role may run, in one simple-protocol query. */
-  sql: string;
-  /** Owns the template and runs the script; default postgres. */
+  /** Fills the new template's database, acting as the owner (see template-build.ts). */
+  fill: (database: string, owner: string) => Promise<void>;
+  /** What was built from, for the log: "script", "import". */
+  source: string;
+  /** Owns the template and fills it; default postgres. */
   owner?: string | undefined;
   /** Seal it when built (default true). */
   seal?: boolean | undefined;
@@ -77,7 +79,7 @@ export class Templates {
     if (problem !== null) throw new PgxError('INVALID_PARAMETER', `template name "${name}" is not usable: ${problem}`, { hint: 'Use lower-case letters, digits and single underscores, e.g. tpl_app.' });
     const before = await permissions.access(user, name);
     if (before.exists && !req.replace) {
-      throw new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pass replace: true to rebuild it from this script, or pick another name.' });
+      throw new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pass replace: true to rebuild it, or pick another name.' });
     }
     if (before.exists && !before.ownerOrSuperuser) throw functionDenied('build_template', name);
     const started = clock.monotonic();
@@ -85,13 +87,13 @@ export class Templates {
     const scratch = buildName(await metadata.nextSpareNumber());
     this.opts.scratches.add(scratch);
     try {
-      await buildScratch({ name, sql: req.sql, owner: req.owner ?? 'postgres', scratch, admin, connectAs: this.opts.connect });
+      await buildScratch({ name, owner: req.owner ?? 'postgres', scratch, admin, fill: req.fill });
       if (before.exists) await this.dropForRebuild(admin, name);
       await admin.query(`ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(name)}`);
     } finally {
       this.opts.scratches.delete(scratch);
     }
-    logger.info('template-built', { template: name, owner: req.owner ?? 'postgres', replaced: before.exists, bytes: Buffer.byteLength(req.sql), ms: Math.round(clock.monotonic() - started) });
+    logger.info('template-built', { template: name, from: req.source, owner: req.owner ?? 'postgres', replaced: before.exists, ms: Math.round(clock.monotonic() - started) });
     if (req.seal === false) {
       const previous = registry.templates.get(name);
       if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null };

@@ -57,6 +57,7 @@ export async function startHarness(
   const dbs = new DisposableDatabases({
     connect: (database, user = 'postgres') => supervisor.connect(database, user),
     storage: await probeStorage(rt.dataDir),
+    postgres: { socketDir: rt.runtime.supervisor.socketDirectory, port: 5432, dataDir: rt.dataDir },
     engine: engineSessions,
     settings: opts.settings ?? {},
     version: 'test',

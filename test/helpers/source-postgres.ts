@@ -1,0 +1,69 @@
+// A source database for imports: Debian's PostgreSQL 15 server (package postgresql-15, which CI
+// installs), started for a test on a free loopback port with SCRAM passwords over TCP, as a real
+// production database would be reached. As root it runs as Debian's `postgres` OS user.
+
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, waitFor } from './commands.js';
+
+export const PG15_BIN = '/usr/lib/postgresql/15/bin';
+
+export interface SourcePostgres {
+  port: number;
+  /** A superuser connection URL over TCP (password in it). */
+  url(database: string, user?: string, password?: string): string;
+  stop(): Promise<void>;
+}
+
+/** Why a PostgreSQL 15 source cannot run here, or null when it can. */
+export function sourceUnavailable(): string | null {
+  if (!fs.existsSync(path.join(PG15_BIN, 'postgres'))) return `no PostgreSQL 15 server in ${PG15_BIN} (apt-get install postgresql-15)`;
+  if (process.getuid?.() === 0) {
+    try {
+      execFileSync('id', ['-u', 'postgres']);
+    } catch {
+      return 'no OS user postgres to run it as';
+    }
+  }
+  return null;
+}
+
+export async function startSourcePostgres(superPassword: string): Promise<SourcePostgres> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-source-'));
+  fs.chmodSync(dir, 0o755);
+  const dataDir = path.join(dir, 'data');
+  const asPostgres = process.getuid?.() === 0 ? osUser('postgres') : undefined;
+  if (asPostgres) fs.chownSync(dir, asPostgres.uid, asPostgres.gid);
+  const pwFile = path.join(dir, 'pw');
+  fs.writeFileSync(pwFile, superPassword, { mode: 0o600 });
+  if (asPostgres) fs.chownSync(pwFile, asPostgres.uid, asPostgres.gid);
+  execFileSync(path.join(PG15_BIN, 'initdb'), ['-D', dataDir, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${pwFile}`, '-E', 'UTF8', '--no-locale'], {
+    stdio: 'ignore',
+    ...asPostgres,
+  });
+  const port = await freePort();
+  const child: ChildProcess = spawn(path.join(PG15_BIN, 'postgres'), ['-D', dataDir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'], {
+    stdio: 'ignore',
+    ...asPostgres,
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await waitFor('the PostgreSQL 15 source to accept connections', () => fs.existsSync(path.join(dir, `.s.PGSQL.${port}`)), 30_000);
+  return {
+    port,
+    url: (database, user = 'postgres', password = superPassword) => `postgresql://${user}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`,
+    async stop() {
+      child.kill('SIGINT');
+      await exited;
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function osUser(name: string): { uid: number; gid: number } {
+  return {
+    uid: Number(execFileSync('id', ['-u', name], { encoding: 'utf8' }).trim()),
+    gid: Number(execFileSync('id', ['-g', name], { encoding: 'utf8' }).trim()),
+  };
+}
