@@ -192,6 +192,19 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
     expect((await failure(core.listNamespacedSecret({ namespace: ns, labelSelector: 'a in (b' }))).reason).to.equal('BadRequest');
   });
 
+  it('checks labels and owner references of every object', async () => {
+    const long = await failure(core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's', labels: { 'pgx.dev/branch': 'b'.repeat(64) } } } }));
+    expect(long.message).to.contain('must be no more than 63 characters');
+    const key = await failure(core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's', labels: { 'bad key': 'x' } } } }));
+    expect(key.reason).to.equal('Invalid');
+    const ref = { apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', name: 'b', uid: 'u1', controller: true };
+    const two = await failure(core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's', ownerReferences: [ref, { ...ref, uid: 'u2' }] } } }));
+    expect(two.message).to.contain('Only one reference can have Controller set to true');
+    // An owner that does not exist (a wrong uid, or another namespace) makes the object garbage at once.
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'dangling', ownerReferences: [ref] } } });
+    await until(async () => ((await core.listNamespacedSecret({ namespace: ns })).items.length === 0 ? true : null));
+  });
+
   it('keeps a Lease under optimistic concurrency, as leader election needs', async () => {
     const leases = kc.makeApiClient(CoordinationV1Api);
     const lease = await leases.createNamespacedLease({ namespace: ns, body: { metadata: { name: 'pgx-operator' }, spec: { holderIdentity: 'a', leaseDurationSeconds: 15 } } });

@@ -84,6 +84,49 @@ const NAME_RULES: Record<ResourceType['nameRule'], { pattern: RegExp; max: numbe
   dns1035: { pattern: /^[a-z]([-a-z0-9]*[a-z0-9])?$/, max: 63, words: "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character" },
 };
 
+const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+const LABEL_NAME_WORDS = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+/** apimachinery's IsQualifiedName: [prefix/]name, the prefix a DNS subdomain. */
+function qualifiedNameProblem(key: string): string | null {
+  const parts = key.split('/');
+  if (parts.length > 2) return `a qualified name must consist of alphanumeric characters, '-', '_' or '.', with an optional DNS subdomain prefix and '/'`;
+  const name = parts[parts.length - 1]!;
+  if (parts.length === 2 && nameProblem('subdomain', parts[0]!) !== null) return `prefix part ${NAME_RULES.subdomain.words}`;
+  if (name.length > 63) return 'name part must be no more than 63 characters';
+  return LABEL_NAME.test(name) ? null : LABEL_NAME_WORDS;
+}
+
+/** What the API server checks of any object's metadata: label keys and values, annotation keys, owner references. */
+function metadataProblems(m: JsonObject): FieldCause[] {
+  const causes: FieldCause[] = [];
+  const bad = (field: string, value: string, why: string): void => {
+    causes.push({ reason: 'FieldValueInvalid', field, message: `${field}: Invalid value: ${JSON.stringify(value)}: ${why}` });
+  };
+  for (const [k, v] of Object.entries(isObject(m.labels) ? m.labels : {})) {
+    const keyProblem = qualifiedNameProblem(k);
+    if (keyProblem) bad('metadata.labels', k, keyProblem);
+    const value = String(v);
+    if (value.length > 63) bad('metadata.labels', value, 'must be no more than 63 characters');
+    else if (value !== '' && !LABEL_NAME.test(value)) bad('metadata.labels', value, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character");
+  }
+  for (const k of Object.keys(isObject(m.annotations) ? m.annotations : {})) {
+    const keyProblem = qualifiedNameProblem(k.toLowerCase());
+    if (keyProblem) bad('metadata.annotations', k, keyProblem);
+  }
+  const refs = Array.isArray(m.ownerReferences) ? m.ownerReferences : [];
+  refs.forEach((r, i) => {
+    for (const f of ['apiVersion', 'kind', 'name', 'uid']) {
+      if (!isObject(r) || typeof r[f] !== 'string' || r[f] === '') causes.push({ reason: 'FieldValueRequired', field: `metadata.ownerReferences[${i}].${f}`, message: `metadata.ownerReferences[${i}].${f}: Required value` });
+    }
+  });
+  const controllers = refs.filter((r) => isObject(r) && r.controller === true);
+  if (controllers.length > 1) {
+    causes.push({ reason: 'FieldValueInvalid', field: 'metadata.ownerReferences', message: `metadata.ownerReferences: Invalid value: []v1.OwnerReference: Only one reference can have Controller set to true` });
+  }
+  return causes;
+}
+
 function nameProblem(rule: ResourceType['nameRule'], name: string): string | null {
   const r = NAME_RULES[rule];
   if (name.length > r.max) return `must be no more than ${r.max} characters`;
@@ -109,7 +152,7 @@ export class ObjectStore {
   private readonly types = new Map<string, ResourceType>();
   private readonly objects = new Map<string, Map<string, JsonObject>>();
   /** uid -> where the object is, for owner lookups by the garbage collector. */
-  private readonly byUid = new Map<string, { key: string; name: string }>();
+  private readonly byUid = new Map<string, { key: string; namespace: string }>();
   /** Propagation policy of a deletion waiting on finalizers, applied when the object finally goes. */
   private readonly pendingPolicy = new Map<string, string>();
   private readonly history: Change[] = [];
@@ -200,8 +243,9 @@ export class ObjectStore {
     m.resourceVersion = String(++this.revision);
     if (t.kind === 'CustomResourceDefinition') this.installCrd(obj);
     bucket.set(key, obj);
-    this.byUid.set(String(m.uid), { key: typeKey(t.group, t.version, t.plural), name: key });
+    this.byUid.set(String(m.uid), { key: typeKey(t.group, t.version, t.plural), namespace: this.ns(t, namespace) });
     this.record(t, 'ADDED', obj, null);
+    this.checkOwners(t, obj);
     return { object: clone(obj), warnings };
   }
 
@@ -357,6 +401,8 @@ export class ObjectStore {
   /** Type-specific admission: a CRD's schema for custom objects, and what the real registries do for a few built-ins. */
   private admit(t: ResourceType, obj: JsonObject, old: JsonObject | null, opts: WriteOptions): string[] {
     const warnings: string[] = [];
+    const metaCauses = metadataProblems(meta(obj));
+    if (metaCauses.length > 0) throw this.invalid(t, String(meta(obj).name ?? ''), metaCauses);
     if (t.schema) {
       const unknown = prune(obj, t.schema);
       if (unknown.length > 0) {
@@ -432,7 +478,9 @@ export class ObjectStore {
     const finalizers = Array.isArray(m.finalizers) ? m.finalizers : [];
     if (m.deletionTimestamp !== undefined && finalizers.length === 0) return { object: this.remove(t, obj), warnings };
     if (t.kind === 'CustomResourceDefinition') this.installCrd(obj);
-    return { object: this.store(t, current, obj), warnings };
+    const stored = this.store(t, current, obj);
+    if (!deepEqual(m.ownerReferences, cm.ownerReferences)) this.checkOwners(t, obj);
+    return { object: stored, warnings };
   }
 
   private store(t: ResourceType, previous: JsonObject, obj: JsonObject): JsonObject {
@@ -474,29 +522,58 @@ export class ObjectStore {
     if (type !== null) w.send({ type, object: clone(c.object) });
   }
 
-  /** Owner references: dependents of a removed owner are deleted (Background) or released (Orphan). */
+  /** Whether an owner reference points at an object that exists where the dependent can own-link to it. */
+  private ownerAlive(ref: Json, dependentNamespace: string): boolean {
+    if (!isObject(ref) || typeof ref.uid !== 'string') return false;
+    const owner = this.byUid.get(ref.uid);
+    // A namespaced dependent's owner must be in its namespace or cluster-scoped; otherwise it is absent.
+    return owner !== undefined && (owner.namespace === '' || owner.namespace === dependentNamespace);
+  }
+
+  /**
+   * The garbage collector, for one dependent: with no owner left it is deleted (or, after an Orphan
+   * deletion of `orphanOf`, released); references to absent owners are dropped while another remains.
+   */
+  private collect(t: ResourceType, o: JsonObject, orphanOf: string | null): void {
+    const refs = Array.isArray(meta(o).ownerReferences) ? (meta(o).ownerReferences as Json[]) : [];
+    const namespace = String(meta(o).namespace ?? '');
+    const name = String(meta(o).name);
+    const alive = refs.filter((r) => this.ownerAlive(r, namespace));
+    if (alive.length === refs.length) return;
+    try {
+      if (alive.length > 0 || orphanOf !== null) {
+        const next = clone(o);
+        if (alive.length > 0) meta(next).ownerReferences = alive;
+        else delete meta(next).ownerReferences;
+        this.commit(t, this.get(t, namespace, name), next, {});
+      } else {
+        this.delete(t, namespace, name, { propagationPolicy: 'Background' });
+      }
+    } catch {
+      // gone meanwhile: nothing left to collect
+    }
+  }
+
+  /** After an owner is removed: its dependents, by uid, in every type. */
   private collectGarbage(ownerUid: string, policy: string): void {
     for (const t of this.allTypes()) {
       for (const o of [...this.bucket(t).values()]) {
         const refs = Array.isArray(meta(o).ownerReferences) ? (meta(o).ownerReferences as Json[]) : [];
-        if (!refs.some((r) => isObject(r) && r.uid === ownerUid)) continue;
-        const alive = refs.filter((r) => isObject(r) && typeof r.uid === 'string' && this.byUid.has(r.uid));
-        const name = String(meta(o).name);
-        const namespace = String(meta(o).namespace ?? '');
-        try {
-          if (policy === 'Orphan' || alive.length > 0) {
-            const next = clone(o);
-            if (alive.length > 0) meta(next).ownerReferences = alive;
-            else delete meta(next).ownerReferences;
-            this.commit(t, this.get(t, namespace, name), next, {});
-          } else {
-            this.delete(t, namespace, name, { propagationPolicy: 'Background' });
-          }
-        } catch {
-          // gone meanwhile: nothing left to collect
-        }
+        if (refs.some((r) => isObject(r) && r.uid === ownerUid)) this.collect(t, o, policy === 'Orphan' ? ownerUid : null);
       }
     }
+  }
+
+  /** After a write that sets owner references: a dependent of owners that do not exist is collected too. */
+  private checkOwners(t: ResourceType, obj: JsonObject): void {
+    const m = meta(obj);
+    if (!Array.isArray(m.ownerReferences) || m.ownerReferences.length === 0) return;
+    const namespace = String(m.namespace ?? '');
+    const name = String(m.name);
+    setImmediate(() => {
+      const current = this.bucket(t).get(nameKey(namespace, name));
+      if (current && meta(current).uid === m.uid) this.collect(t, current, null);
+    });
   }
 
   private installCrd(crd: JsonObject): void {
