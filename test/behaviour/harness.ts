@@ -514,6 +514,28 @@ export async function startBehaviour(): Promise<Behaviour> {
 }
 
 /** The outcome's error SQLSTATE, or 'ok'. */
+/** A mocha suite that runs each scenario on both targets and compares the transcripts. */
+export function describeScenarios(title: string, scenarios: Scenario[]): void {
+  describe(`behaviour: ${title}, direct and through the engine`, function () {
+    this.timeout(120_000);
+    let h: Behaviour;
+
+    before(async function () {
+      h = await startBehaviour();
+    });
+
+    after(async function () {
+      await h?.stop();
+    });
+
+    for (const scenario of scenarios) {
+      it(`${scenario.name}: same semantics and transcript on both targets`, async function () {
+        await h.compareOnBoth(scenario);
+      });
+    }
+  });
+}
+
 export function code(o: Outcome): string {
   return o.error ? (o.error.code ?? `client: ${o.error.message}`) : 'ok';
 }

@@ -4,7 +4,7 @@
 
 import { expect } from 'chai';
 import { waitFor } from '../helpers/commands.js';
-import { rows, startBehaviour, type Behaviour, type Scenario, type Session } from './harness.js';
+import { rows, describeScenarios, type Scenario, type Session } from './harness.js';
 
 const listenNotify: Scenario = {
   name: 'LISTEN and NOTIFY with payloads',
@@ -103,21 +103,4 @@ const ownNotifications: Scenario = {
   },
 };
 
-describe('behaviour: LISTEN/NOTIFY, direct and through the engine', function () {
-  this.timeout(120_000);
-  let h: Behaviour;
-
-  before(async function () {
-    h = await startBehaviour();
-  });
-
-  after(async function () {
-    await h?.stop();
-  });
-
-  for (const scenario of [listenNotify, ownNotifications]) {
-    it(`${scenario.name}: same semantics and transcript on both targets`, async function () {
-      await h.compareOnBoth(scenario);
-    });
-  }
-});
+describeScenarios('LISTEN/NOTIFY', [listenNotify, ownNotifications]);

@@ -6,7 +6,7 @@
 
 import { expect } from 'chai';
 import Cursor from 'pg-cursor';
-import { PLAIN_ROLE, code, rows, startBehaviour, type Behaviour, type Scenario } from './harness.js';
+import { PLAIN_ROLE, code, rows, describeScenarios, type Scenario } from './harness.js';
 
 /** Every setting not at its built-in default, as a session sees it. */
 const NON_DEFAULT = "SELECT name, setting, source FROM pg_settings WHERE source NOT IN ('default', 'override') ORDER BY name";
@@ -313,21 +313,4 @@ const sequences: Scenario = {
   },
 };
 
-describe('behaviour: session state, direct and through the engine', function () {
-  this.timeout(120_000);
-  let h: Behaviour;
-
-  before(async function () {
-    h = await startBehaviour();
-  });
-
-  after(async function () {
-    await h?.stop();
-  });
-
-  for (const scenario of [settings, parameterStatus, tempTables, cursors, preparedStatements, sequences]) {
-    it(`${scenario.name}: same semantics and transcript on both targets`, async function () {
-      await h.compareOnBoth(scenario);
-    });
-  }
-});
+describeScenarios('session state', [settings, parameterStatus, tempTables, cursors, preparedStatements, sequences]);

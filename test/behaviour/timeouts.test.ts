@@ -4,7 +4,7 @@
 
 import { expect } from 'chai';
 import { waitFor } from '../helpers/commands.js';
-import { code, rows, startBehaviour, type Behaviour, type Scenario } from './harness.js';
+import { code, rows, describeScenarios, type Scenario } from './harness.js';
 
 const statementTimeout: Scenario = {
   name: 'statement_timeout and cancel requests',
@@ -162,21 +162,4 @@ const terminated: Scenario = {
   },
 };
 
-describe('behaviour: timeouts and cancellation, direct and through the engine', function () {
-  this.timeout(120_000);
-  let h: Behaviour;
-
-  before(async function () {
-    h = await startBehaviour();
-  });
-
-  after(async function () {
-    await h?.stop();
-  });
-
-  for (const scenario of [statementTimeout, idleInTransaction, terminated]) {
-    it(`${scenario.name}: same semantics and transcript on both targets`, async function () {
-      await h.compareOnBoth(scenario);
-    });
-  }
-});
+describeScenarios('timeouts and cancellation', [statementTimeout, idleInTransaction, terminated]);

@@ -4,7 +4,7 @@
 // that the two transcripts are identical.
 
 import { expect } from 'chai';
-import { code, rows, startBehaviour, type Behaviour, type Scenario } from './harness.js';
+import { code, rows, describeScenarios, type Scenario } from './harness.js';
 
 const serializable: Scenario = {
   name: 'SERIALIZABLE write skew',
@@ -279,21 +279,4 @@ const transactionalDdl: Scenario = {
   },
 };
 
-describe('behaviour: transactions and locks, direct and through the engine', function () {
-  this.timeout(120_000);
-  let h: Behaviour;
-
-  before(async function () {
-    h = await startBehaviour();
-  });
-
-  after(async function () {
-    await h?.stop();
-  });
-
-  for (const scenario of [serializable, repeatableRead, deadlock, rowLocks, advisoryLocks, killedClient, transactionalDdl]) {
-    it(`${scenario.name}: same semantics and transcript on both targets`, async function () {
-      await h.compareOnBoth(scenario);
-    });
-  }
-});
+describeScenarios('transactions and locks', [serializable, repeatableRead, deadlock, rowLocks, advisoryLocks, killedClient, transactionalDdl]);

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
-import { code, errorSeen, rows, startBehaviour, type Behaviour, type Scenario, type Session } from './harness.js';
+import { code, errorSeen, rows, describeScenarios, type Scenario, type Session } from './harness.js';
 
 /** INV_READ | INV_WRITE */
 const READ_WRITE = 0x60000;
@@ -132,21 +132,4 @@ const binaryCopy: Scenario = {
   },
 };
 
-describe('behaviour: large objects and binary COPY, direct and through the engine', function () {
-  this.timeout(120_000);
-  let h: Behaviour;
-
-  before(async function () {
-    h = await startBehaviour();
-  });
-
-  after(async function () {
-    await h?.stop();
-  });
-
-  for (const scenario of [largeObjects, binaryCopy]) {
-    it(`${scenario.name}: same semantics and transcript on both targets`, async function () {
-      await h.compareOnBoth(scenario);
-    });
-  }
-});
+describeScenarios('large objects and binary COPY', [largeObjects, binaryCopy]);
