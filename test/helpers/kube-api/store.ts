@@ -209,7 +209,9 @@ export class ObjectStore {
   list(t: ResourceType, sel: Selection): { items: JsonObject[]; resourceVersion: string } {
     const match = this.matcher(sel, t);
     const items = [...this.bucket(t).values()].filter((o) => this.inNamespace(o, sel.namespace) && match(o)).map((o) => clone(o));
-    items.sort((a, b) => `${meta(a).namespace ?? ''}/${meta(a).name}`.localeCompare(`${meta(b).namespace ?? ''}/${meta(b).name}`));
+    // etcd returns keys in byte order: namespace, then name.
+    const key = (o: JsonObject): string => `${String(meta(o).namespace ?? '')}/${String(meta(o).name)}`;
+    items.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
     return { items, resourceVersion: this.resourceVersion() };
   }
 
