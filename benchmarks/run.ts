@@ -11,6 +11,22 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: 'pgbench -S / -C and a 1M-row scan: PostgreSQL direct vs the PGX engine vs PgBouncer, one run',
     load: () => import('./overhead.js'),
   },
+  mint: {
+    about: 'warm and cold mint vs a plain connect and CREATE DATABASE + connect on PostgreSQL 18',
+    load: () => import('./mint.js'),
+  },
+  burst: {
+    about: '500 simultaneous connects to new names: errors and drain time, vs CREATE DATABASE on PG18',
+    load: () => import('./burst.js'),
+  },
+  density: {
+    about: 'memory (PSS) and idle CPU with 1,000 databases, untouched and queried once; autovacuum',
+    load: () => import('./density.js'),
+  },
+  churn: {
+    about: '10,000 create -> query -> drop lifecycles: memory retained per lifecycle, lifecycles/s',
+    load: () => import('./churn.js'),
+  },
 };
 
 function usage(): string {

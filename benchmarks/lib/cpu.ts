@@ -2,6 +2,7 @@
 // its own. Divided by the transactions of the run it says how much CPU each proxy spends per query.
 
 import { readFileSync } from 'node:fs';
+import { processTree } from '../../src/runtime/memory.js';
 
 /** Clock ticks per second for /proc/PID/stat; 100 on every Linux build we run on. */
 const CLK_TCK = 100;
@@ -21,4 +22,25 @@ export function processCpuMs(pid: number): number {
 export function ownCpuMs(): number {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
+}
+
+/**
+ * CPU milliseconds of a whole process tree so far: every live process's own user + system time, plus
+ * the times of children it has reaped (cutime + cstime). Short-lived processes (autovacuum workers,
+ * backends of closed sessions) are gone from /proc by the next reading, but the postmaster has reaped
+ * them, so the difference of two readings counts their CPU too.
+ */
+export async function treeCpuMs(root: number): Promise<number> {
+  let ticks = 0;
+  for (const pid of await processTree(root)) {
+    try {
+      const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      // Fields 14-17 of stat (utime stime cutime cstime), counted from the state field as 0 here.
+      ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    } catch {
+      // Ended meanwhile: its parent's cutime/cstime carries it from now on.
+    }
+  }
+  return (ticks * 1000) / CLK_TCK;
 }

@@ -33,7 +33,7 @@ export interface BenchRuntime {
 }
 
 /** start.ts's privateSocketDir(): the supervisor does not expose it. */
-function privateSocketDir(dataDir: string): string {
+export function privateSocketDir(dataDir: string): string {
   const tag = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
   return path.join(os.tmpdir(), `pgx-${tag}`);
 }

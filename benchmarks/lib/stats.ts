@@ -15,3 +15,11 @@ export function pairedRatios(a: readonly number[], b: readonly number[]): number
   for (let i = 0; i < n; i++) out.push(a[i]! / b[i]!);
   return out;
 }
+
+/** The p-th percentile (0..100) by the nearest-rank method: with 100 samples, p99 is the 99th smallest. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[Math.min(rank, sorted.length) - 1]!;
+}

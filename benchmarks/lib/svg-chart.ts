@@ -14,6 +14,8 @@ export interface Panel {
   subtitle: string;
   bars: Bar[];
   format(value: number): string;
+  /** Top of the scale; default the largest bar. Panels that compare with each other share one. */
+  max?: number;
 }
 
 const PANEL_W = 250;
@@ -32,7 +34,7 @@ function panel(p: Panel, x0: number, y0: number): string {
   out.push(`<rect x="0.5" y="0.5" width="${PANEL_W - 1}" height="${PANEL_H - 1}" fill="#fff" stroke="#ddd"/>`);
   out.push(`<text x="${PANEL_W / 2}" y="17" text-anchor="middle" font-weight="bold">${esc(p.title)}</text>`);
   out.push(`<text x="${PANEL_W / 2}" y="32" text-anchor="middle" fill="#666" font-size="11">${esc(p.subtitle)}</text>`);
-  const max = Math.max(...p.bars.map((b) => (Number.isFinite(b.value) ? b.value : 0)), 1e-9);
+  const max = p.max ?? Math.max(...p.bars.map((b) => (Number.isFinite(b.value) ? b.value : 0)), 1e-9);
   const plotH = PANEL_H - TOP - BOTTOM;
   const slot = (PANEL_W - 2 * PAD) / p.bars.length;
   const barW = slot * 0.62;

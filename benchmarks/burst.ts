@@ -1,0 +1,190 @@
+// The burst benchmark: N clients (500) connect at the same moment to N new tdb_ names, each runs
+// `SELECT 1` and disconnects. Reported: errors (by SQLSTATE) and the time until the last client is
+// done, against PostgreSQL 18 doing the same N CREATE DATABASE + connect directly: all N at once
+// (beyond max_connections PostgreSQL refuses), and through a client-side limit of 100 in flight.
+// The runtime runs with its defaults (warm pool 2, 2 mint workers, mint queue 1000 with a 30 s
+// timeout, 100 backends); the order of the three targets reverses every round.
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
+import type { Cleanup } from './lib/cleanup.js';
+import { errorKey, quoteIdent, timeFirstQuery, withClient, type Endpoint } from './lib/pg-connect.js';
+import { startRuntimeProcess, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
+import { median, percentile } from './lib/stats.js';
+import { formatTable, markdownTable } from './lib/table.js';
+import { SMALL_TEMPLATE, buildTemplate } from './lib/templates.js';
+
+const HELP = `Usage: npm run bench -- burst [options]
+
+N simultaneous connects to N new database names through PGX, and N CREATE DATABASE + connect
+directly on PostgreSQL 18 (all at once, and at most 100 at once), one run.
+
+Options:
+  --clients N    simultaneous new-database connects per burst                     [500]
+  --rounds N     bursts per target, the order of targets reversing each round     [1]
+  --quick        smoke run: 1 round of 100; results to a temp file, docs untouched
+  --report FILE  redraw the table and docs section from a results JSON
+  -h, --help     this help
+`;
+
+const TARGETS = ['pgx', 'pg-all', 'pg-100'] as const;
+type BurstTarget = (typeof TARGETS)[number];
+const LABELS: Record<BurstTarget, string> = {
+  pgx: 'PGX: connect to N new names',
+  'pg-all': 'PG18: N x (CREATE DATABASE; connect), all at once',
+  'pg-100': 'PG18: the same, at most 100 at once',
+};
+const PG_LIMIT = 100;
+
+interface Options {
+  clients: number;
+  rounds: number;
+}
+
+interface Burst {
+  round: number;
+  target: BurstTarget;
+  /** From the first connect to the last client's end (success or error). */
+  drainMs: number;
+  ok: number;
+  errors: Record<string, number>;
+  /** Per successful client, connect to first answer (ms, 0.1 precision). */
+  latencies: number[];
+  /** PGX only: the runtime's mint counters over the burst. */
+  mints?: { warm: number; cold: number; failures: number };
+}
+
+interface Body {
+  options: Options;
+  postgresVersion: string;
+  runtimeFlags: string[];
+  bursts: Burst[];
+}
+
+async function burst(n: number, limit: number, one: (i: number) => Promise<number>): Promise<Omit<Burst, 'round' | 'target'>> {
+  const errors: Record<string, number> = {};
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  const worker = async (): Promise<void> => {
+    while (next < n) {
+      const i = next++;
+      try {
+        latencies.push(Math.round((await one(i)) * 10) / 10);
+      } catch (err) {
+        const key = errorKey(err);
+        errors[key] = (errors[key] ?? 0) + 1;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(n, limit) }, worker));
+  return { drainMs: performance.now() - started, ok: latencies.length, errors, latencies };
+}
+
+/** CREATE DATABASE on a session of its own (as N independent clients would), then the timed-style connect. */
+async function plainCreateAndConnect(pg: Endpoint, name: string): Promise<number> {
+  const started = performance.now();
+  await withClient(pg, 'postgres', (c) => c.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${SMALL_TEMPLATE} STRATEGY WAL_LOG`));
+  await timeFirstQuery(pg, name);
+  return performance.now() - started;
+}
+
+/** Until the janitor has dropped every minted database and the pool is full: the next burst starts clean. */
+async function settle(rt: RuntimeProcess): Promise<void> {
+  for (;;) {
+    const s = await rt.api.status();
+    if (s.databases.ephemeral === 0 && s.sessions.total === 0) break;
+    await sleep(500);
+  }
+  await waitForPool(rt);
+  await sleep(2000);
+}
+
+async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
+  progress('starting the PGX runtime with its defaults (PostgreSQL also on 127.0.0.1:5432)');
+  const rt = await startRuntimeProcess({ workDir, tcpPostgres: true }, cleanup);
+  await buildTemplate(rt, 'small');
+  await waitForPool(rt);
+  const postgresVersion = (await rt.api.status()).runtime.postgres_version;
+  const bursts: Burst[] = [];
+  for (let round = 0; round < opts.rounds; round++) {
+    const order = round % 2 === 0 ? [...TARGETS] : [...TARGETS].reverse();
+    for (const target of order) {
+      let b: Omit<Burst, 'round' | 'target'>;
+      if (target === 'pgx') {
+        const before = (await rt.api.status()).mints;
+        b = await burst(opts.clients, opts.clients, (i) => timeFirstQuery(rt.engine, `tdb_${SMALL_TEMPLATE}__r${round}_${i}`));
+        const after = (await rt.api.status()).mints;
+        b.mints = { warm: after.warm - before.warm, cold: after.cold - before.cold, failures: after.failures - before.failures };
+      } else {
+        const prefix = `plain_${target === 'pg-all' ? 'a' : 'l'}${round}_`;
+        b = await burst(opts.clients, target === 'pg-all' ? opts.clients : PG_LIMIT, (i) => plainCreateAndConnect(rt.postgres, `${prefix}${i}`));
+        await withClient(rt.postgres, 'postgres', async (c) => {
+          for (let i = 0; i < opts.clients; i++) await c.query(`DROP DATABASE IF EXISTS ${quoteIdent(`${prefix}${i}`)}`);
+        });
+      }
+      bursts.push({ round, target, ...b });
+      const errs = Object.entries(b.errors).map(([k, v]) => `${k} x${v}`).join(', ');
+      progress(`round ${round + 1}/${opts.rounds} ${target}: ${b.ok}/${opts.clients} ok in ${(b.drainMs / 1000).toFixed(2)} s${errs ? `; errors: ${errs}` : ''}`);
+      await settle(rt);
+    }
+  }
+  return { options: opts, postgresVersion, runtimeFlags: rt.flags, bursts };
+}
+
+function render(r: Meta & Body) {
+  const n = r.options.clients;
+  const of = (t: BurstTarget): Burst[] => r.bursts.filter((b) => b.target === t);
+  const s = (v: number): string => `${(v / 1000).toFixed(2)} s`;
+  const errorsText = (bs: Burst[]): string => {
+    const all: Record<string, number> = {};
+    for (const b of bs) for (const [k, v] of Object.entries(b.errors)) all[k] = (all[k] ?? 0) + v;
+    const total = Object.values(all).reduce((a, b) => a + b, 0);
+    return total === 0 ? '0' : `${total} (${Object.entries(all).map(([k, v]) => `${k} x${v}`).join(', ')})`;
+  };
+  const pgxDrain = median(of('pgx').map((b) => b.drainMs));
+  const header = ['target', 'drain (median)', 'drain per round', 'errors (all rounds)', 'client p50', 'client p99'];
+  const rows = TARGETS.map((t) => {
+    const bs = of(t);
+    const lat = bs.flatMap((b) => b.latencies);
+    return [LABELS[t].replace(/\bN\b/g, String(n)), s(median(bs.map((b) => b.drainMs))), bs.map((b) => s(b.drainMs)).join(', '), errorsText(bs), s(median(lat)), s(percentile(lat, 99))];
+  });
+  const pgxErrors = of('pgx').reduce((a, b) => a + Object.values(b.errors).reduce((x, y) => x + y, 0), 0);
+  const bars: Bar[] = [
+    { text: `${n} simultaneous new-database connects: 0 errors`, measured: `${pgxErrors} errors in ${of('pgx').length} bursts`, pass: pgxErrors === 0 },
+    {
+      text: `${n} simultaneous new-database connects drained in <= 5 s`,
+      measured: `${s(pgxDrain)} median (${(pgxDrain / median(of('pg-100').map((b) => b.drainMs))).toFixed(2)}x PG18 at most 100 at once)`,
+      pass: pgxDrain <= 5000,
+    },
+  ];
+  const mints = of('pgx').map((b) => (b.mints ? `${b.mints.warm} warm + ${b.mints.cold} cold, ${b.mints.failures} failed` : '-'));
+  const about = [
+    `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.postgresVersion}; ${r.options.rounds} rounds of ${n} clients per target;` +
+      ` template ${SMALL_TEMPLATE} (one table of 10 rows); runtime defaults (\`pgx start\` with ${r.runtimeFlags.filter((f) => f.startsWith('--') && !['--data-dir', '--socket-dir'].includes(f)).join(' ')} only).`,
+    `PGX mints per burst: ${mints.join('; ')}.`,
+  ];
+  return {
+    bars,
+    terminal: [...about, '', formatTable(header, rows)].join('\n'),
+    markdown: (raw: string) =>
+      [
+        `Latest run: ${about.join(' ')}`,
+        '',
+        markdownTable(header, rows, ['l', 'r', 'r', 'l', 'r', 'r']),
+        '',
+        ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
+        '',
+        `Drain: from the first connect to the last client's end. Client p50/p99: each successful client's connect to first \`SELECT 1\` answer (for PG18 including its CREATE DATABASE). Raw results: [${raw}](../${raw}).`,
+      ].join('\n'),
+  };
+}
+
+export const main = benchMain<Options, Body>({
+  name: 'burst',
+  help: HELP,
+  options: ['clients', 'rounds'],
+  parse: (v, quick) => ({ clients: intOption(v, 'clients', quick ? 100 : 500, 1), rounds: intOption(v, 'rounds', 1, 1) }),
+  measure,
+  render,
+});

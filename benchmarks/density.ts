@@ -1,0 +1,386 @@
+// The density benchmark: what 1,000 databases cost a PGX runtime at rest. Measured on the runtime's
+// whole process tree (node plus every postgres process) from /proc, in three states:
+//   untouched  minted through the HTTP API (pinned, so the janitor keeps them), never connected to;
+//              PSS sampled at 0, 100, 250, 500 and 1,000 databases (the chart)
+//   queried    each then connected to through the engine, `SELECT 1`, disconnected
+//   idle       CPU of the tree over 3 minutes with nothing connected (utime + stime from /proc,
+//              reaped children included), while one database holds dead rows from an UPDATE: does
+//              autovacuum clean it in that window (pg_stat_user_tables.last_autovacuum)?
+// The same is then done on a stock PostgreSQL 18 (plain-postgres.ts): the databases made with
+// CREATE DATABASE ... STRATEGY WAL_LOG, connected to directly, PSS and CPU of the postgres tree.
+
+import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { mkdirSync, chmodSync } from 'node:fs';
+import path from 'node:path';
+import { systemClock } from '../src/clock.js';
+import { processTree } from '../src/runtime/memory.js';
+import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
+import type { Cleanup } from './lib/cleanup.js';
+import { treeCpuMs } from './lib/cpu.js';
+import type { HeapReport } from './lib/heap-probe.js';
+import { queryOnce, quoteIdent, timeFirstQuery, withClient, type Endpoint } from './lib/pg-connect.js';
+import { startPlainPostgres } from './lib/plain-postgres.js';
+import { startRuntimeProcess, waitForPool } from './lib/runtime-process.js';
+import { panelGrid, type Panel } from './lib/svg-chart.js';
+import { formatTable, markdownTable } from './lib/table.js';
+import { SMALL_TEMPLATE, buildTemplate } from './lib/templates.js';
+import { processKind, treeBreakdown, type TreeBreakdown } from './lib/tree-memory.js';
+
+const HELP = `Usage: npm run bench -- density [options]
+
+Memory (PSS) of the runtime's process tree with N untouched and N queried databases, idle CPU over a
+window, and whether autovacuum still cleans a database with dead rows; then the same on a stock
+PostgreSQL 18.
+
+Options:
+  --databases N     databases to create                                              [1000]
+  --idle-seconds S  idle window for the CPU measurement                              [180]
+  --vacuum-wait S   after the window, keep checking for the autovacuum this long     [150]
+  --baseline yes|no also measure a stock PostgreSQL 18                              [yes]
+  --quick           smoke run: 100 databases, 20 s idle, no vacuum wait; docs untouched
+  --report FILE     redraw the table, docs section and chart from a results JSON
+  -h, --help        this help
+`;
+
+const DEAD_ROWS = 50_000;
+/** Concurrent creates and connects: as many as the runtime has mint workers. */
+const CONCURRENCY = 2;
+const SETTLE_MS = 5000;
+
+interface Options {
+  databases: number;
+  idleSeconds: number;
+  vacuumWaitSeconds: number;
+  baseline: boolean;
+  /** Also sample PGX once its pooled idle backends have timed out (300 s by default). */
+  afterBackendTimeout: boolean;
+}
+
+/** The engine's default --backend-idle-timeout, and a margin for its timer. */
+const BACKEND_IDLE_TIMEOUT_S = 300 + 10;
+
+interface MemorySample {
+  /** 'idle backends closed': 310 s after the queries, past the engine's default --backend-idle-timeout (300 s). */
+  state: 'untouched' | 'queried' | 'after idle' | 'idle backends closed';
+  databases: number;
+  memory: TreeBreakdown;
+  /** PGX only: node's V8 heap after a full GC, MB. */
+  heapMB?: number;
+}
+
+interface Vacuum {
+  deadTuplesBefore: number;
+  /** Seconds after the UPDATE when last_autovacuum was seen set; null: not within the wait. */
+  vacuumedAfterS: number | null;
+  deadTuplesAfter: number;
+  lastAutovacuum: string | null;
+}
+
+interface System {
+  label: string;
+  version: string;
+  settings: string[];
+  samples: MemorySample[];
+  createSeconds: number;
+  querySeconds: number;
+  idle: { seconds: number; cpuMs: number; percentOfCore: number; byKind: Record<string, number> };
+  vacuum: Vacuum;
+}
+
+interface Body {
+  options: Options;
+  pgx: System;
+  plain: System | null;
+}
+
+/** Runs `fn(i)` for i < n on `CONCURRENCY` workers; reports progress every 10 %. */
+async function forEach(n: number, what: string, fn: (i: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  let done = 0;
+  const started = performance.now();
+  const worker = async (): Promise<void> => {
+    while (next < n) {
+      await fn(next++);
+      if (++done % Math.max(1, Math.round(n / 10)) === 0) progress(`  ${what}: ${done}/${n}`);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  return (performance.now() - started) / 1000;
+}
+
+/** Checkpoints at which memory is sampled: the chart's x axis. */
+function checkpoints(n: number): number[] {
+  return [...new Set([0, 0.1, 0.25, 0.5, 1].map((f) => Math.round(f * n)))];
+}
+
+/** CPU per kind of process over the window: live processes' own time, and the postmaster's reaped children. */
+async function cpuByKind(root: number): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const pid of await processTree(root)) {
+    try {
+      const [stat, cmd] = await Promise.all([readFile(`/proc/${pid}/stat`, 'utf8'), readFile(`/proc/${pid}/cmdline`, 'utf8')]);
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const kind = processKind(cmd, pid === root);
+      out[kind] = (out[kind] ?? 0) + (Number(f[11]) + Number(f[12])) * 10;
+      if (kind === 'postmaster') out['reaped children'] = (out['reaped children'] ?? 0) + (Number(f[13]) + Number(f[14])) * 10;
+    } catch {
+      // Gone.
+    }
+  }
+  return out;
+}
+
+/** Sets up dead rows in `database`, then idles for the window, measuring the tree's CPU; then checks autovacuum. */
+async function idleAndVacuum(
+  root: number,
+  ep: Endpoint,
+  database: string,
+  opts: Options,
+): Promise<{ idle: System['idle']; vacuum: Vacuum }> {
+  await withClient(ep, database, async (c) => {
+    await c.query(`CREATE TABLE dead AS SELECT g AS id, 0 AS v FROM generate_series(1, ${DEAD_ROWS}) g`);
+    await c.query('UPDATE dead SET v = 1');
+  });
+  const updatedAt = systemClock.monotonic();
+  // A backend flushes its statistics when idle, at the latest after 10 s (PGSTAT_IDLE_INTERVAL).
+  await sleep(12_000);
+  const stats = (): Promise<Record<string, unknown>[]> =>
+    queryOnce(ep, database, "SELECT n_dead_tup::int AS dead, last_autovacuum::text AS at FROM pg_stat_user_tables WHERE relname = 'dead'");
+  const before = (await stats())[0]!;
+  progress(`  dead rows: ${String(before.dead)}; idle window of ${opts.idleSeconds} s`);
+  const [cpu0, kinds0] = [await treeCpuMs(root), await cpuByKind(root)];
+  const t0 = systemClock.monotonic();
+  await sleep(opts.idleSeconds * 1000);
+  const [cpu1, kinds1] = [await treeCpuMs(root), await cpuByKind(root)];
+  const seconds = (systemClock.monotonic() - t0) / 1000;
+  const byKind: Record<string, number> = {};
+  for (const k of Object.keys(kinds1)) byKind[k] = Math.round((kinds1[k]! - (kinds0[k] ?? 0)) * 10) / 10;
+  const cpuMs = cpu1 - cpu0;
+  const idle = { seconds: Math.round(seconds), cpuMs: Math.round(cpuMs), percentOfCore: Math.round((cpuMs / (seconds * 1000)) * 100 * 1000) / 1000, byKind };
+  progress(`  idle CPU: ${idle.cpuMs} ms in ${idle.seconds} s = ${idle.percentOfCore}% of a core`);
+  let after = (await stats())[0]!;
+  const waitUntil = systemClock.monotonic() + opts.vacuumWaitSeconds * 1000;
+  while (after.at === null && systemClock.monotonic() < waitUntil) {
+    await sleep(10_000);
+    after = (await stats())[0]!;
+  }
+  const vacuumedAfterS = after.at === null ? null : Math.round((systemClock.monotonic() - updatedAt) / 1000);
+  progress(`  autovacuum of the dead rows: ${vacuumedAfterS === null ? 'not seen' : `seen by ${vacuumedAfterS} s after the UPDATE`}`);
+  return {
+    idle,
+    vacuum: { deadTuplesBefore: Number(before.dead), vacuumedAfterS, deadTuplesAfter: Number(after.dead), lastAutovacuum: (after.at as string | null) ?? null },
+  };
+}
+
+async function measurePgx(opts: Options, cleanup: Cleanup, workDir: string): Promise<System> {
+  progress('PGX: starting the runtime with its defaults');
+  const rt = await startRuntimeProcess({ workDir }, cleanup);
+  await buildTemplate(rt, 'small');
+  const samples: MemorySample[] = [];
+  const sample = async (state: MemorySample['state'], databases: number): Promise<void> => {
+    await waitForPool(rt);
+    await sleep(SETTLE_MS);
+    const memory = await treeBreakdown(rt.pid);
+    const heap: HeapReport = await rt.heap();
+    samples.push({ state, databases, memory, heapMB: Math.round((heap.heapUsed / 2 ** 20) * 10) / 10 });
+    progress(`  ${state} ${databases}: PSS ${memory.pss_mb} MB in ${memory.processes} processes (node heap ${samples.at(-1)!.heapMB} MB)`);
+  };
+  const names: string[] = [];
+  let createSeconds = 0;
+  let made = 0;
+  for (const at of checkpoints(opts.databases)) {
+    createSeconds += await forEach(at - made, 'created', async () => {
+      const db = await rt.api.createDatabase({ template: SMALL_TEMPLATE, pinned: true });
+      names.push(db.name);
+    });
+    made = at;
+    await sample('untouched', at);
+  }
+  const querySeconds = await forEach(names.length, 'queried', (i) => timeFirstQuery(rt.engine, names[i]!));
+  const queriedAt = systemClock.monotonic();
+  await sample('queried', names.length);
+  const dead = (await rt.api.createDatabase({ template: SMALL_TEMPLATE, name: `tdb_${SMALL_TEMPLATE}__deadrows`, pinned: true })).name;
+  const { idle, vacuum } = await idleAndVacuum(rt.pid, rt.engine, dead, opts);
+  await sample('after idle', names.length);
+  if (opts.afterBackendTimeout) {
+    const left = BACKEND_IDLE_TIMEOUT_S * 1000 - (systemClock.monotonic() - queriedAt);
+    if (left > 0) await sleep(left);
+    await sample('idle backends closed', names.length);
+  }
+  const status = await rt.api.status();
+  await rt.stop();
+  return { label: 'PGX runtime (node + postgres)', version: status.runtime.postgres_version, settings: rt.flags, samples, createSeconds, querySeconds, idle, vacuum };
+}
+
+async function measurePlain(opts: Options, cleanup: Cleanup, workDir: string): Promise<System> {
+  progress('PostgreSQL 18, stock settings: initdb and start');
+  const pg = await startPlainPostgres(workDir, cleanup);
+  await withClient(pg.endpoint, 'postgres', async (c) => {
+    await c.query(`CREATE DATABASE ${SMALL_TEMPLATE}`);
+  });
+  await withClient(pg.endpoint, SMALL_TEMPLATE, (c) =>
+    c.query("CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL); INSERT INTO items (name) SELECT 'item ' || g FROM generate_series(1, 10) g"),
+  );
+  const samples: MemorySample[] = [];
+  const sample = async (state: MemorySample['state'], databases: number): Promise<void> => {
+    await sleep(SETTLE_MS);
+    const memory = await treeBreakdown(pg.pid);
+    samples.push({ state, databases, memory });
+    progress(`  ${state} ${databases}: PSS ${memory.pss_mb} MB in ${memory.processes} processes`);
+  };
+  const name = (i: number): string => `db_${i}`;
+  let createSeconds = 0;
+  let made = 0;
+  for (const at of checkpoints(opts.databases)) {
+    const from = made;
+    // One admin session per batch, closed before the sample (PGX's admin sessions stay open and are counted).
+    await withClient(pg.endpoint, 'postgres', async (c) => {
+      const started = performance.now();
+      for (let i = from; i < at; i++) await c.query(`CREATE DATABASE ${quoteIdent(name(i))} TEMPLATE ${SMALL_TEMPLATE} STRATEGY WAL_LOG`);
+      createSeconds += (performance.now() - started) / 1000;
+    });
+    made = at;
+    await sample('untouched', at);
+  }
+  const querySeconds = await forEach(opts.databases, 'queried', (i) => timeFirstQuery(pg.endpoint, name(i)));
+  await sample('queried', opts.databases);
+  await withClient(pg.endpoint, 'postgres', (c) => c.query('CREATE DATABASE deadrows'));
+  const { idle, vacuum } = await idleAndVacuum(pg.pid, pg.endpoint, 'deadrows', opts);
+  await sample('after idle', opts.databases);
+  await pg.stop();
+  return { label: 'PostgreSQL 18 stock (postgres only)', version: pg.version, settings: pg.settings, samples, createSeconds, querySeconds, idle, vacuum };
+}
+
+async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
+  const sub = (name: string): string => {
+    const d = path.join(workDir, name);
+    mkdirSync(d);
+    chmodSync(d, 0o755);
+    return d;
+  };
+  const pgx = await measurePgx(opts, cleanup, sub('pgx'));
+  const plain = opts.baseline ? await measurePlain(opts, cleanup, sub('plain')) : null;
+  return { options: opts, pgx, plain };
+}
+
+function render(r: Meta & Body) {
+  const n = r.options.databases;
+  const systems = [r.pgx, ...(r.plain ? [r.plain] : [])];
+  const at = (s: System, state: MemorySample['state'], count = n): MemorySample | undefined => s.samples.find((x) => x.state === state && x.databases === count);
+  const mb = (x: MemorySample | undefined): string => (x ? `${x.memory.pss_mb.toFixed(1)} MB` : '-');
+  const mbNum = (x: MemorySample | undefined): number => x?.memory.pss_mb ?? NaN;
+  const header = ['', ...systems.map((s) => s.label), ...(r.plain ? ['PGX / PG18'] : [])];
+  const ratio = (a: number, b: number): string => (Number.isFinite(a / b) ? `${(a / b).toFixed(2)}x` : '-');
+  const memRow = (label: string, state: MemorySample['state'], count: number): string[] => [
+    label,
+    ...systems.map((s) => {
+      const x = at(s, state, count);
+      return x ? `${mb(x)} (${x.memory.processes} proc)` : '-';
+    }),
+    ...(r.plain ? [ratio(mbNum(at(r.pgx, state, count)), mbNum(at(r.plain, state, count)))] : []),
+  ];
+  const rows: string[][] = [
+    ...checkpoints(n).map((c) => memRow(`PSS, ${c} untouched`, 'untouched', c)),
+    memRow(`PSS, ${n} queried once`, 'queried', n),
+    memRow(`PSS, ${n} queried, after the idle window`, 'after idle', n),
+    ...(at(r.pgx, 'idle backends closed') ? [memRow(`PSS, ${n} queried, ${BACKEND_IDLE_TIMEOUT_S} s later (engine's idle backends closed)`, 'idle backends closed', n)] : []),
+    ['create all (s)', ...systems.map((s) => s.createSeconds.toFixed(1)), ...(r.plain ? [ratio(r.pgx.createSeconds, r.plain.createSeconds)] : [])],
+    ['connect + SELECT 1 to each (s)', ...systems.map((s) => s.querySeconds.toFixed(1)), ...(r.plain ? [ratio(r.pgx.querySeconds, r.plain.querySeconds)] : [])],
+    [
+      `idle CPU, % of one core over ${r.options.idleSeconds} s`,
+      ...systems.map((s) => `${s.idle.percentOfCore.toFixed(2)} %`),
+      ...(r.plain ? [ratio(r.pgx.idle.percentOfCore, r.plain.idle.percentOfCore)] : []),
+    ],
+    [
+      `dead rows (${DEAD_ROWS.toLocaleString('en-US')} updated) autovacuumed`,
+      ...systems.map((s) => (s.vacuum.vacuumedAfterS === null ? `no (waited ${r.options.idleSeconds + r.options.vacuumWaitSeconds} s)` : `yes, by ${s.vacuum.vacuumedAfterS} s`)),
+      ...(r.plain ? [''] : []),
+    ],
+  ];
+  const untouched = mbNum(at(r.pgx, 'untouched'));
+  const queried = mbNum(at(r.pgx, 'queried'));
+  const vac = r.pgx.vacuum.vacuumedAfterS;
+  const bars: Bar[] = [
+    { text: `${n} untouched databases <= 120 MB PSS (whole runtime)`, measured: mb(at(r.pgx, 'untouched')), pass: untouched <= 120 },
+    { text: `${n} databases queried once <= 160 MB PSS`, measured: mb(at(r.pgx, 'queried')), pass: queried <= 160 },
+    { text: `idle CPU with ${n} databases <= 0.5 % of a core`, measured: `${r.pgx.idle.percentOfCore.toFixed(2)} % (${r.pgx.idle.cpuMs} ms CPU in ${r.pgx.idle.seconds} s)`, pass: r.pgx.idle.percentOfCore <= 0.5 },
+    {
+      text: `a database with dead rows is autovacuumed within the ${r.options.idleSeconds} s idle window`,
+      measured: vac === null ? 'not vacuumed' : `vacuumed by ${vac} s after the UPDATE`,
+      pass: vac !== null && vac <= r.options.idleSeconds + SETTLE_MS / 1000 + 30,
+    },
+  ];
+  const split = (s: System, state: MemorySample['state']): string => {
+    const x = at(s, state);
+    if (!x) return '-';
+    const kinds = Object.entries(x.memory.byKind).sort((a, b) => b[1].pss_mb - a[1].pss_mb);
+    return kinds.map(([k, v]) => `${k}${v.count > 1 ? ` x${v.count}` : ''} ${v.pss_mb.toFixed(1)}`).join(', ') + (x.heapMB !== undefined ? `; node heap after GC ${x.heapMB} MB` : '');
+  };
+  const cpuSplit = (s: System): string =>
+    Object.entries(s.idle.byKind)
+      .filter(([, v]) => v > 0)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${Math.round(v)} ms`)
+      .join(', ');
+  const details = systems.flatMap((s) => [
+    `${s.label} (settings: ${s.settings.filter((f) => !f.startsWith('/')).join(' ')}):`,
+    `  PSS by process (MB), ${n} untouched: ${split(s, 'untouched')}`,
+    `  PSS by process (MB), ${n} queried: ${split(s, 'queried')}`,
+    `  idle CPU by process: ${cpuSplit(s) || 'none'}`,
+  ]);
+  const about = `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.pgx.version}; template ${SMALL_TEMPLATE} (one table of 10 rows); PSS from /proc/PID/smaps_rollup summed over the process tree.`;
+  const chartBars = (s: System, color: string): Panel['bars'] => [
+    ...checkpoints(n).map((c) => ({ label: c >= 1000 ? `${c / 1000}k` : String(c), value: mbNum(at(s, 'untouched', c)), color })),
+    { label: 'queried', value: mbNum(at(s, 'queried')), color: '#c0504d' },
+    ...(at(s, 'idle backends closed') ? [{ label: '+300 s', value: mbNum(at(s, 'idle backends closed')), color: '#d08a2c' }] : []),
+  ];
+  const max = Math.max(...systems.flatMap((s) => s.samples.map((x) => x.memory.pss_mb)), 160) * 1.05;
+  const panels: Panel[] = systems.map((s, i) => ({
+    title: s === r.pgx ? 'PGX runtime (node + postgres)' : 'PostgreSQL 18, stock',
+    subtitle: s === r.pgx ? 'PSS MB: untouched; queried; +300 s idle' : 'PSS MB: untouched; then all queried',
+    bars: chartBars(s, i === 0 ? '#2f6fb3' : '#8c8c8c'),
+    format: (v: number) => (Number.isFinite(v) ? v.toFixed(0) : '-'),
+    max,
+  }));
+  return {
+    bars,
+    terminal: [about, '', formatTable(header, rows), '', ...details].join('\n'),
+    svg: { file: 'density.svg', text: panelGrid(`Memory (PSS) against database count, ${r.machine.date.slice(0, 10)}, ${r.machine.nproc} CPUs`, panels, 2) },
+    markdown: (raw: string) =>
+      [
+        `Latest run: ${about}`,
+        '',
+        markdownTable(header, rows, ['l', ...systems.map((): 'r' => 'r'), ...(r.plain ? ['r' as const] : [])]),
+        '',
+        ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
+        '',
+        '![Memory (PSS) against database count](img/density.svg)',
+        '',
+        'Where it goes:',
+        '',
+        ...details.map((d) => (d.startsWith('  ') ? `  - ${d.trim()}` : `- ${d}`)),
+        '',
+        `Raw results: [${raw}](../${raw}).`,
+      ].join('\n'),
+  };
+}
+
+export const main = benchMain<Options, Body>({
+  name: 'density',
+  help: HELP,
+  options: ['databases', 'idle-seconds', 'vacuum-wait', 'baseline'],
+  parse: (v, quick) => {
+    const baseline = v.baseline ?? 'yes';
+    if (baseline !== 'yes' && baseline !== 'no') throw new Error(`--baseline ${String(baseline)}: expected yes or no`);
+    return {
+      databases: intOption(v, 'databases', quick ? 100 : 1000, 1),
+      idleSeconds: intOption(v, 'idle-seconds', quick ? 20 : 180, 1),
+      vacuumWaitSeconds: intOption(v, 'vacuum-wait', quick ? 0 : 150),
+      baseline: baseline === 'yes',
+      afterBackendTimeout: !quick,
+    };
+  },
+  measure,
+  render,
+});

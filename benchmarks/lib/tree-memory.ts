@@ -1,0 +1,62 @@
+// PSS of a process tree, split by what each process is (node, the postmaster, client backends,
+// autovacuum, checkpointer, ...), so a memory figure comes with where it goes. The total is the same
+// sum as src/runtime/memory.ts's measureTree (which the status document reports); the split reads
+// each process's title from /proc/PID/cmdline, which PostgreSQL sets to "postgres: <what>".
+
+import { readFile } from 'node:fs/promises';
+import { processTree } from '../../src/runtime/memory.js';
+
+export interface KindMemory {
+  count: number;
+  pss_mb: number;
+}
+
+export interface TreeBreakdown {
+  pss_mb: number;
+  rss_mb: number;
+  processes: number;
+  byKind: Record<string, KindMemory>;
+}
+
+function kb(text: string, field: string): number {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+/** What a process is, from its title: "postgres: checkpointer", "postgres: postgres db [local] idle". */
+export function processKind(cmdline: string, isRoot: boolean): string {
+  const argv0 = cmdline.split('\0', 1)[0]!;
+  const title = cmdline.replace(/\0/g, ' ').trim();
+  if (title.startsWith('postgres:')) {
+    const what = title.slice('postgres:'.length).trim();
+    const known = ['checkpointer', 'background writer', 'walwriter', 'autovacuum launcher', 'autovacuum worker', 'logical replication launcher', 'io worker', 'walsummarizer'];
+    return known.find((k) => what.startsWith(k)) ?? 'backend';
+  }
+  // The postmaster keeps its command line: the path of the postgres binary.
+  if (argv0.endsWith('/postgres') || argv0 === 'postgres') return 'postmaster';
+  return isRoot ? 'node' : 'other';
+}
+
+export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
+  const byKind: Record<string, KindMemory> = {};
+  let pss = 0;
+  let rss = 0;
+  let processes = 0;
+  for (const pid of await processTree(root)) {
+    try {
+      const [rollup, cmdline] = await Promise.all([readFile(`/proc/${pid}/smaps_rollup`, 'utf8'), readFile(`/proc/${pid}/cmdline`, 'utf8')]);
+      const kind = processKind(cmdline, pid === root);
+      const p = kb(rollup, 'Pss');
+      pss += p;
+      rss += kb(rollup, 'Rss');
+      processes++;
+      const k = (byKind[kind] ??= { count: 0, pss_mb: 0 });
+      k.count++;
+      k.pss_mb += p / 1024;
+    } catch {
+      // Ended while we looked.
+    }
+  }
+  for (const k of Object.values(byKind)) k.pss_mb = Math.round(k.pss_mb * 10) / 10;
+  return { pss_mb: Math.round((pss / 1024) * 10) / 10, rss_mb: Math.round((rss / 1024) * 10) / 10, processes, byKind };
+}
