@@ -284,10 +284,17 @@ describe('the CRD schema and the zod schema agree', () => {
         fc.oneof<fc.Arbitrary<Record<string, unknown>>[]>(
           fc.record({ sql: mostly(fc.constant('create table t (id int)'), fc.constant('')) }),
           fc.record({ configMapRef: fc.record({ name: mostly(fc.constant('schema'), fc.constant('Bad Name')), key: maybe(mostly(fc.constant('schema.sql'), fc.constant('a/b'))) }) }),
-          fc.record({ database: fc.record({ urlSecretRef: fc.record({ name: fc.constant('prod-db') }), maskingSql: maybe(mostly(fc.constant('update users set email = null'), fc.constant(''))) }) }),
+          fc.record({
+            database: fc.record({
+              urlSecretRef: fc.record({ name: fc.constant('prod-db') }),
+              mask: maybe(mostly(fc.constant('update users set email = null'), fc.constant(''))),
+              maskConfigMapRef: fc.oneof({ arbitrary: fc.constant(undefined), weight: 6 }, { arbitrary: fc.constant({ name: 'mask' }), weight: 1 }),
+            }),
+          }),
         ),
         fc.constantFrom<Record<string, unknown>>({}, { sql: 'select 1', configMapRef: { name: 'schema' } }),
       ),
+      owner: maybe(mostly(fc.constantFrom('app_owner', 'postgres'), fc.constantFrom('App', '1x', 'a'.repeat(64)))),
       seal: maybe(fc.boolean()),
     }),
   });

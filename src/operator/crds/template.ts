@@ -20,12 +20,17 @@ export const templateSource = z
     configMapRef: keyRef('ConfigMap', 'schema.sql').optional().describe('A ConfigMap key holding the SQL to run.'),
     database: z
       .object({
-        urlSecretRef: keyRef('Secret', 'url').describe('A Secret key holding a postgresql:// URL of the database to copy.'),
-        maskingSql: z.string().min(1).optional().describe('SQL run on the copy before it is sealed, e.g. to mask personal data.'),
+        urlSecretRef: keyRef('Secret', 'url').describe('A Secret key holding a postgresql:// URL of the database to copy (pg_dump reads it; it is never logged).'),
+        mask: z.string().min(1).optional().describe("SQL run on the copy before it is sealed to overwrite personal data, with `-- pgx:forbid table.column ~ 'regex'` rules checked after it."),
+        maskConfigMapRef: keyRef('ConfigMap', 'mask.sql').optional().describe('The masking script from a ConfigMap key instead of inline.'),
       })
       .strict()
+      .superRefine((d, ctx) => {
+        if (d.mask !== undefined && d.maskConfigMapRef !== undefined) ctx.addIssue({ code: 'custom', message: 'set mask or maskConfigMapRef, not both' });
+      })
+      .meta({ 'x-kubernetes-validations': [{ rule: '!(has(self.mask) && has(self.maskConfigMapRef))', message: 'set mask or maskConfigMapRef, not both' }] })
       .optional()
-      .describe('Copy an existing database, then run a masking script on the copy.'),
+      .describe('Copy an existing database (dump and restore), then run a masking script on the copy.'),
   })
   .strict()
   .superRefine((s, ctx) => {
@@ -41,6 +46,12 @@ export const templateSpec = z
       .meta({ 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'runtimeRef is immutable: create a new Template for another Runtime' }] })
       .describe('The Runtime whose pods build and hold this template.'),
     source: templateSource,
+    owner: z
+      .string()
+      .max(63, 'owner must be at most 63 characters')
+      .regex(/^[a-z_][a-z0-9_]*$/, 'owner must be a PostgreSQL role name: lower-case letters, digits and underscores')
+      .optional()
+      .describe('The role that owns the template and runs its script; postgres when absent.'),
     seal: z.boolean().default(true).describe('Seal the template once built, so Branches can be minted from it.'),
   })
   .strict();

@@ -22,6 +22,8 @@ const KNOWN_RULES: { pattern: RegExp; make: (m: RegExpExecArray) => RuleCheck }[
   { pattern: /^self == oldSelf$/, make: () => (self, old) => (old === undefined ? 'skip' : deepEqual(self, old)) },
   { pattern: /^self\.metadata\.name\.size\(\) <= ([0-9]+)$/, make: (m) => (self) => nameOf(self).length <= Number(m[1]) },
   { pattern: /^self\.metadata\.name\.matches\('([^']*)'\)$/, make: (m) => (self) => new RegExp(m[1]!).test(nameOf(self)) },
+  // Two optional fields that exclude each other.
+  { pattern: /^!\(has\(self\.(\w+)\) && has\(self\.(\w+)\)\)$/, make: (m) => (self) => !(isObject(self) && self[m[1]!] !== undefined && self[m[2]!] !== undefined) },
 ];
 
 function nameOf(self: Json): string {
