@@ -15,7 +15,7 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** The top-level area a file belongs to: wire, engine, runtime, api, operator, cli, or a leaf file. */
+/** The top-level area a file belongs to: wire, engine, runtime, api, operator, mcp, cli, or a leaf file. */
 function area(file: string): string {
   const rel = path.relative(src, file);
   return rel.includes(path.sep) ? rel.split(path.sep)[0]! : rel;
@@ -32,7 +32,9 @@ const MAY_IMPORT: Record<string, string[]> = {
   runtime: ['runtime', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
   api: ['api', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
   operator: ['operator', 'api', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
-  cli: ['cli', 'api', 'operator', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  // The MCP server is a client of the HTTP API, like the operator.
+  mcp: ['mcp', 'api', 'errors.ts', 'clock.ts', 'log.ts'],
+  cli: ['cli', 'api', 'operator', 'mcp', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
   'errors.ts': [],
   'clock.ts': [],
   'log.ts': [],

@@ -22,6 +22,9 @@ import type { Registry } from './registry.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 import type { StorageCapability } from './storage-probe.js';
 
+/** Databases the runtime keeps connections to, or PostgreSQL keeps pristine. */
+const SYSTEM_DATABASES = new Set(['postgres', 'template0', 'template1']);
+
 export interface SnapshotCaller {
   user: string;
   /** The database the caller is connected to, or null (the HTTP API). */
@@ -118,6 +121,11 @@ export class Snapshots {
   /** The database exists, the caller may act on it, and is not connected to it. */
   private async checkSource(db: string, caller: SnapshotCaller, fn: string, verb: 'snapshot' | 'restore'): Promise<void> {
     if (isReservedName(db)) throw databaseDoesNotExist(db);
+    if (SYSTEM_DATABASES.has(db)) {
+      throw new PgxError('INVALID_PARAMETER', `database "${db}" cannot be ${verb === 'snapshot' ? 'snapshotted' : 'restored'}: PGX and PostgreSQL rely on it`, {
+        hint: 'Snapshot databases you created or minted.',
+      });
+    }
     const access = await this.opts.permissions.access(caller.user, db);
     if (!access.exists) throw databaseDoesNotExist(db);
     if (!access.ownerOrSuperuser) throw functionDenied(fn, db);
