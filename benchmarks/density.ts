@@ -332,13 +332,13 @@ function render(r: Meta & Body) {
   const about = `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.pgx.version}; template ${SMALL_TEMPLATE} (one table of 10 rows); PSS from /proc/PID/smaps_rollup summed over the process tree.`;
   const chartBars = (s: System, color: string): Panel['bars'] => [
     ...checkpoints(n).map((c) => ({ label: c >= 1000 ? `${c / 1000}k` : String(c), value: mbNum(at(s, 'untouched', c)), color })),
-    { label: 'queried', value: mbNum(at(s, 'queried')), color: '#c0504d' },
-    ...(at(s, 'idle backends closed') ? [{ label: '+300 s', value: mbNum(at(s, 'idle backends closed')), color: '#d08a2c' }] : []),
+    { label: 'used', value: mbNum(at(s, 'queried')), color: '#c0504d' },
+    ...(at(s, 'idle backends closed') ? [{ label: '+300s', value: mbNum(at(s, 'idle backends closed')), color: '#d08a2c' }] : []),
   ];
   const max = Math.max(...systems.flatMap((s) => s.samples.map((x) => x.memory.pss_mb)), 160) * 1.05;
   const panels: Panel[] = systems.map((s, i) => ({
     title: s === r.pgx ? 'PGX runtime (node + postgres)' : 'PostgreSQL 18, stock',
-    subtitle: s === r.pgx ? 'PSS MB: untouched; queried; +300 s idle' : 'PSS MB: untouched; then all queried',
+    subtitle: s === r.pgx ? 'PSS MB; used = each queried once' : 'PSS MB; used = each queried once',
     bars: chartBars(s, i === 0 ? '#2f6fb3' : '#8c8c8c'),
     format: (v: number) => (Number.isFinite(v) ? v.toFixed(0) : '-'),
     max,
