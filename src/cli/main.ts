@@ -18,6 +18,7 @@ Commands:
   template  list | create NAME --file F | seal NAME | unseal NAME: templates databases are minted from
   db        create TEMPLATE | list | get | drop | pin | unpin | ttl | limit: minted databases
   doctor    what this machine gives a runtime: PostgreSQL, copy-on-write storage, memory limit
+  operator  run the Kubernetes operator (Runtime, Template, Branch) in a cluster or from a kubeconfig
 
 status, template and db talk to a runtime's HTTP API: --url (env PGX_URL, default
 http://127.0.0.1:7432, which npm start listens on) and --token (env PGX_API_TOKEN).
@@ -49,6 +50,11 @@ export async function main(argv: string[]): Promise<number> {
         return await runDb(rest);
       case 'doctor':
         return await runDoctor(rest);
+      case 'operator': {
+        // Loaded only here: client-node is large and only the operator needs it.
+        const { runOperator } = await import('../operator/command.js');
+        return await runOperator(rest);
+      }
       case undefined:
       case 'help':
       case '--help':

@@ -63,6 +63,7 @@ export const templatePodStatus = z
     phase: z.enum(['Pending', 'Building', 'Sealed', 'Built', 'Failed']).describe('Built: present but not sealed (seal: false).'),
     templateGeneration: z.number().int().min(0).optional().describe("The runtime's generation of the template, from its /v1/templates."),
     sealedAt: z.iso.datetime().optional(),
+    observedGeneration: z.number().int().min(0).optional().describe('The Template .metadata.generation this pod last built (or failed to build); a newer one is rebuilt.'),
     message: z.string().optional().describe('Why the build failed, when it did.'),
   })
   .strict();

@@ -1,0 +1,61 @@
+// What every controller reads and writes through: the Kubernetes clients, the informer caches, the
+// clock, the Event recorder, the pod network and the operator's logger. One object, built by
+// operator.ts, so controllers stay plain functions of (context, key).
+
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { ApiClient } from '../api/client.js';
+import type { EventRecorder } from './events.js';
+import type { ResourceCache } from './informer.js';
+import type { CustomObject, Kube } from './kube.js';
+import type { OperatorMetrics } from './metrics.js';
+import { podApiUrl, podClient, runtimeToken, type PodNetwork } from './pods.js';
+
+export interface Caches {
+  runtimes: ResourceCache<CustomObject>;
+  templates: ResourceCache<CustomObject>;
+  branches: ResourceCache<CustomObject>;
+  pods: ResourceCache<V1Pod & KubernetesObject>;
+}
+
+export interface OperatorContext {
+  kube: Kube;
+  caches: Caches;
+  clock: Clock;
+  logger: Logger;
+  events: EventRecorder;
+  net: PodNetwork;
+  metrics: OperatorMetrics;
+}
+
+export type PodApi = { ok: true; client: ApiClient } | { ok: false; reason: string; message: string };
+
+/** A client for a runtime pod's control API, or why there is none (not ready, no token Secret). */
+export async function podApi(ctx: OperatorContext, pod: V1Pod, runtime: string): Promise<PodApi> {
+  const name = pod.metadata!.name!;
+  const url = podApiUrl(pod, ctx.net);
+  if (url === null) return { ok: false, reason: 'PodNotReady', message: `pod ${name} has no IP yet` };
+  const token = await runtimeToken(ctx.kube, pod.metadata!.namespace!, runtime);
+  if (token === null) {
+    return { ok: false, reason: 'RuntimeSecretMissing', message: `the Secret ${runtime}-pgx (key api-token) with the runtime's API token does not exist; the Runtime controller creates it` };
+  }
+  return { ok: true, client: podClient(url, token) };
+}
+
+/** Pods of a Runtime, by name, from the cache. */
+export function runtimePods(ctx: OperatorContext, namespace: string, runtime: string): V1Pod[] {
+  return ctx.caches.pods
+    .list(namespace)
+    .filter((p) => p.metadata?.labels?.['pgx.dev/runtime'] === runtime)
+    .sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!));
+}
+
+/** The Template a Branch names, read loosely: used to map events before the Branch is parsed. */
+export function templateRefOf(branch: CustomObject): string | undefined {
+  return (branch.spec as { templateRef?: { name?: string } } | undefined)?.templateRef?.name;
+}
+
+export function runtimeRefOf(template: CustomObject): string | undefined {
+  return (template.spec as { runtimeRef?: { name?: string } } | undefined)?.runtimeRef?.name;
+}

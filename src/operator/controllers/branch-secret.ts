@@ -1,0 +1,63 @@
+// A Branch's connection Secret: host, port, dbname, user, password and DATABASE_URL, owned by the
+// Branch (so Kubernetes deletes it with the Branch) and labelled with its name. The password exists
+// only here and in the runtime's SCRAM verifier: if the Secret is lost, a new credential is made.
+
+import type { V1Secret } from '@kubernetes/client-node';
+import type { CredentialBody } from '../../api/contract.js';
+import type { CustomObject, Kube } from '../kube.js';
+import { isConflict, isNotFound } from '../kube.js';
+
+export const BRANCH_LABEL = 'pgx.dev/branch';
+
+export function branchSecretName(branch: string): string {
+  return `${branch}-db`;
+}
+
+export async function secretExists(kube: Kube, namespace: string, name: string): Promise<boolean> {
+  try {
+    await kube.core.readNamespacedSecret({ name, namespace });
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw err;
+  }
+}
+
+export function connectionUrl(c: { user: string; password: string; host: string; port: number; database: string }): string {
+  const host = c.host.includes(':') ? `[${c.host}]` : c.host;
+  return `postgresql://${encodeURIComponent(c.user)}:${encodeURIComponent(c.password)}@${host}:${c.port}/${encodeURIComponent(c.database)}`;
+}
+
+/** Creates the Secret; an existing one (a concurrent pass made it) is left as it is. */
+export async function createBranchSecret(
+  kube: Kube,
+  branch: CustomObject,
+  secretName: string,
+  endpoint: { host: string; port: number },
+  database: string,
+  credential: CredentialBody,
+): Promise<void> {
+  const url = connectionUrl({ user: credential.user, password: credential.password, host: endpoint.host, port: endpoint.port, database });
+  const body: V1Secret = {
+    metadata: {
+      name: secretName,
+      namespace: branch.metadata!.namespace!,
+      labels: { [BRANCH_LABEL]: branch.metadata!.name!, 'app.kubernetes.io/managed-by': 'pgx-operator' },
+      ownerReferences: [{ apiVersion: branch.apiVersion!, kind: branch.kind!, name: branch.metadata!.name!, uid: branch.metadata!.uid!, controller: true, blockOwnerDeletion: true }],
+    },
+    type: 'Opaque',
+    stringData: {
+      host: endpoint.host,
+      port: String(endpoint.port),
+      dbname: database,
+      user: credential.user,
+      password: credential.password,
+      DATABASE_URL: url,
+    },
+  };
+  try {
+    await kube.core.createNamespacedSecret({ namespace: branch.metadata!.namespace!, body });
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+  }
+}

@@ -1,0 +1,319 @@
+// The Branch controller: places a database on a runtime pod that holds the Template sealed, creates it
+// through that pod's control API (pinned per spec, no TTL at the runtime: the operator deletes the Branch
+// at expiresAt, so cleanup has one path, the finalizer), makes a per-branch credential and a Secret, and
+// reports phase, pod, database and the Ready and Expired conditions.
+//
+// Phases: (none) -> Pending (waiting for a Template or pod) -> Creating (pod and name chosen and written
+// first, so a retry creates on the same pod under the same name) -> Ready -> Expired (deleted at once);
+// Lost when the pod or the database vanished: no new database is made silently. Bad specs are reported
+// as Failed with a condition, and not retried until the spec changes.
+
+import type { V1Pod } from '@kubernetes/client-node';
+import { ApiClientError, type ApiClient } from '../../api/client.js';
+import { findCondition, isoSeconds, setCondition, type ConditionInput } from '../conditions.js';
+import { podApi, runtimePods, runtimeRefOf, type OperatorContext } from '../context.js';
+import {
+  branch as branchSchema,
+  parseDuration,
+  parseObject,
+  runtime as runtimeSchema,
+  templateDatabaseName,
+  type BranchPhase,
+  type BranchSpec,
+  type BranchStatus,
+  type TemplateStatus,
+} from '../crds/index.js';
+import type { ReconcileResult } from '../controller.js';
+import { addFinalizer, BRANCH_FINALIZER, hasFinalizer, removeFinalizer } from '../finalizer.js';
+import type { CustomObject } from '../kube.js';
+import { kubeMessage, pgxResource, splitKey, isNotFound } from '../kube.js';
+import { choosePod, type Candidate } from '../placement.js';
+import { podEngineEndpoint, podReady } from '../pods.js';
+import { writeStatus } from '../status.js';
+import { branchSecretName, createBranchSecret, secretExists } from './branch-secret.js';
+
+/** How often a Branch whose drop cannot be confirmed (its pod is gone) looks again. */
+const DROP_PENDING_RETRY_MS = 30_000;
+
+interface Pass {
+  ctx: OperatorContext;
+  obj: CustomObject;
+  old: BranchStatus;
+  generation: number | undefined;
+}
+
+export async function reconcileBranch(ctx: OperatorContext, key: string): Promise<ReconcileResult> {
+  const { namespace, name } = splitKey(key);
+  const obj = ctx.caches.branches.get(name, namespace);
+  if (!obj) return {};
+  const p: Pass = { ctx, obj, old: (obj.status ?? {}) as BranchStatus, generation: obj.metadata!.generation };
+  // Deletion first: setting deletionTimestamp bumps the generation, which must not look like a spec change.
+  if (obj.metadata!.deletionTimestamp) return finalize(p);
+  if (!hasFinalizer(obj, BRANCH_FINALIZER)) {
+    await addFinalizer(ctx.kube, 'branches', obj, BRANCH_FINALIZER);
+    return {};
+  }
+  const parsed = parseObject(branchSchema, obj);
+  if (!parsed.ok) return setPhase(p, 'Failed', { reason: 'InvalidSpec', message: `the Branch's spec is invalid: ${parsed.message}` });
+  const spec = parsed.value.spec;
+  const ttlMs = spec.ttl === undefined ? null : parseDuration(spec.ttl);
+  if (spec.ttl !== undefined && (ttlMs === null || ttlMs <= 0)) {
+    return setPhase(p, 'Failed', { reason: 'InvalidTTL', message: `ttl "${spec.ttl}" is not a positive duration: write it as 30m, 2h, 7d or 1h30m` });
+  }
+  if (p.old.phase === 'Lost') return expiryOnly(p, ttlMs);
+  if (!p.old.database || !p.old.pod) return place(p, spec);
+  return converge(p, spec, ttlMs);
+}
+
+// --- status helpers ---
+
+async function write(p: Pass, next: BranchStatus, event?: { type: 'Normal' | 'Warning'; reason: string; message: string }): Promise<void> {
+  await writeStatus(p.ctx.kube, 'branches', p.obj, next);
+  if (event) await p.ctx.events.record(p.obj, event.type, event.reason, event.message);
+}
+
+/** A phase with Ready False; an Event when the reason is new. */
+async function setPhase(p: Pass, phase: BranchPhase, why: { reason: string; message: string }, extra: Partial<BranchStatus> = {}): Promise<ReconcileResult> {
+  const was = findCondition(p.old.conditions, 'Ready');
+  const conditions = setCondition(p.old.conditions, { type: 'Ready', status: 'False', ...why }, p.generation, p.ctx.clock);
+  const changed = was?.reason !== why.reason;
+  const warn = phase === 'Failed' || phase === 'Lost' || why.reason === 'TemplateNotFound';
+  await write(p, { ...p.old, ...extra, observedGeneration: p.generation, phase, conditions }, changed ? { type: warn ? 'Warning' : 'Normal', ...why } : undefined);
+  return {};
+}
+
+function expiresAt(createdAt: string | undefined, ttlMs: number | null): number | null {
+  if (createdAt === undefined || ttlMs === null) return null;
+  return Date.parse(createdAt) + ttlMs;
+}
+
+/** Marks the Branch Expired and deletes it; the finalizer then drops the database. */
+async function expire(p: Pass, reason: string, message: string): Promise<ReconcileResult> {
+  let conditions = setCondition(p.old.conditions, { type: 'Expired', status: 'True', reason, message }, p.generation, p.ctx.clock);
+  conditions = setCondition(conditions, { type: 'Ready', status: 'False', reason: 'Expired', message }, p.generation, p.ctx.clock);
+  const already = p.old.phase === 'Expired';
+  await write(p, { ...p.old, observedGeneration: p.generation, phase: 'Expired', conditions }, already ? undefined : { type: 'Normal', reason, message });
+  try {
+    await p.ctx.kube.custom.deleteNamespacedCustomObject({ ...pgxResource('branches'), namespace: p.obj.metadata!.namespace!, name: p.obj.metadata!.name! });
+    p.ctx.metrics.branchesDeleted.inc();
+    p.ctx.logger.info('branch expired; deleted', { branch: `${p.obj.metadata!.namespace}/${p.obj.metadata!.name}`, reason });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+  return {};
+}
+
+/** A Lost Branch does nothing more but still goes at its expiry. */
+async function expiryOnly(p: Pass, ttlMs: number | null): Promise<ReconcileResult> {
+  const at = expiresAt(p.old.createdAt, ttlMs);
+  if (at === null) return {};
+  const left = at - p.ctx.clock.now();
+  if (left <= 0) return expire(p, 'TTLExpired', `the ttl ran out at ${isoSeconds(at)}`);
+  return { requeueAfterMs: left };
+}
+
+// --- placement ---
+
+async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
+  const { ctx } = p;
+  const namespace = p.obj.metadata!.namespace!;
+  const tplName = spec.templateRef.name;
+  const tpl = ctx.caches.templates.get(tplName, namespace);
+  if (!tpl) return setPhase(p, 'Pending', { reason: 'TemplateNotFound', message: `Template ${tplName} does not exist in namespace ${namespace}: create it, or fix spec.templateRef` });
+  if (tpl.metadata!.deletionTimestamp) return setPhase(p, 'Pending', { reason: 'TemplateDeleting', message: `Template ${tplName} is being deleted; no new Branch is made from it` });
+  const runtimeName = runtimeRefOf(tpl);
+  const rtObj = runtimeName ? ctx.caches.runtimes.get(runtimeName, namespace) : undefined;
+  const rt = rtObj ? parseObject(runtimeSchema, rtObj) : null;
+  if (!runtimeName || !rt || !rt.ok) return setPhase(p, 'Pending', { reason: 'RuntimeNotFound', message: `Runtime ${runtimeName ?? '(none)'} of Template ${tplName} does not exist or is invalid` });
+
+  const tplStatus = (tpl.status ?? {}) as TemplateStatus;
+  const sealedOn = new Set((tplStatus.pods ?? []).filter((e) => e.phase === 'Sealed' && e.observedGeneration === tpl.metadata!.generation).map((e) => e.pod));
+  let pods = runtimePods(ctx, namespace, runtimeName).filter((pod) => podReady(pod) && sealedOn.has(pod.metadata!.name!));
+  const wanted = spec.affinity?.pod;
+  if (wanted !== undefined) pods = pods.filter((pod) => pod.metadata!.name === wanted);
+  if (pods.length === 0) {
+    const message =
+      wanted !== undefined
+        ? `pod ${wanted} (spec.affinity.pod) is not ready or does not hold Template ${tplName} sealed yet`
+        : `no ready pod of Runtime ${runtimeName} holds Template ${tplName} sealed yet`;
+    return setPhase(p, 'Pending', { reason: wanted !== undefined ? 'PodNotAvailable' : 'TemplateNotReady', message });
+  }
+  const candidates = await Promise.all(pods.map((pod) => candidate(p, pod, runtimeName)));
+  const chosen = choosePod(candidates);
+  if (chosen === null) return { retry: `no pod of Runtime ${runtimeName} answered its status` };
+
+  const prefix = rt.value.spec.engine.prefix;
+  const tdb = templateDatabaseName(tplName);
+  // <prefix><template>__<token> in at most 63 bytes; the token is the Branch's uid, so a name is never reused.
+  const tokenLength = Math.min(12, 63 - prefix.length - tdb.length - 2);
+  const database = `${prefix}${tdb}__${p.obj.metadata!.uid!.replace(/-/g, '').slice(0, tokenLength)}`;
+  const message = `creating database ${database} on pod ${chosen}`;
+  await write(p, {
+    ...p.old,
+    observedGeneration: p.generation,
+    phase: 'Creating',
+    pod: chosen,
+    database,
+    conditions: setCondition(p.old.conditions, { type: 'Ready', status: 'False', reason: 'Creating', message }, p.generation, ctx.clock),
+  });
+  ctx.logger.info('branch placed', { branch: `${namespace}/${p.obj.metadata!.name}`, pod: chosen, database });
+  return {};
+}
+
+async function candidate(p: Pass, pod: V1Pod, runtime: string): Promise<Candidate> {
+  const name = pod.metadata!.name!;
+  const placed = p.ctx.caches.branches.list(pod.metadata!.namespace!).filter((b) => (b.status as BranchStatus | undefined)?.pod === name).length;
+  const api = await podApi(p.ctx, pod, runtime);
+  if (!api.ok) return { pod: name, databases: null, memoryBytes: null, placed };
+  try {
+    const s = await api.client.status();
+    return { pod: name, databases: s.databases.ephemeral, memoryBytes: Math.round(s.memory.pss_mb * 2 ** 20), placed };
+  } catch {
+    return { pod: name, databases: null, memoryBytes: null, placed };
+  }
+}
+
+// --- a placed Branch: create, then keep it as the spec says ---
+
+async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null): Promise<ReconcileResult> {
+  const { ctx, old } = p;
+  const namespace = p.obj.metadata!.namespace!;
+  const podName = old.pod!;
+  const database = old.database!;
+  const pod = ctx.caches.pods.get(podName, namespace);
+  if (!pod) {
+    return setPhase(p, 'Lost', {
+      reason: 'PodGone',
+      message: `pod ${podName}, which held database ${database}, is gone; no new database is made in its place: delete this Branch and create another`,
+    });
+  }
+  const at = expiresAt(old.createdAt, ttlMs);
+  if (at !== null && at <= ctx.clock.now()) return expire(p, 'TTLExpired', `the ttl (${spec.ttl}) ran out at ${isoSeconds(at)}`);
+
+  const tplName = spec.templateRef.name;
+  const runtimeName = runtimeRefOf(ctx.caches.templates.get(tplName, namespace) ?? ({} as CustomObject)) ?? pod.metadata?.labels?.['pgx.dev/runtime'] ?? '';
+  if (!podReady(pod)) return old.phase === 'Ready' ? requeueAtExpiry(ctx, at) : { retry: `pod ${podName} is not ready` };
+  const api = await podApi(ctx, pod, runtimeName);
+  if (!api.ok) return { retry: api.message };
+
+  let db;
+  try {
+    db = await api.client.getDatabase(database);
+  } catch (err) {
+    if (!(err instanceof ApiClientError && err.status === 404)) return { retry: `pod ${podName}: ${(err as Error).message}` };
+    if (old.phase === 'Ready') {
+      if (!spec.pinned) return expire(p, 'DroppedWhenIdle', `the runtime dropped ${database} a grace period after its last session (pinned: false)`);
+      return setPhase(p, 'Lost', { reason: 'DatabaseGone', message: `database ${database} no longer exists on pod ${podName}; no new database is made in its place: delete this Branch and create another` });
+    }
+    const created = await create(p, api.client, spec, templateDatabaseName(tplName), database);
+    if (created !== null) return created;
+    db = await api.client.getDatabase(database);
+  }
+
+  // The spec may have changed since creation: pinned and the connection limit follow it.
+  if (db.pinned !== spec.pinned) db = spec.pinned ? await api.client.pin(database) : await api.client.unpin(database);
+  const limit = spec.limits?.connections ?? null;
+  if (limit !== null && db.connection_limit !== limit) db = await api.client.setConnectionLimit(database, limit);
+
+  const secretName = old.secretName ?? branchSecretName(p.obj.metadata!.name!);
+  let madeSecret = false;
+  if (!(await secretExists(ctx.kube, namespace, secretName))) {
+    const credential = await api.client.createCredential(database, {});
+    await createBranchSecret(ctx.kube, p.obj, secretName, podEngineEndpoint(pod, ctx.net), database, credential);
+    madeSecret = true;
+  }
+
+  const createdAt = old.createdAt ?? isoSeconds(Date.parse(db.created_at));
+  const expiry = expiresAt(createdAt, ttlMs);
+  const readyMessage = `database ${database} on pod ${podName}; connection details in Secret ${secretName}`;
+  let conditions = setCondition(old.conditions, { type: 'Ready', status: 'True', reason: 'DatabaseReady', message: readyMessage }, p.generation, ctx.clock);
+  const expired: ConditionInput =
+    expiry === null
+      ? { type: 'Expired', status: 'False', reason: 'NoTTL', message: 'no ttl: the Branch stays until deleted' }
+      : { type: 'Expired', status: 'False', reason: 'NotExpired', message: `deleted at ${isoSeconds(expiry)} (ttl ${spec.ttl})` };
+  conditions = setCondition(conditions, expired, p.generation, ctx.clock);
+  const next: BranchStatus = {
+    observedGeneration: p.generation,
+    phase: 'Ready',
+    pod: podName,
+    database,
+    secretName,
+    createdAt,
+    ...(expiry !== null ? { expiresAt: isoSeconds(expiry) } : {}),
+    conditions,
+  };
+  const becameReady = old.phase !== 'Ready';
+  await write(p, next, becameReady || madeSecret ? { type: 'Normal', reason: becameReady ? 'Ready' : 'SecretRecreated', message: readyMessage } : undefined);
+  return requeueAtExpiry(ctx, expiry);
+}
+
+function requeueAtExpiry(ctx: OperatorContext, at: number | null): ReconcileResult {
+  return at === null ? {} : { requeueAfterMs: Math.max(0, at - ctx.clock.now()) };
+}
+
+/** Creates the database; null when it exists now, else what to return from the reconcile. */
+async function create(p: Pass, client: ApiClient, spec: BranchSpec, template: string, database: string): Promise<ReconcileResult | null> {
+  const limit = spec.limits?.connections;
+  try {
+    const made = await client.createDatabase({
+      template,
+      name: database,
+      pinned: spec.pinned,
+      ...(limit !== undefined ? { connection_limit: limit } : {}),
+      // Safe to retry: the same request id and body answer the first result.
+      request_id: `branch-${p.obj.metadata!.uid}-${database}`,
+    });
+    p.ctx.logger.info('database created', { branch: `${p.obj.metadata!.namespace}/${p.obj.metadata!.name}`, database, source: made.source, mint_ms: made.mint_ms });
+    return null;
+  } catch (err) {
+    if (!(err instanceof ApiClientError)) throw err;
+    if (err.status === 409 && err.code === 'DUPLICATE_DATABASE') return null;
+    if (err.status === 404 || err.status === 429) {
+      // Not on this pod after all (template gone, or the pod is full): forget the placement and choose again.
+      const reason = err.status === 404 ? 'TemplateNotOnPod' : 'PodFull';
+      const message = `pod ${p.old.pod} refused database ${database}: ${err.message}; choosing another pod`;
+      const { pod: _pod, database: _db, ...rest } = p.old;
+      p.old = rest;
+      await setPhase(p, 'Pending', { reason, message });
+      return { retry: message };
+    }
+    if (err.status >= 400 && err.status < 500) return setPhase(p, 'Failed', { reason: 'CreateRefused', message: `pod ${p.old.pod} refused database ${database}: ${err.message}` });
+    return { retry: `pod ${p.old.pod}: ${err.message}` };
+  }
+}
+
+// --- deletion ---
+
+async function finalize(p: Pass): Promise<ReconcileResult> {
+  const { ctx, obj, old } = p;
+  if (!hasFinalizer(obj, BRANCH_FINALIZER)) return {};
+  const namespace = obj.metadata!.namespace!;
+  const label = `${namespace}/${obj.metadata!.name}`;
+  if (old.database && old.pod) {
+    const pod = ctx.caches.pods.get(old.pod, namespace);
+    const tpl = ctx.caches.templates.get((obj.spec as { templateRef?: { name?: string } } | undefined)?.templateRef?.name ?? '', namespace);
+    const runtimeName = (pod?.metadata?.labels?.['pgx.dev/runtime']) ?? (tpl ? runtimeRefOf(tpl) : undefined);
+    if (!pod) {
+      // The drop cannot be confirmed while the pod is gone. If its Runtime still exists the pod comes
+      // back (a StatefulSet keeps names and volumes) and the database with it: wait, saying so.
+      if (runtimeName && ctx.caches.runtimes.get(runtimeName, namespace)) {
+        const message = `waiting for pod ${old.pod} to come back to drop database ${old.database}; to let go without dropping it, remove the finalizer ${BRANCH_FINALIZER}`;
+        await write(p, { ...old, phase: 'Deleting', conditions: setCondition(old.conditions, { type: 'Ready', status: 'False', reason: 'DropPending', message }, p.generation, ctx.clock) });
+        return { requeueAfterMs: DROP_PENDING_RETRY_MS };
+      }
+      ctx.logger.warn('branch released without a drop: its runtime is gone', { branch: label, database: old.database });
+    } else {
+      const api = await podApi(ctx, pod, runtimeName ?? '');
+      if (!api.ok) return { retry: api.message };
+      try {
+        await api.client.dropDatabase(old.database); // 204 also when it is already gone
+      } catch (err) {
+        return { retry: `cannot drop ${old.database} on pod ${old.pod}: ${kubeMessage(err)}` };
+      }
+      ctx.logger.info('database dropped', { branch: label, pod: old.pod, database: old.database });
+      await ctx.events.record(obj, 'Normal', 'DatabaseDropped', `dropped database ${old.database} on pod ${old.pod}`);
+    }
+  }
+  await removeFinalizer(ctx.kube, 'branches', obj, BRANCH_FINALIZER);
+  return {};
+}

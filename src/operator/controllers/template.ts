@@ -1,0 +1,198 @@
+// The Template controller: builds the template on every pod of its Runtime through that pod's control
+// API (inline SQL or a ConfigMap -> POST /v1/templates; a source database -> an import job), seals it,
+// and reports each pod and a Ready condition. A build that failed (the script's error) is not retried
+// until the spec changes; a pod that cannot be reached is retried with backoff. The finalizer holds
+// deletion while Branches use the Template, saying which, then unseals it on every pod (no new mints)
+// and drops nothing else: the API has no template drop, and Branch databases go with their Branches.
+
+import type { V1Pod } from '@kubernetes/client-node';
+import { ApiClientError, type ApiClient } from '../../api/client.js';
+import type { TemplateBody } from '../../api/contract.js';
+import { findCondition, setCondition } from '../conditions.js';
+import { podApi, runtimePods, templateRefOf, type OperatorContext } from '../context.js';
+import { parseObject, template as templateSchema, templateDatabaseName, type Condition, type TemplateStatus } from '../crds/index.js';
+import { addFinalizer, hasFinalizer, removeFinalizer, TEMPLATE_FINALIZER } from '../finalizer.js';
+import type { CustomObject } from '../kube.js';
+import { splitKey } from '../kube.js';
+import { podReady } from '../pods.js';
+import { writeStatus } from '../status.js';
+import type { ReconcileResult } from '../controller.js';
+import { resolveSource, type BuildPlan } from './template-source.js';
+
+type PodEntry = NonNullable<TemplateStatus['pods']>[number];
+
+export async function reconcileTemplate(ctx: OperatorContext, key: string): Promise<ReconcileResult> {
+  const { namespace, name } = splitKey(key);
+  const obj = ctx.caches.templates.get(name, namespace);
+  if (!obj) return {};
+  const generation = obj.metadata!.generation;
+  const old = (obj.status ?? {}) as TemplateStatus;
+  const branches = ctx.caches.branches.list(namespace).filter((b) => templateRefOf(b) === name);
+
+  if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, branches.map((b) => b.metadata!.name!));
+  if (!hasFinalizer(obj, TEMPLATE_FINALIZER)) {
+    await addFinalizer(ctx.kube, 'templates', obj, TEMPLATE_FINALIZER);
+    return {};
+  }
+
+  const parsed = parseObject(templateSchema, obj);
+  const status = (conditions: Condition[], extra: Partial<TemplateStatus> = {}): TemplateStatus => ({
+    ...old,
+    observedGeneration: generation,
+    branches: branches.length,
+    ...extra,
+    conditions,
+  });
+  const notReady = async (reason: string, message: string, extra: Partial<TemplateStatus> = {}): Promise<ReconcileResult> => {
+    await update(ctx, obj, old, status(setCondition(old.conditions, { type: 'Ready', status: 'False', reason, message }, generation, ctx.clock), extra));
+    return {};
+  };
+  if (!parsed.ok) return notReady('InvalidSpec', `the Template's spec is invalid: ${parsed.message}`);
+  const spec = parsed.value.spec;
+  const database = templateDatabaseName(name);
+  const runtimeName = spec.runtimeRef.name;
+  if (!ctx.caches.runtimes.get(runtimeName, namespace)) {
+    return notReady('RuntimeNotFound', `Runtime ${runtimeName} does not exist in namespace ${namespace}; create it or fix spec.runtimeRef`, { database });
+  }
+  const pods = runtimePods(ctx, namespace, runtimeName);
+  if (pods.length === 0) return notReady('NoRuntimePods', `Runtime ${runtimeName} has no pods yet`, { database, pods: [] });
+  const source = await resolveSource(ctx.kube, namespace, spec);
+  if (!source.ok) return notReady(source.reason, source.message, { database });
+
+  const results = await Promise.all(
+    pods.map((pod) => syncPod(ctx, obj, pod, runtimeName, old.pods?.find((p) => p.pod === pod.metadata!.name), source.plan, database, spec.owner, spec.seal, generation ?? 0)),
+  );
+  const entries = results.map((r) => r.entry);
+  const done = spec.seal ? 'Sealed' : 'Built';
+  const failed = entries.filter((e) => e.phase === 'Failed');
+  const waiting = entries.filter((e) => e.phase !== done && e.phase !== 'Failed');
+  const ready =
+    failed.length > 0
+      ? { type: 'Ready', status: 'False' as const, reason: 'BuildFailed', message: failed.map((e) => `pod ${e.pod}: ${e.message ?? 'failed'}`).join('; ') + '. Fix the source and the Template is rebuilt.' }
+      : waiting.length > 0
+        ? { type: 'Ready', status: 'False' as const, reason: 'Building', message: `waiting for pods ${waiting.map((e) => `${e.pod} (${e.message ?? e.phase})`).join(', ')}` }
+        : { type: 'Ready', status: 'True' as const, reason: done, message: `${done.toLowerCase()} as ${database} on ${entries.length} pod(s): ${entries.map((e) => e.pod).join(', ')}` };
+  await update(ctx, obj, old, status(setCondition(old.conditions, ready, generation, ctx.clock), { database, pods: entries }));
+  const transient = results.find((r) => r.transient !== undefined);
+  return transient ? { retry: transient.transient! } : {};
+}
+
+/** Writes the status, with an Event when Ready flips or its reason changes. */
+async function update(ctx: OperatorContext, obj: CustomObject, old: TemplateStatus, next: TemplateStatus): Promise<void> {
+  await writeStatus(ctx.kube, 'templates', obj, next);
+  const was = findCondition(old.conditions, 'Ready');
+  const now = findCondition(next.conditions, 'Ready');
+  if (now && (was?.status !== now.status || was?.reason !== now.reason)) {
+    await ctx.events.record(obj, now.status === 'True' ? 'Normal' : 'Warning', now.reason, now.message);
+  }
+}
+
+interface PodResult {
+  entry: PodEntry;
+  /** Set when the pod could not be reached: retry with backoff. */
+  transient?: string;
+}
+
+async function syncPod(
+  ctx: OperatorContext,
+  obj: CustomObject,
+  pod: V1Pod,
+  runtime: string,
+  prev: PodEntry | undefined,
+  plan: BuildPlan,
+  database: string,
+  owner: string | undefined,
+  seal: boolean,
+  generation: number,
+): Promise<PodResult> {
+  const podName = pod.metadata!.name!;
+  const pending = (message: string, transient?: string): PodResult => ({
+    entry: { pod: podName, phase: 'Pending', ...(prev?.observedGeneration !== undefined ? { observedGeneration: prev.observedGeneration } : {}), message },
+    ...(transient !== undefined ? { transient } : {}),
+  });
+  if (!podReady(pod)) return pending('pod is not ready');
+  const api = await podApi(ctx, pod, runtime);
+  if (!api.ok) return pending(api.message, api.message);
+  const log = ctx.logger.child({ template: `${obj.metadata!.namespace}/${obj.metadata!.name}`, pod: podName });
+  try {
+    const existing = (await api.client.listTemplates()).find((t) => t.name === database);
+    const current = prev?.observedGeneration === generation;
+    if (existing && current && (prev.phase === 'Sealed' || prev.phase === 'Built')) {
+      // Built for this generation; someone may have unsealed it since: seal it again.
+      const t = seal && !existing.sealed ? await api.client.seal(database) : existing;
+      return { entry: entryFor(podName, t, generation) };
+    }
+    // A build that failed for this generation is not retried: the same script fails the same way.
+    if (current && prev.phase === 'Failed') return { entry: prev };
+    log.info('building template', { database, source: plan.kind, replace: existing !== undefined });
+    const t = await build(api.client, plan, { name: database, owner, seal, replace: existing !== undefined });
+    log.info('template built', { database, sealed: t.sealed, generation: t.generation });
+    return { entry: entryFor(podName, t, generation) };
+  } catch (err) {
+    if (err instanceof BuildError || (err instanceof ApiClientError && err.status >= 400 && err.status < 500 && err.status !== 409 && err.status !== 429)) {
+      const message = err.message;
+      log.warn('template build failed', { database, error: message });
+      return { entry: { pod: podName, phase: 'Failed', observedGeneration: generation, message } };
+    }
+    const message = `cannot reach the runtime: ${err instanceof Error ? err.message : String(err)}`;
+    return pending(message, message);
+  }
+}
+
+class BuildError extends Error {}
+
+async function build(client: ApiClient, plan: BuildPlan, opts: { name: string; owner: string | undefined; seal: boolean; replace: boolean }): Promise<TemplateBody> {
+  const common = { name: opts.name, seal: opts.seal, replace: opts.replace, ...(opts.owner !== undefined ? { owner: opts.owner } : {}) };
+  if (plan.kind === 'sql') return client.buildTemplate({ ...common, sql: plan.sql });
+  const job = await client.importTemplate({ ...common, source_url: plan.sourceUrl, ...(plan.mask !== undefined ? { mask: plan.mask } : {}) });
+  const done = await client.waitForImport(job.id, () => undefined, 500);
+  if (done.phase === 'failed' || done.result === null) throw new BuildError(`import failed: ${done.error?.message ?? 'unknown error'}${done.error ? ` (SQLSTATE ${done.error.sqlstate})` : ''}`);
+  return done.result;
+}
+
+function entryFor(pod: string, t: TemplateBody, generation: number): PodEntry {
+  return {
+    pod,
+    phase: t.sealed ? 'Sealed' : 'Built',
+    templateGeneration: t.generation,
+    ...(t.sealed_at ? { sealedAt: new Date(t.sealed_at).toISOString().replace(/\.\d{3}Z$/, 'Z') } : {}),
+    observedGeneration: generation,
+  };
+}
+
+async function finalize(ctx: OperatorContext, obj: CustomObject, old: TemplateStatus, users: string[]): Promise<ReconcileResult> {
+  if (!hasFinalizer(obj, TEMPLATE_FINALIZER)) return {};
+  const generation = obj.metadata!.generation;
+  if (users.length > 0) {
+    const shown = users.slice(0, 10).join(', ') + (users.length > 10 ? ` and ${users.length - 10} more` : '');
+    const message = `deletion waits for ${users.length} Branch(es) made from this Template: ${shown}. Delete them (or let their TTL run out) and the Template goes.`;
+    const next: TemplateStatus = {
+      ...old,
+      branches: users.length,
+      conditions: setCondition(old.conditions, { type: 'Ready', status: 'False', reason: 'DeletionBlocked', message }, generation, ctx.clock),
+    };
+    const was = findCondition(old.conditions, 'Ready');
+    await writeStatus(ctx.kube, 'templates', obj, next);
+    if (was?.reason !== 'DeletionBlocked' || was.message !== message) await ctx.events.record(obj, 'Warning', 'DeletionBlocked', message);
+    return {};
+  }
+  // No Branch uses it: unseal it on every pod, so nobody mints from a Template that no longer exists.
+  const runtime = (obj.spec as { runtimeRef?: { name?: string } } | undefined)?.runtimeRef?.name;
+  const database = templateDatabaseName(obj.metadata!.name!);
+  if (runtime) {
+    for (const pod of runtimePods(ctx, obj.metadata!.namespace!, runtime)) {
+      if (!podReady(pod)) continue; // a pod that is down mints nothing; when back, its template is an orphan (docs)
+      const api = await podApi(ctx, pod, runtime);
+      if (!api.ok) continue;
+      try {
+        await api.client.unseal(database);
+      } catch (err) {
+        if (err instanceof ApiClientError && (err.status === 404 || err.status === 409)) continue;
+        return { retry: `cannot unseal ${database} on pod ${pod.metadata!.name}: ${err instanceof Error ? err.message : String(err)}` };
+      }
+    }
+  }
+  await removeFinalizer(ctx.kube, 'templates', obj, TEMPLATE_FINALIZER);
+  ctx.logger.info('template released', { template: `${obj.metadata!.namespace}/${obj.metadata!.name}` });
+  return {};
+}

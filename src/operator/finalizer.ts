@@ -1,0 +1,33 @@
+// Finalizers: added before the operator makes anything outside the cluster (a template, a database), and
+// removed only after that thing is confirmed gone. Both are merge patches carrying the resourceVersion we
+// read, so a change made meanwhile (another finalizer added by someone else) is a conflict, never lost.
+
+import type { Kube, CustomObject } from './kube.js';
+import { MERGE_PATCH, pgxResource } from './kube.js';
+
+export const TEMPLATE_FINALIZER = 'pgx.dev/template-in-use';
+export const BRANCH_FINALIZER = 'pgx.dev/drop-database';
+
+export function hasFinalizer(obj: CustomObject, finalizer: string): boolean {
+  return obj.metadata?.finalizers?.includes(finalizer) ?? false;
+}
+
+async function setFinalizers(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizers: string[]): Promise<void> {
+  await kube.custom.patchNamespacedCustomObject(
+    {
+      ...pgxResource(plural),
+      namespace: obj.metadata!.namespace!,
+      name: obj.metadata!.name!,
+      body: { metadata: { finalizers, resourceVersion: obj.metadata!.resourceVersion } },
+    },
+    MERGE_PATCH,
+  );
+}
+
+export async function addFinalizer(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<void> {
+  await setFinalizers(kube, plural, obj, [...(obj.metadata?.finalizers ?? []), finalizer]);
+}
+
+export async function removeFinalizer(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<void> {
+  await setFinalizers(kube, plural, obj, (obj.metadata?.finalizers ?? []).filter((f) => f !== finalizer));
+}

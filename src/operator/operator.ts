@@ -1,0 +1,188 @@
+// The operator process: informer caches for Runtimes, Templates, Branches and runtime Pods (run on every
+// replica, so a new leader starts warm), the Template and Branch controllers behind their work queues,
+// a periodic resync, and leader election: the queues' workers run only while this replica holds the
+// Lease, so two replicas never act at once.
+
+import os from 'node:os';
+import crypto from 'node:crypto';
+import type { KubeConfig, KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import { systemClock, type Clock } from '../clock.js';
+import { silentLogger, type Logger } from '../log.js';
+import { Controller } from './controller.js';
+import { reconcileBranch } from './controllers/branch.js';
+import { reconcileTemplate } from './controllers/template.js';
+import { runtimeRefOf, templateRefOf, type Caches, type OperatorContext } from './context.js';
+import { GROUP, VERSION } from './crds/index.js';
+import { EventRecorder } from './events.js';
+import { ResourceCache } from './informer.js';
+import { keyOf, makeKube, pgxResource, type CustomObject, type Kube } from './kube.js';
+import { LeaderElector } from './leader.js';
+import { OperatorMetrics } from './metrics.js';
+import { DEFAULT_POD_NETWORK, RUNTIME_LABEL, type PodNetwork } from './pods.js';
+import type { QueueOptions } from './queue.js';
+
+export interface OperatorOptions {
+  kc: KubeConfig;
+  /** Watch one namespace, or every namespace when null. */
+  namespace: string | null;
+  /** Where the leader-election Lease lives. */
+  leaseNamespace: string;
+  leaseName: string;
+  /** This replica's name in the Lease; the pod name in a cluster. */
+  identity?: string;
+  clock?: Clock;
+  logger?: Logger;
+  network?: Partial<PodNetwork>;
+  /** Every cached object is reconciled again this often (a watch can stall silently). */
+  resyncMs?: number;
+  lease?: { durationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+  queue?: Partial<QueueOptions>;
+  metrics?: OperatorMetrics;
+}
+
+export class Operator {
+  readonly metrics: OperatorMetrics;
+  readonly identity: string;
+  private readonly kube: Kube;
+  private readonly caches: Caches;
+  private readonly templates: Controller;
+  private readonly branches: Controller;
+  private readonly elector: LeaderElector;
+  private readonly logger: Logger;
+  private readonly resyncMs: number;
+  private resyncTimer: NodeJS.Timeout | null = null;
+  private synced = false;
+
+  constructor(private readonly opts: OperatorOptions) {
+    const clock = opts.clock ?? systemClock;
+    this.identity = opts.identity ?? `${os.hostname()}-${crypto.randomBytes(3).toString('hex')}`;
+    this.logger = (opts.logger ?? silentLogger).child({ component: 'operator', identity: this.identity });
+    this.metrics = opts.metrics ?? new OperatorMetrics();
+    this.kube = makeKube(opts.kc);
+    this.resyncMs = opts.resyncMs ?? 300_000;
+    const queue: QueueOptions = { workers: 4, baseDelayMs: 500, maxDelayMs: 60_000, ...opts.queue };
+
+    this.caches = {
+      runtimes: this.customCache('runtimes', () => this.enqueueForRuntime),
+      templates: this.customCache('templates', () => this.enqueueForTemplate),
+      branches: this.customCache('branches', () => this.enqueueForBranch),
+      pods: this.podCache(),
+    };
+    const ctx: OperatorContext = {
+      kube: this.kube,
+      caches: this.caches,
+      clock,
+      logger: this.logger,
+      events: new EventRecorder(this.kube, clock, this.logger, this.identity),
+      net: { ...DEFAULT_POD_NETWORK, ...opts.network },
+      metrics: this.metrics,
+    };
+    this.templates = new Controller('template', (key) => reconcileTemplate(ctx, key), queue, this.logger, this.metrics, clock);
+    this.branches = new Controller('branch', (key) => reconcileBranch(ctx, key), queue, this.logger, this.metrics, clock);
+    const lease = opts.lease ?? { durationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
+    this.elector = new LeaderElector(
+      this.kube,
+      { namespace: opts.leaseNamespace, name: opts.leaseName, identity: this.identity, leaseDurationMs: lease.durationMs, renewDeadlineMs: lease.renewDeadlineMs, retryPeriodMs: lease.retryPeriodMs },
+      clock,
+      this.logger,
+      (leading) => this.onLeadership(leading),
+    );
+  }
+
+  get isLeader(): boolean {
+    return this.elector.isLeader;
+  }
+
+  /** Caches filled (the /readyz of the operator). */
+  get ready(): boolean {
+    return this.synced;
+  }
+
+  async start(): Promise<void> {
+    const all = Object.values(this.caches) as ResourceCache<KubernetesObject>[];
+    await Promise.all(all.map((c) => c.start()));
+    await Promise.all(all.map((c) => c.synced));
+    this.synced = true;
+    this.resyncTimer = setInterval(() => this.resync(), this.resyncMs);
+    this.resyncTimer.unref();
+    this.elector.start();
+    this.logger.info('operator started', { namespace: this.opts.namespace ?? '(all)', lease: `${this.opts.leaseNamespace}/${this.opts.leaseName}` });
+  }
+
+  async stop(): Promise<void> {
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    this.templates.queue.stop();
+    this.branches.queue.stop();
+    await Promise.all([this.templates.queue.idle(), this.branches.queue.idle()]);
+    await this.elector.stop();
+    await Promise.all((Object.values(this.caches) as ResourceCache<KubernetesObject>[]).map((c) => c.stop()));
+  }
+
+  /** Resolves when no reconcile is queued or running (tests). */
+  async idle(): Promise<void> {
+    await Promise.all([this.templates.queue.idle(), this.branches.queue.idle()]);
+  }
+
+  private onLeadership(leading: boolean): void {
+    this.metrics.leader.set(leading ? 1 : 0);
+    this.templates.queue.setActive(leading);
+    this.branches.queue.setActive(leading);
+    // A new leader looks at everything: the old one may have stopped mid-way.
+    if (leading) this.resync();
+  }
+
+  private resync(): void {
+    for (const t of this.caches.templates.list()) this.templates.queue.add(keyOf(t));
+    for (const b of this.caches.branches.list()) this.branches.queue.add(keyOf(b));
+  }
+
+  private readonly enqueueForRuntime = (rt: CustomObject): void => {
+    const ns = rt.metadata!.namespace!;
+    for (const t of this.caches.templates.list(ns)) if (runtimeRefOf(t) === rt.metadata!.name) this.templates.queue.add(keyOf(t));
+  };
+
+  private readonly enqueueForTemplate = (t: CustomObject): void => {
+    this.templates.queue.add(keyOf(t));
+    for (const b of this.caches.branches.list(t.metadata!.namespace!)) if (templateRefOf(b) === t.metadata!.name) this.branches.queue.add(keyOf(b));
+  };
+
+  private readonly enqueueForBranch = (b: CustomObject, kind: 'add' | 'update' | 'delete'): void => {
+    this.branches.queue.add(keyOf(b));
+    const ns = b.metadata!.namespace!;
+    const tplName = templateRefOf(b);
+    const tpl = tplName ? this.caches.templates.get(tplName, ns) : undefined;
+    // The Template counts its Branches and, while deleting, waits for them.
+    if (tpl && (kind !== 'update' || tpl.metadata?.deletionTimestamp)) this.templates.queue.add(keyOf(tpl));
+  };
+
+  private readonly enqueueForPod = (pod: V1Pod): void => {
+    const ns = pod.metadata!.namespace!;
+    const runtime = pod.metadata?.labels?.[RUNTIME_LABEL];
+    for (const t of this.caches.templates.list(ns)) if (runtimeRefOf(t) === runtime) this.templates.queue.add(keyOf(t));
+    for (const b of this.caches.branches.list(ns)) {
+      const s = b.status as { pod?: string } | undefined;
+      if (s?.pod === undefined || s.pod === pod.metadata!.name) this.branches.queue.add(keyOf(b));
+    }
+  };
+
+  private customCache(plural: 'runtimes' | 'templates' | 'branches', handler: () => (o: CustomObject, kind: 'add' | 'update' | 'delete') => void): ResourceCache<CustomObject> {
+    const ns = this.opts.namespace;
+    const path = ns === null ? `/apis/${GROUP}/${VERSION}/${plural}` : `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`;
+    const list = async (): Promise<KubernetesListObject<CustomObject>> =>
+      (ns === null
+        ? await this.kube.custom.listClusterCustomObject({ ...pgxResource(plural) })
+        : await this.kube.custom.listNamespacedCustomObject({ ...pgxResource(plural), namespace: ns })) as KubernetesListObject<CustomObject>;
+    return new ResourceCache<CustomObject>({ kc: this.opts.kc, path, list, onChange: (o, kind) => handler()(o, kind), logger: this.logger });
+  }
+
+  private podCache(): ResourceCache<V1Pod & KubernetesObject> {
+    const ns = this.opts.namespace;
+    const path = ns === null ? '/api/v1/pods' : `/api/v1/namespaces/${ns}/pods`;
+    // Only runtime pods: the label selector goes on the list and (by makeInformer) on the watch.
+    const list = async (): Promise<KubernetesListObject<V1Pod>> =>
+      ns === null
+        ? ((await this.kube.core.listPodForAllNamespaces({ labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod>)
+        : ((await this.kube.core.listNamespacedPod({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod>);
+    return new ResourceCache<V1Pod & KubernetesObject>({ kc: this.opts.kc, path, list, labelSelector: RUNTIME_LABEL, onChange: (p) => this.enqueueForPod(p), logger: this.logger });
+  }
+}
