@@ -1,0 +1,136 @@
+// The operator's test harness: the Kubernetes API double, real PGX runtimes standing in for runtime pods
+// (the double runs no Pods, so the test creates the Pod objects, marks them Ready and points the operator
+// at each runtime with annotations), and helpers to apply objects as kubectl would and wait for them.
+
+import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import crypto from 'node:crypto';
+import { ApiClient } from '../../src/api/client.js';
+import { MERGE_PATCH, type CustomObject } from '../../src/operator/kube.js';
+import { Operator, type OperatorOptions } from '../../src/operator/operator.js';
+import { API_URL_ANNOTATION, API_TOKEN_KEY, ENGINE_HOST_ANNOTATION, ENGINE_PORT_ANNOTATION, RUNTIME_LABEL, runtimeSecretName } from '../../src/operator/pods.js';
+import { startKubeApi, type KubeApi } from '../helpers/kube-api/index.js';
+import { startTestRuntime, testLogger, type TestRuntime } from '../helpers/runtime.js';
+
+export const NS = 'default';
+export const PGX = { group: 'pgx.dev', version: 'v1alpha1' } as const;
+export const TOKEN = crypto.randomBytes(18).toString('hex');
+
+export interface Cluster {
+  api: KubeApi;
+  kc: KubeConfig;
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+}
+
+export async function startCluster(): Promise<Cluster> {
+  const api = await startKubeApi();
+  const kc = api.kubeConfig();
+  return { api, kc, core: kc.makeApiClient(CoreV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
+}
+
+/** kubectl apply of one of our objects: a create with fieldValidation Strict. */
+export async function apply(c: Cluster, plural: string, body: CustomObject): Promise<CustomObject> {
+  return (await c.custom.createNamespacedCustomObject({ ...PGX, namespace: NS, plural, body, fieldValidation: 'Strict' })) as CustomObject;
+}
+
+export async function read(c: Cluster, plural: string, name: string): Promise<CustomObject | null> {
+  try {
+    return (await c.custom.getNamespacedCustomObject({ ...PGX, namespace: NS, plural, name })) as CustomObject;
+  } catch (err) {
+    if (err instanceof ApiException && err.code === 404) return null;
+    throw err;
+  }
+}
+
+export async function remove(c: Cluster, plural: string, name: string): Promise<void> {
+  await c.custom.deleteNamespacedCustomObject({ ...PGX, namespace: NS, plural, name });
+}
+
+/** Polls until fn returns non-null; fails with `what` after timeoutMs (no timing is asserted). */
+export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== null && v !== undefined) return v;
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export interface Cond {
+  type: string;
+  status: string;
+  reason: string;
+  message: string;
+  observedGeneration?: number;
+}
+
+export function condition(obj: CustomObject | null, type: string): Cond | undefined {
+  return ((obj?.status as { conditions?: Cond[] } | undefined)?.conditions ?? []).find((c) => c.type === type);
+}
+
+export function statusOf<T = Record<string, unknown>>(obj: CustomObject | null): T {
+  return (obj?.status ?? {}) as T;
+}
+
+/** Waits until the object's condition `type` has `reason` (and returns the object). */
+export function waitForCondition(c: Cluster, plural: string, name: string, type: string, reason: string, timeoutMs?: number): Promise<CustomObject> {
+  return waitFor(`${plural}/${name} ${type} reason ${reason}`, async () => {
+    const o = await read(c, plural, name);
+    return condition(o, type)?.reason === reason ? o : null;
+  }, timeoutMs);
+}
+
+export function waitForGone(c: Cluster, plural: string, name: string, timeoutMs?: number): Promise<true> {
+  return waitFor(`${plural}/${name} to be gone`, async () => ((await read(c, plural, name)) === null ? true : null), timeoutMs);
+}
+
+/** A Runtime object, its token Secret, and one ready Pod per real runtime, annotated with its ports. */
+export async function makeRuntime(c: Cluster, name: string, runtimes: TestRuntime[]): Promise<void> {
+  await apply(c, 'runtimes', { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name }, spec: { replicas: runtimes.length, image: 'ghcr.io/pgx/runtime:test' } });
+  await c.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: runtimeSecretName(name) }, stringData: { [API_TOKEN_KEY]: TOKEN } } });
+  for (const [i, rt] of runtimes.entries()) await makePod(c, name, `${name}-${i}`, rt);
+}
+
+export async function makePod(c: Cluster, runtime: string, pod: string, rt: TestRuntime): Promise<void> {
+  await c.core.createNamespacedPod({
+    namespace: NS,
+    body: {
+      metadata: {
+        name: pod,
+        labels: { [RUNTIME_LABEL]: runtime },
+        annotations: { [API_URL_ANNOTATION]: `http://127.0.0.1:${rt.runtime.api!.port}`, [ENGINE_HOST_ANNOTATION]: '127.0.0.1', [ENGINE_PORT_ANNOTATION]: String(rt.port) },
+      },
+      spec: { containers: [{ name: 'runtime', image: 'ghcr.io/pgx/runtime:test' }] },
+    },
+  });
+  await c.core.patchNamespacedPodStatus(
+    { name: pod, namespace: NS, body: { status: { phase: 'Running', podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } },
+    MERGE_PATCH,
+  );
+}
+
+export function startRuntimes(n: number): Promise<TestRuntime[]> {
+  return Promise.all(Array.from({ length: n }, () => startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0 })));
+}
+
+export function apiOf(rt: TestRuntime): ApiClient {
+  return new ApiClient({ url: `http://127.0.0.1:${rt.runtime.api!.port}`, token: TOKEN });
+}
+
+/** An operator with short timings, so tests do not wait out production defaults. */
+export async function startOperator(c: Cluster, overrides: Partial<OperatorOptions> = {}): Promise<Operator> {
+  const op = new Operator({
+    kc: c.kc,
+    namespace: NS,
+    leaseNamespace: NS,
+    leaseName: 'pgx-operator',
+    logger: testLogger(),
+    resyncMs: 1_000,
+    lease: { durationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 },
+    queue: { baseDelayMs: 100, maxDelayMs: 2_000 },
+    ...overrides,
+  });
+  await op.start();
+  return op;
+}

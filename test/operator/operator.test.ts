@@ -1,0 +1,255 @@
+// The operator end to end: the Kubernetes API double (the client library cannot tell it from a real API
+// server) with runtime "pods" that are real local runtimes on real PostgreSQL 18. Objects are applied as
+// kubectl would; what is checked is what a user sees: conditions, Secrets that connect, Events, and
+// databases appearing and disappearing on the runtimes.
+
+import { expect } from 'chai';
+import pg from 'pg';
+import { ApiClientError } from '../../src/api/client.js';
+import type { Operator } from '../../src/operator/operator.js';
+import type { TestRuntime } from '../helpers/runtime.js';
+import {
+  apiOf,
+  apply,
+  condition,
+  makePod,
+  makeRuntime,
+  NS,
+  read,
+  remove,
+  startCluster,
+  startOperator,
+  startRuntimes,
+  statusOf,
+  waitFor,
+  waitForCondition,
+  waitForGone,
+  type Cluster,
+} from './harness.js';
+
+interface BranchStatus {
+  phase?: string;
+  pod?: string;
+  database?: string;
+  secretName?: string;
+  createdAt?: string;
+  expiresAt?: string;
+}
+
+const SCHEMA = "CREATE TABLE items (id int PRIMARY KEY, label text); INSERT INTO items VALUES (1, 'one'), (2, 'two'), (3, 'three');";
+
+function templateBody(name: string, source: Record<string, unknown>, runtime = 'main') {
+  return { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name }, spec: { runtimeRef: { name: runtime }, source } };
+}
+
+function branchBody(name: string, template: string, spec: Record<string, unknown> = {}) {
+  return { apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name }, spec: { templateRef: { name: template }, ...spec } };
+}
+
+describe('operator end to end (Kubernetes API double, real runtimes)', function () {
+  this.timeout(180_000);
+  let c: Cluster;
+  let runtimes: TestRuntime[] = [];
+  let op: Operator;
+
+  /** The runtime behind a pod name (main-0, main-1). */
+  const runtimeOf = (pod: string): TestRuntime => runtimes[Number(pod.split('-').pop())]!;
+
+  async function databaseExists(pod: string, database: string): Promise<boolean> {
+    try {
+      await apiOf(runtimeOf(pod)).getDatabase(database);
+      return true;
+    } catch (err) {
+      if (err instanceof ApiClientError && err.status === 404) return false;
+      throw err;
+    }
+  }
+
+  async function eventReasons(name: string): Promise<string[]> {
+    const events = await c.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name}` });
+    return events.items.map((e) => e.reason ?? '');
+  }
+
+  before(async function () {
+    c = await startCluster();
+    runtimes = await startRuntimes(2);
+    await makeRuntime(c, 'main', runtimes);
+    op = await startOperator(c);
+    await waitFor('leadership', async () => (op.isLeader ? true : null));
+    await apply(c, 'templates', templateBody('app', { sql: SCHEMA }));
+    await waitForCondition(c, 'templates', 'app', 'Ready', 'Sealed');
+  });
+
+  after(async function () {
+    await op?.stop();
+    await Promise.all(runtimes.map((r) => r.stop()));
+    await c?.api.close();
+  });
+
+  it('builds and seals a Template on every runtime pod, with status per pod', async function () {
+    const tpl = await read(c, 'templates', 'app');
+    const s = statusOf<{ database: string; pods: { pod: string; phase: string; observedGeneration: number }[] }>(tpl);
+    expect(s.database).to.equal('app');
+    expect(s.pods.map((p) => [p.pod, p.phase, p.observedGeneration])).to.deep.equal([
+      ['main-0', 'Sealed', 1],
+      ['main-1', 'Sealed', 1],
+    ]);
+    expect(condition(tpl, 'Ready')).to.include({ status: 'True', observedGeneration: tpl!.metadata!.generation });
+    for (const rt of runtimes) expect((await apiOf(rt).listTemplates()).find((t) => t.name === 'app')?.sealed).to.equal(true);
+    expect(tpl!.metadata!.finalizers).to.include('pgx.dev/template-in-use');
+  });
+
+  it('makes a Branch Ready with a Secret whose DATABASE_URL connects and sees the template rows', async function () {
+    const created = await apply(c, 'branches', branchBody('pr-1', 'app'));
+    const ready = await waitForCondition(c, 'branches', 'pr-1', 'Ready', 'DatabaseReady');
+    const s = statusOf<BranchStatus>(ready);
+    expect(s.phase).to.equal('Ready');
+    expect(s.pod).to.be.oneOf(['main-0', 'main-1']);
+    expect(s.database).to.equal(`tdb_app__${created.metadata!.uid!.replace(/-/g, '').slice(0, 12)}`);
+    expect(s.secretName).to.equal('pr-1-db');
+    expect(s.createdAt).to.match(/Z$/);
+    expect(s.expiresAt).to.equal(undefined);
+    expect(condition(ready, 'Ready')?.observedGeneration).to.equal(ready.metadata!.generation);
+    expect(condition(ready, 'Expired')).to.include({ status: 'False', reason: 'NoTTL' });
+
+    const secret = await c.core.readNamespacedSecret({ name: 'pr-1-db', namespace: NS });
+    const data = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+    expect(Object.keys(data).sort()).to.deep.equal(['DATABASE_URL', 'dbname', 'host', 'password', 'port', 'user']);
+    expect(data.dbname).to.equal(s.database);
+    expect(secret.metadata?.ownerReferences?.[0]).to.include({ kind: 'Branch', name: 'pr-1', uid: created.metadata!.uid, controller: true });
+    const client = new pg.Client({ connectionString: data.DATABASE_URL });
+    await client.connect();
+    try {
+      const rows = await client.query<{ label: string }>('SELECT label FROM items ORDER BY id');
+      expect(rows.rows.map((r) => r.label)).to.deep.equal(['one', 'two', 'three']);
+      expect((await client.query<{ u: string }>('SELECT current_user AS u')).rows[0]!.u).to.equal(data.user);
+    } finally {
+      await client.end();
+    }
+    // Pinned by default: the runtime keeps it however long it sits idle.
+    expect((await apiOf(runtimeOf(s.pod!)).getDatabase(s.database!)).pinned).to.equal(true);
+    expect(await eventReasons('pr-1')).to.include('Ready');
+  });
+
+  it('makes no write on a pass over unchanged state (resync every second)', async function () {
+    await waitForCondition(c, 'branches', 'pr-1', 'Ready', 'DatabaseReady');
+    await op.idle();
+    const before = c.api.writes('branches').length + c.api.writes('templates').length + c.api.writes('secrets').length;
+    const reconciles = await op.metrics.reconcileCount('branch');
+    await waitFor('three more reconciles of pr-1', async () => ((await op.metrics.reconcileCount('branch')) >= reconciles + 3 ? true : null));
+    expect(c.api.writes('branches').length + c.api.writes('templates').length + c.api.writes('secrets').length).to.equal(before);
+  });
+
+  it('drops the database when a Branch is deleted by hand', async function () {
+    const s = statusOf<BranchStatus>(await read(c, 'branches', 'pr-1'));
+    expect(await databaseExists(s.pod!, s.database!)).to.equal(true);
+    await remove(c, 'branches', 'pr-1');
+    await waitForGone(c, 'branches', 'pr-1');
+    expect(await databaseExists(s.pod!, s.database!)).to.equal(false);
+    await waitFor('the Secret to be garbage-collected', async () => ((await c.core.listNamespacedSecret({ namespace: NS, labelSelector: 'pgx.dev/branch=pr-1' })).items.length === 0 ? true : null));
+    expect(await eventReasons('pr-1')).to.include('DatabaseDropped');
+  });
+
+  it('deletes a Branch whose ttl ran out, and drops its database on its pod', async function () {
+    await apply(c, 'branches', branchBody('short', 'app', { ttl: '3s' }));
+    const ready = await waitForCondition(c, 'branches', 'short', 'Ready', 'DatabaseReady');
+    const s = statusOf<BranchStatus>(ready);
+    expect(Date.parse(s.expiresAt!) - Date.parse(s.createdAt!)).to.equal(3_000);
+    expect(condition(ready, 'Expired')).to.include({ status: 'False', reason: 'NotExpired' });
+    expect(await databaseExists(s.pod!, s.database!)).to.equal(true);
+    await waitForGone(c, 'branches', 'short', 30_000);
+    expect(await databaseExists(s.pod!, s.database!)).to.equal(false);
+    expect(await eventReasons('short')).to.include.members(['TTLExpired', 'DatabaseDropped']);
+  });
+
+  it('spreads Branches over the pods', async function () {
+    await apply(c, 'branches', branchBody('spread-a', 'app'));
+    await waitForCondition(c, 'branches', 'spread-a', 'Ready', 'DatabaseReady');
+    await apply(c, 'branches', branchBody('spread-b', 'app'));
+    await waitForCondition(c, 'branches', 'spread-b', 'Ready', 'DatabaseReady');
+    const pods = [statusOf<BranchStatus>(await read(c, 'branches', 'spread-a')).pod, statusOf<BranchStatus>(await read(c, 'branches', 'spread-b')).pod];
+    expect(pods.sort()).to.deep.equal(['main-0', 'main-1']);
+    await remove(c, 'branches', 'spread-a');
+    await remove(c, 'branches', 'spread-b');
+    await waitForGone(c, 'branches', 'spread-a');
+    await waitForGone(c, 'branches', 'spread-b');
+  });
+
+  it('holds the deletion of a Template in use, naming the Branches, and lets it go when they are gone', async function () {
+    await apply(c, 'templates', templateBody('held', { sql: 'CREATE TABLE t (x int);' }));
+    await waitForCondition(c, 'templates', 'held', 'Ready', 'Sealed');
+    await apply(c, 'branches', branchBody('uses-held', 'held'));
+    await waitForCondition(c, 'branches', 'uses-held', 'Ready', 'DatabaseReady');
+    await remove(c, 'templates', 'held');
+    const blocked = await waitForCondition(c, 'templates', 'held', 'Ready', 'DeletionBlocked');
+    expect(condition(blocked, 'Ready')?.message).to.contain('uses-held');
+    expect(blocked.metadata?.deletionTimestamp).to.be.a('string');
+    expect(await eventReasons('held')).to.include('DeletionBlocked');
+    // A new Branch from a Template being deleted is not made.
+    await apply(c, 'branches', branchBody('too-late', 'held'));
+    await waitForCondition(c, 'branches', 'too-late', 'Ready', 'TemplateDeleting');
+    await remove(c, 'branches', 'too-late');
+    await remove(c, 'branches', 'uses-held');
+    await waitForGone(c, 'templates', 'held');
+    // Unsealed on every pod: nobody mints from a Template that no longer exists.
+    for (const rt of runtimes) expect((await apiOf(rt).listTemplates()).find((t) => t.name === 'held')?.sealed ?? false).to.equal(false);
+  });
+
+  it('reports bad specs in conditions a person understands, without a crash loop', async function () {
+    // Refused by the schema at apply time, as kubectl would show it.
+    const refused = await apply(c, 'branches', branchBody('bad-ttl', 'app', { ttl: '-1h' })).then(
+      () => null,
+      (e: { code?: number; body?: unknown }) => e,
+    );
+    expect(refused?.code).to.equal(422);
+    expect(String(refused?.body)).to.contain('spec.ttl');
+    const memory = await apply(c, 'branches', branchBody('bad-memory', 'app', { limits: { memory: 'lots' } })).then(() => null, (e: { code?: number }) => e);
+    expect(memory?.code).to.equal(422);
+
+    await apply(c, 'branches', branchBody('orphan', 'no-such-template'));
+    const orphan = await waitForCondition(c, 'branches', 'orphan', 'Ready', 'TemplateNotFound');
+    expect(statusOf<BranchStatus>(orphan).phase).to.equal('Pending');
+    expect(condition(orphan, 'Ready')?.message).to.contain('Template no-such-template does not exist');
+
+    await apply(c, 'templates', templateBody('broken', { sql: 'CREATE TABLE t (x int); SELECT * FROM missing_table;' }));
+    const broken = await waitForCondition(c, 'templates', 'broken', 'Ready', 'BuildFailed');
+    expect(condition(broken, 'Ready')?.message).to.contain('missing_table');
+    await apply(c, 'templates', templateBody('no-configmap', { configMapRef: { name: 'schema' } }));
+    const missing = await waitForCondition(c, 'templates', 'no-configmap', 'Ready', 'ConfigMapNotFound');
+    expect(condition(missing, 'Ready')?.message).to.contain('ConfigMap schema does not exist');
+
+    // A failed build is not retried until the spec changes: passes over it write nothing.
+    await op.idle();
+    const writes = c.api.writes('templates').length;
+    const reconciles = await op.metrics.reconcileCount('template');
+    await waitFor('more template reconciles', async () => ((await op.metrics.reconcileCount('template')) >= reconciles + 6 ? true : null));
+    expect(c.api.writes('templates').length).to.equal(writes);
+
+    // Fixing the source rebuilds it.
+    await c.core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'schema' }, data: { 'schema.sql': SCHEMA } } });
+    await waitForCondition(c, 'templates', 'no-configmap', 'Ready', 'Sealed');
+    for (const name of ['orphan']) await remove(c, 'branches', name);
+    for (const name of ['broken', 'no-configmap']) await remove(c, 'templates', name);
+    await waitForGone(c, 'templates', 'broken');
+  });
+
+  it('says a Branch is Lost when its pod is gone, and makes no new database', async function () {
+    await apply(c, 'branches', branchBody('lost', 'app', { affinity: { pod: 'main-1' } }));
+    const ready = await waitForCondition(c, 'branches', 'lost', 'Ready', 'DatabaseReady');
+    expect(statusOf<BranchStatus>(ready).pod).to.equal('main-1');
+    const databasesBefore = (await apiOf(runtimes[0]!).listDatabases()).length + (await apiOf(runtimes[1]!).listDatabases()).length;
+    const pod = await c.core.readNamespacedPod({ name: 'main-1', namespace: NS });
+    await c.core.deleteNamespacedPod({ name: 'main-1', namespace: NS });
+    const lost = await waitForCondition(c, 'branches', 'lost', 'Ready', 'PodGone');
+    expect(statusOf<BranchStatus>(lost).phase).to.equal('Lost');
+    expect(condition(lost, 'Ready')?.message).to.contain('no new database');
+    await op.idle();
+    expect((await apiOf(runtimes[0]!).listDatabases()).length + (await apiOf(runtimes[1]!).listDatabases()).length).to.equal(databasesBefore);
+    // The pod comes back (a StatefulSet keeps its name): deleting the Branch now drops the database there.
+    await makePod(c, 'main', 'main-1', runtimes[1]!);
+    expect(pod.metadata?.name).to.equal('main-1');
+    await remove(c, 'branches', 'lost');
+    await waitForGone(c, 'branches', 'lost');
+    expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(false);
+  });
+});

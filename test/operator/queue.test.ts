@@ -1,0 +1,95 @@
+// The work queue: keys deduplicated, one worker per key with a rerun when the key is dirtied mid-run,
+// failing keys retried after a growing backoff that resets on success, nothing run while paused.
+
+import { expect } from 'chai';
+import { WorkQueue } from '../../src/operator/queue.js';
+import { choosePod } from '../../src/operator/placement.js';
+
+const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('operator work queue', () => {
+  it('dedupes keys, runs one worker per key, and reruns a key dirtied while it ran', async () => {
+    const runs: string[] = [];
+    let running = 0;
+    let maxSameKey = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const q = new WorkQueue(
+      async (key) => {
+        running++;
+        maxSameKey = Math.max(maxSameKey, running);
+        runs.push(key);
+        if (runs.length === 1) await gate;
+        running--;
+      },
+      { workers: 4, baseDelayMs: 1, maxDelayMs: 10 },
+      () => undefined,
+    );
+    q.add('a');
+    q.add('a'); // deduped before it starts
+    q.setActive(true);
+    await tick();
+    q.add('a'); // dirtied while running: one rerun after it finishes, not a second worker
+    q.add('a');
+    release();
+    await q.idle();
+    expect(runs).to.deep.equal(['a', 'a']);
+    expect(maxSameKey).to.equal(1);
+    q.stop();
+  });
+
+  it('retries a failing key with a growing backoff and resets it on success', async () => {
+    const delays: number[] = [];
+    let calls = 0;
+    const q = new WorkQueue(
+      async () => {
+        calls++;
+        if (calls <= 3) throw new Error('not yet');
+      },
+      { workers: 1, baseDelayMs: 5, maxDelayMs: 12 },
+      (_key, _err, retryIn) => delays.push(retryIn),
+    );
+    q.setActive(true);
+    q.add('k');
+    while (calls < 4) await tick(5);
+    await q.idle();
+    expect(delays).to.deep.equal([5, 10, 12]);
+    // After a success the next failure starts from the base delay again.
+    calls = 0;
+    delays.length = 0;
+    q.add('k');
+    while (calls < 1) await tick(1);
+    await q.idle();
+    expect(delays).to.deep.equal([5]);
+    q.stop();
+  });
+
+  it('holds keys while paused (a replica that is not the leader)', async () => {
+    const runs: string[] = [];
+    const q = new WorkQueue(async (k) => void runs.push(k), { workers: 2, baseDelayMs: 1, maxDelayMs: 1 }, () => undefined);
+    q.add('x');
+    q.add('y');
+    await tick(5);
+    expect(runs).to.deep.equal([]);
+    expect(q.length).to.equal(2);
+    q.setActive(true);
+    await q.idle();
+    expect(runs.sort()).to.deep.equal(['x', 'y']);
+    q.stop();
+  });
+});
+
+describe('branch placement', () => {
+  it('picks the pod with the fewest databases, counting Branches placed but not yet reported', () => {
+    expect(choosePod([
+      { pod: 'a', databases: 5, memoryBytes: 1, placed: 5 },
+      { pod: 'b', databases: 2, memoryBytes: 9, placed: 2 },
+    ])).to.equal('b');
+    // Status lags a burst: b reports 0 but already has 3 placed.
+    expect(choosePod([
+      { pod: 'a', databases: 1, memoryBytes: 1, placed: 1 },
+      { pod: 'b', databases: 0, memoryBytes: 1, placed: 3 },
+    ])).to.equal('a');
+    expect(choosePod([{ pod: 'a', databases: null, memoryBytes: null, placed: 0 }])).to.equal(null);
+  });
+});
