@@ -43,6 +43,7 @@ import {
 import { Verdict } from '../wire/frame.js';
 import { queryText } from '../wire/frontend.js';
 import type { Caller, ControlFunction, ControlFunctions } from './ports.js';
+import { mayLeaveResidue } from './residue.js';
 
 /** The names accepted, with their argument counts. The pgrust_ names are PGX's, kept as aliases. */
 const FUNCTIONS = new Map<string, { fn: ControlFunction; min: number; max: number }>([
@@ -256,6 +257,8 @@ interface Expected {
 
 /** Per client session: prepared control statements, and answers the engine expects to rewrite. */
 export class ControlSession {
+  /** The session sent SQL that may leave backend state DISCARD ALL cannot undo (residue.ts). */
+  residue = false;
   private readonly statements = new Map<string, Prepared>();
   private readonly expected: Expected[] = [];
   /** Parse and Close messages sent since the last Sync: each earns a completion unless an error skips it. */
@@ -442,6 +445,7 @@ export class ControlSession {
 
   private onQuery(buf: Buffer, start: number, end: number, aborted: boolean): Verdict {
     this.queryArrived();
+    if (!this.residue) this.residue = mayLeaveResidue(buf, start + 5, end);
     if (!mentionsControl(buf, start + 5, end)) return Verdict.Forward;
     const calls = recognize(queryText(buf.subarray(start + 5, end)), false);
     if (calls === null) return Verdict.Forward;
@@ -451,6 +455,7 @@ export class ControlSession {
 
   private onParse(buf: Buffer, start: number, end: number): Verdict {
     this.sentInSegment++;
+    if (!this.residue) this.residue = mayLeaveResidue(buf, start + 5, end);
     // A Parse replaces the unnamed statement, and a named one the client deallocated with SQL (which
     // the engine does not follow). Were the name still prepared, PostgreSQL would refuse the Parse
     // (42P05): a client error, after which Binds of that name go to PostgreSQL unchanged.

@@ -224,10 +224,14 @@ export class Pump {
     if (this.backend.isPaused()) this.backend.resume();
   }
 
-  /** True when the backend sits idle outside a transaction with nothing in flight: safe to reuse. */
+  /**
+   * True when the backend sits idle outside a transaction with nothing in flight, and the session
+   * sent nothing that leaves state DISCARD ALL cannot undo (residue.ts): safe to reuse.
+   */
   get reusable(): boolean {
     return (
       this.pending === 0 &&
+      !(this.control?.residue ?? false) &&
       !this.unsynced &&
       !this.holding &&
       this.tx === TxStatus.Idle &&

@@ -368,15 +368,16 @@ export class Run {
   /**
    * Ends a session cleanly and waits until PostgreSQL is done with it: directly, its backend has
    * exited; through the engine, its backend has been reset (DISCARD ALL) and sits idle in the pool,
-   * so the next session with the same startup parameters gets it (see reuses()).
+   * so the next session with the same startup parameters gets it (see reuses()), or, when the session
+   * left state DISCARD ALL cannot undo (src/engine/residue.ts), the engine closed it.
    */
   async leave(session: Session): Promise<void> {
     await session.end();
     const pid = session.pid();
-    await waitFor(`the backend of session ${session.name} to be ${this.target === 'pgx' ? 'back in the pool' : 'gone'}`, async () => {
+    await waitFor(`the backend of session ${session.name} to be ${this.target === 'pgx' ? 'back in the pool or closed' : 'gone'}`, async () => {
       const rows = await this.observe<{ state: string | null; query: string }>('SELECT state, query FROM pg_stat_activity WHERE pid = $1', [pid]);
-      if (this.target === 'direct') return rows.length === 0;
-      return rows[0]?.state === 'idle' && rows[0].query === 'DISCARD ALL';
+      if (rows.length === 0) return true;
+      return this.target === 'pgx' && rows[0]?.state === 'idle' && rows[0].query === 'DISCARD ALL';
     });
   }
 
@@ -386,6 +387,14 @@ export class Run {
    */
   reuses(next: Session, previous: Session): void {
     if (this.target === 'pgx') expect(next.pid(), `session ${next.name} should reuse the backend ${previous.name} left`).to.equal(previous.pid());
+  }
+
+  /**
+   * Through the engine, `next` must have a new backend: `previous` left state DISCARD ALL cannot
+   * undo, so the engine closed its backend instead of pooling it. Not in the transcript.
+   */
+  freshBackend(next: Session, previous: Session): void {
+    if (this.target === 'pgx') expect(next.pid(), `session ${next.name} must not get the backend ${previous.name} left`).to.not.equal(previous.pid());
   }
 
   /** Waits until nobody holds advisory lock `key` in the scenario's database. */

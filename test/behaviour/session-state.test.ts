@@ -60,9 +60,10 @@ const settings: Scenario = {
     expect(code(await b.q('INSERT INTO jobs VALUES (9)'))).to.equal('ok');
     expect(rows(await b.q(NON_DEFAULT))).to.deep.equal(fresh);
     await t.leave(a);
-    // The next session with the same startup parameters starts fresh.
+    // The next session with the same startup parameters starts fresh: a set a custom setting
+    // (myapp.tenant), whose placeholder DISCARD ALL keeps, so the engine did not pool its backend.
     const c = await t.session('c');
-    t.reuses(c, a);
+    t.freshBackend(c, a);
     expect(rows(await c.q(NON_DEFAULT))).to.deep.equal(fresh);
     expect(rows(await c.q('SHOW work_mem'))).to.deep.equal(initial);
     expect(code(await c.q('INSERT INTO jobs VALUES (10)'))).to.equal('ok');
@@ -172,7 +173,8 @@ const tempTables: Scenario = {
     await t.leave(a);
     expect(rows(await b.q(count))).to.deep.equal([{ n: 1 }]);
     const a2 = await t.session('a2');
-    t.reuses(a2, a);
+    // It made temporary tables: its backend keeps a temporary schema, so the engine closed it.
+    t.freshBackend(a2, a);
     expect(code(await a2.q('SELECT * FROM scratch'))).to.equal('42P01');
     expect(rows(await a2.q('SELECT count(*)::int AS n FROM items'))).to.deep.equal([{ n: 10 }]);
     expect(rows(await a2.q("SELECT to_regclass('emptied') AS t"))).to.deep.equal([{ t: null }]);

@@ -52,10 +52,11 @@ describe('runtime: status and control functions', function () {
     expect(err.message).to.equal('permission denied for function pgx_runtime_status');
   });
 
-  it('refuses snapshot and restore as not supported yet (0A000)', async function () {
+  it('answers snapshot and restore of a database that does not exist with 3D000 (snapshots.test.ts has the rest)', async function () {
     for (const fn of ['snapshot_database', 'restore_database'] as const) {
-      const err = await rejection(h.dbs.call(fn, ['tdb_tpl_app__alice', 'snap'], { user: 'postgres', database: 'postgres' }));
-      expect(err.sqlstate).to.equal('0A000');
+      const err = await rejection(h.dbs.call(fn, ['tdb_tpl_app__nobody', 'snap'], { user: 'postgres', database: 'postgres' }));
+      expect(err.sqlstate).to.equal('3D000');
+      expect(err.message).to.equal('database "tdb_tpl_app__nobody" does not exist');
     }
   });
 });

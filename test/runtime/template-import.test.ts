@@ -109,6 +109,13 @@ describe('runtime: templates imported from a source database', function () {
     expect(JSON.stringify(job)).to.not.include('not-the-password');
   });
 
+  it('a source that cannot be reached fails fast with the reason', async function () {
+    const job = await finished(await api.importTemplate({ name: 'tpl_gone', source_url: 'postgresql://postgres:pw@127.0.0.1:1/shop' }));
+    expect(job.phase).to.equal('failed');
+    expect(job.error!.message).to.match(/^pg_dump of postgresql:\/\/postgres@127\.0\.0\.1:1\/shop failed: .*Connection refused/);
+    expect(job.error!.hint).to.include('Check the source URL');
+  });
+
   it('refuses bad requests before starting a job', async function () {
     const cases: [Parameters<ApiClient['importTemplate']>[0], RegExp][] = [
       [{ name: 'tpl_x', source_url: 'not a url' }, /not a URL/],
