@@ -3,6 +3,7 @@
 
 import { PgxError } from '../errors.js';
 import { UsageError } from './api-target.js';
+import { runEnv, runPsql, runUrl } from './connection.js';
 import { runDb } from './db.js';
 import { runDoctor } from './doctor.js';
 import { runStatus } from './status.js';
@@ -17,10 +18,14 @@ Commands:
   status    a running runtime at a glance: memory, sessions, databases, pools, mints, janitor
   template  list | create NAME --file F | seal NAME | unseal NAME: templates databases are minted from
   db        create TEMPLATE | list | get | drop | pin | unpin | ttl | limit: minted databases
+  url       NAME: a minted database's connection URL
+  env       NAME: export DATABASE_URL=... and PGHOST/PGPORT/PGUSER/PGDATABASE lines for it
+  psql      NAME [-- psql args]: open psql on it
+  mcp       serve MCP tools for coding agents (stdio, or --http PORT); see docs/agents.md
   doctor    what this machine gives a runtime: PostgreSQL, copy-on-write storage, memory limit
   operator  run the Kubernetes operator (Runtime, Template, Branch) in a cluster or from a kubeconfig
 
-status, template and db talk to a runtime's HTTP API: --url (env PGX_URL, default
+status, template, db, url, env, psql and mcp talk to a runtime's HTTP API: --url (env PGX_URL, default
 http://127.0.0.1:7432, which npm start listens on) and --token (env PGX_API_TOKEN).
 
 Run 'pgx <command> --help' for a command's options.
@@ -48,6 +53,17 @@ export async function main(argv: string[]): Promise<number> {
         return await runTemplate(rest);
       case 'db':
         return await runDb(rest);
+      case 'url':
+        return await runUrl(rest);
+      case 'env':
+        return await runEnv(rest);
+      case 'psql':
+        return await runPsql(rest);
+      case 'mcp': {
+        // Loaded only here, like start: the MCP SDK is not needed by the other commands.
+        const { runMcp } = await import('./mcp.js');
+        return await runMcp(rest);
+      }
       case 'doctor':
         return await runDoctor(rest);
       case 'operator': {

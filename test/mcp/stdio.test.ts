@@ -1,0 +1,259 @@
+// `pgx mcp` as an agent host runs it: spawned over real stdio (the SDK's own Client and
+// StdioClientTransport), against a real runtime. The agent's whole loop: list the tools, create a
+// database from a template and connect to its URL, snapshot, break it with run_sql, restore, see the
+// data back, drop it; and every tool given bad arguments answers a tool error while the server goes on.
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { callTool, mcpEnv, ok, PGX_BIN, queryUrl, root, startMcpRuntime, type McpRuntime } from './harness.js';
+
+const TEMPLATE = 'tpl_mcp';
+const TOOL_NAMES = [
+  'create_database',
+  'list_databases',
+  'database_status',
+  'snapshot_database',
+  'restore_database',
+  'drop_database',
+  'pin_database',
+  'list_templates',
+  'runtime_status',
+  'run_sql',
+];
+
+interface Created {
+  name: string;
+  url: string;
+  template: string;
+}
+
+describe('mcp: pgx mcp over stdio against a runtime', function () {
+  this.timeout(120_000);
+  let m: McpRuntime;
+  let client: Client;
+  let stderr = '';
+
+  before(async () => {
+    m = await startMcpRuntime(TEMPLATE);
+    const transport = new StdioClientTransport({ command: process.execPath, args: [PGX_BIN, 'mcp'], env: mcpEnv(m.apiUrl), cwd: root, stderr: 'pipe' });
+    transport.stderr?.on('data', (b: Buffer) => (stderr += b.toString('utf8')));
+    client = new Client({ name: 'pgx-test-agent', version: '1.0.0' });
+    await client.connect(transport);
+  });
+
+  after(async () => {
+    await client?.close();
+    await m?.rt.stop();
+  });
+
+  it('lists the ten tools, each with a one-line description and an object input schema', async () => {
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).to.deep.equal([...TOOL_NAMES].sort());
+    for (const t of tools) {
+      expect(t.inputSchema.type, t.name).to.equal('object');
+      expect(t.description, t.name).to.be.a('string').and.not.match(/\n/);
+      expect(t.description!.length, t.name).to.be.greaterThan(20);
+    }
+    const create = tools.find((t) => t.name === 'create_database')!;
+    expect(create.inputSchema.required).to.deep.equal(['template']);
+    expect(Object.keys(create.inputSchema.properties ?? {})).to.deep.equal(['template', 'name', 'ttl', 'pinned']);
+    const runSql = tools.find((t) => t.name === 'run_sql')!;
+    expect(runSql.inputSchema.required).to.deep.equal(['database', 'sql']);
+    expect(client.getInstructions()).to.include('snapshot_database');
+    expect(stderr).to.include(`serving MCP on stdio for the PGX API at ${m.apiUrl}`);
+  });
+
+  it('create, connect, snapshot, break with run_sql, restore, data back, drop', async () => {
+    const templates = await ok<{ items: { name: string }[] }>(client, 'list_templates', {});
+    expect(templates.items.map((t) => t.name)).to.include(TEMPLATE);
+
+    const created = await ok<Created>(client, 'create_database', { template: TEMPLATE, ttl: '1h' });
+    expect(created.name).to.match(/^tdb_tpl_mcp__/);
+    expect(created.url).to.match(/^postgresql:\/\/.+\/tdb_tpl_mcp__/);
+    expect(await queryUrl<{ n: string }>(created.url, 'SELECT count(*) AS n FROM items')).to.deep.equal([{ n: '1500' }]);
+
+    const status = await ok<{ name: string; expires_at: string | null; template: string }>(client, 'database_status', { database: created.name });
+    expect(status.template).to.equal(TEMPLATE);
+    expect(status.expires_at).to.be.a('string');
+
+    const snap = await ok<{ snapshot: string; snapshot_of: string }>(client, 'snapshot_database', { database: created.name, snapshot: 'mcp_before' });
+    expect(snap.snapshot).to.equal('mcp_before');
+    expect(snap.snapshot_of).to.equal(created.name);
+
+    const dropped = await ok<{ command: string; rows: unknown[] }>(client, 'run_sql', { database: created.name, sql: 'DROP TABLE items' });
+    expect(dropped.command).to.equal('DROP');
+    expect(dropped.rows).to.deep.equal([]);
+    const gone = await callTool(client, 'run_sql', { database: created.name, sql: 'SELECT count(*) FROM items' });
+    expect(gone.isError).to.equal(true);
+    expect(gone.text).to.match(/^error 42P01: relation "items" does not exist/);
+    expect(gone.text).to.match(/^hint: .*pgx:\/\/databases\/\{name\}\/schema/m);
+
+    const restored = await ok<{ name: string; restored_to: string }>(client, 'restore_database', { database: created.name, snapshot: 'mcp_before' });
+    expect(restored).to.include({ name: created.name, restored_to: 'mcp_before' });
+    expect(await queryUrl<{ n: string }>(created.url, 'SELECT count(*) AS n FROM items')).to.deep.equal([{ n: '1500' }]);
+    const back = await ok<{ columns: unknown[]; rows: unknown[][]; rowCount: number; command: string; truncated: boolean }>(client, 'run_sql', {
+      database: created.name,
+      sql: 'SELECT id, label, id > 1 AS later FROM items ORDER BY id LIMIT 2',
+    });
+    expect(back).to.deep.equal({
+      database: created.name,
+      command: 'SELECT',
+      rowCount: 2,
+      columns: [
+        { name: 'id', type: 'integer' },
+        { name: 'label', type: 'text' },
+        { name: 'later', type: 'boolean' },
+      ],
+      rows: [
+        [1, 'item 1', false],
+        [2, 'item 2', true],
+      ],
+      truncated: false,
+    });
+
+    const pinned = await ok<{ pinned: boolean }>(client, 'pin_database', { database: created.name, pinned: true });
+    expect(pinned.pinned).to.equal(true);
+    const unpinned = await ok<{ pinned: boolean }>(client, 'pin_database', { database: created.name, pinned: false });
+    expect(unpinned.pinned).to.equal(false);
+    const listed = await ok<{ items: { name: string }[] }>(client, 'list_databases', {});
+    expect(listed.items.map((d) => d.name)).to.include(created.name);
+
+    const { resources } = await client.listResources();
+    const uri = `pgx://databases/${created.name}/schema`;
+    expect(resources.map((r) => r.uri)).to.include(uri);
+    const schema = await client.readResource({ uri });
+    const text = (schema.contents[0] as { text: string }).text;
+    expect(text).to.include(`-- schema of database ${created.name}`);
+    expect(text).to.match(/^table public\.items$/m);
+    expect(text).to.match(/^ {2}id\s+integer {2}not null$/m);
+    expect(text).to.match(/^ {2}created_at\s+timestamp with time zone {2}default now\(\)$/m);
+    expect(text).to.include('index items_pkey: CREATE UNIQUE INDEX items_pkey ON public.items USING btree (id)');
+    expect(text).to.include('index items_label: CREATE INDEX items_label ON public.items USING btree (label)');
+
+    const runtime = await ok<{ databases: { templates: number } }>(client, 'runtime_status', {});
+    expect(runtime.databases.templates).to.be.at.least(2); // the template and its snapshot
+
+    expect(await ok(client, 'drop_database', { database: created.name })).to.deep.equal({ name: created.name, dropped: true });
+    const after = await ok<{ items: { name: string }[] }>(client, 'list_databases', {});
+    expect(after.items.map((d) => d.name)).to.not.include(created.name);
+    const status2 = await callTool(client, 'database_status', { database: created.name });
+    expect(status2.isError).to.equal(true);
+    expect(status2.text).to.match(/^error UNKNOWN_DATABASE \(3D000\): /);
+
+    // The snapshot outlives its database: a template like any other.
+    const fromSnapshot = await ok<Created>(client, 'create_database', { template: 'mcp_before' });
+    expect(await queryUrl<{ n: string }>(fromSnapshot.url, 'SELECT count(*) AS n FROM items')).to.deep.equal([{ n: '1500' }]);
+    await ok(client, 'drop_database', { database: fromSnapshot.name });
+  });
+
+  it('run_sql caps rows (default 100, max_rows up to 1000) and marks truncated; statement_timeout ends a long statement', async () => {
+    const { name } = await ok<Created>(client, 'create_database', { template: TEMPLATE });
+    try {
+      const capped = await ok<{ rows: unknown[]; truncated: boolean; rowCount: number | null }>(client, 'run_sql', { database: name, sql: 'SELECT * FROM items ORDER BY id' });
+      expect(capped.rows).to.have.length(100);
+      expect(capped.truncated).to.equal(true);
+      expect(capped.rowCount).to.equal(null);
+      const big = await ok<{ rows: unknown[][]; truncated: boolean }>(client, 'run_sql', { database: name, sql: 'SELECT id FROM items ORDER BY id', max_rows: 1000 });
+      expect(big.rows).to.have.length(1000);
+      expect(big.rows[999]).to.deep.equal([1000]);
+      expect(big.truncated).to.equal(true);
+      const exact = await ok<{ rows: unknown[]; truncated: boolean; rowCount: number }>(client, 'run_sql', { database: name, sql: 'SELECT id FROM items WHERE id <= 7', max_rows: 7 });
+      expect(exact).to.include({ truncated: false, rowCount: 7 });
+      const updated = await ok<{ command: string; rowCount: number; columns: unknown[] }>(client, 'run_sql', { database: name, sql: "UPDATE items SET label = 'x' WHERE id <= 10" });
+      expect(updated).to.include({ command: 'UPDATE', rowCount: 10 });
+      expect(updated.columns).to.deep.equal([]);
+      // COPY: node-postgres calls handlers pg-cursor does not have; a regression here ends the server.
+      const copied = await ok<{ rows: unknown[][]; truncated: boolean; command: string; rowCount: number }>(client, 'run_sql', { database: name, sql: 'COPY (SELECT id, label FROM items WHERE id > 10 ORDER BY id) TO STDOUT', max_rows: 3 });
+      expect(copied).to.deep.include({ command: 'COPY', rowCount: 1490, truncated: true, rows: [['11\titem 11'], ['12\titem 12'], ['13\titem 13']] });
+      const copyIn = await callTool(client, 'run_sql', { database: name, sql: 'COPY items FROM STDIN' });
+      expect(copyIn.isError).to.equal(true);
+      expect(copyIn.text).to.equal('error 57014: COPY from stdin failed: run_sql has no data to send for COPY FROM STDIN; use INSERT ... VALUES, or COPY from a client with the database URL');
+      const slow = await callTool(client, 'run_sql', { database: name, sql: 'SELECT pg_sleep(30)', timeout_seconds: 0.2 });
+      expect(slow.isError).to.equal(true);
+      expect(slow.text).to.match(/^error 57014: canceling statement due to statement timeout/);
+      expect(slow.text).to.include('timeout_seconds');
+    } finally {
+      await ok(client, 'drop_database', { database: name });
+    }
+  });
+
+  it('every tool with bad arguments answers a tool error (isError) with what to do, and the server keeps answering', async () => {
+    const { name } = await ok<Created>(client, 'create_database', { template: TEMPLATE, pinned: true });
+    const nosuch = 'tdb_nosuch__x';
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      ['create_database', {}, /template is required: the sealed template to copy \(list_templates/],
+      ['create_database', { template: 42 }, /template must be a string/],
+      ['create_database', { template: 'nosuch' }, /^error UNKNOWN_DATABASE \(3D000\): database "nosuch" does not exist\nhint: There is no sealed template of that name: list_templates/],
+      ['create_database', { template: TEMPLATE, ttl: 'soon' }, /ttl must be .*"1h", "6h", "24h", "7d"/],
+      ['create_database', { template: TEMPLATE, ttl: -5 }, /ttl must be how long until it is dropped/],
+      ['create_database', { template: TEMPLATE, ttl: true }, /ttl must be how long until it is dropped/],
+      ['create_database', { template: TEMPLATE, pinned: 'yes' }, /pinned must be true or false/],
+      ['create_database', { template: TEMPLATE, templat: 'x' }, /unknown argument templat: this tool takes template, name, ttl, pinned/],
+      ['create_database', { template: TEMPLATE, name: 'Bad Name!' }, /^error INVALID_PARAMETER \(22023\): .*\nhint: /],
+      ['list_databases', { all: true }, /unknown argument all: this tool takes no arguments/],
+      ['database_status', {}, /database is required: the name of a minted database/],
+      ['database_status', { database: nosuch }, /^error UNKNOWN_DATABASE \(3D000\): database "tdb_nosuch__x" does not exist\nhint: list_databases shows the live databases/],
+      ['snapshot_database', { database: name }, /snapshot is required/],
+      ['snapshot_database', { database: nosuch, snapshot: 'snap_x' }, /^error UNKNOWN_DATABASE/],
+      ['snapshot_database', { database: name, snapshot: 'snap_y', force: 'please' }, /force must be true or false/],
+      ['restore_database', { database: name, snapshot: 'no_such_snapshot' }, /^error UNKNOWN_DATABASE .*"no_such_snapshot" does not exist\nhint: .*list_templates the snapshots/],
+      ['restore_database', { database: nosuch, snapshot: 'no_such_snapshot' }, /^error UNKNOWN_DATABASE/],
+      ['drop_database', { database: 5 }, /database must be a string/],
+      ['drop_database', { database: nosuch }, /^error UNKNOWN_DATABASE .*\nhint: list_databases/],
+      ['pin_database', { database: name }, /pinned must be true or false/],
+      ['pin_database', { database: nosuch, pinned: true }, /^error UNKNOWN_DATABASE/],
+      ['list_templates', { x: 1 }, /unknown argument x/],
+      ['runtime_status', { verbose: true }, /unknown argument verbose/],
+      ['run_sql', { database: name }, /sql is required: one SQL statement/],
+      ['run_sql', { database: name, sql: '' }, /sql must not be empty/],
+      ['run_sql', { database: name, sql: 'SELECT 1', max_rows: 5000 }, /max_rows is at most 1000/],
+      ['run_sql', { database: name, sql: 'SELECT 1', max_rows: 2.5 }, /max_rows must be a whole number/],
+      ['run_sql', { database: nosuch, sql: 'SELECT 1' }, /^error UNKNOWN_DATABASE/],
+      ['run_sql', { database: name, sql: 'SELEC 1' }, /^error 42601: syntax error at or near "SELEC" \(at character 1\)$/],
+      ['run_sql', { database: name, sql: 'SELECT 1; SELECT 2' }, /^error 42601: cannot insert multiple commands into a prepared statement\nhint: run_sql takes exactly one statement/],
+      ['no_such_tool', {}, /no_such_tool not found/],
+    ];
+    try {
+      for (const [tool, args, expected] of cases) {
+        const label = `${tool} ${JSON.stringify(args)}`;
+        const answer = await callTool(client, tool, args);
+        expect(answer.isError, label).to.equal(true);
+        expect(answer.text, label).to.match(expected);
+      }
+      // Still serving, and nothing was created or dropped by the failed calls.
+      const listed = await ok<{ items: { name: string; template: string }[] }>(client, 'list_databases', {});
+      expect(listed.items.map((d) => d.name)).to.deep.equal([name]);
+      const one = await ok<{ rows: unknown[][] }>(client, 'run_sql', { database: name, sql: 'SELECT 1 AS one' });
+      expect(one.rows).to.deep.equal([[1]]);
+      // An unknown database's schema resource is a protocol error with the hint, not a crash.
+      const read = await client.readResource({ uri: `pgx://databases/${nosuch}/schema` }).then(
+        () => null,
+        (err: unknown) => err as Error,
+      );
+      expect(read?.message).to.match(/does not exist.*hint: /);
+    } finally {
+      await ok(client, 'drop_database', { database: name });
+    }
+  });
+
+  it('a line that is not JSON-RPC on stdin does not end the server', async () => {
+    const child = spawn(process.execPath, [PGX_BIN, 'mcp'], { cwd: root, env: mcpEnv(m.apiUrl), stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString('utf8')));
+    const answered = new Promise<void>((resolve) => {
+      child.stdout.on('data', () => {
+        if (out.includes('"id":1')) resolve();
+      });
+    });
+    child.stdin.write('this is not json\n{"jsonrpc":"2.0","id":"x","method":\n');
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } })}\n`);
+    await answered;
+    const reply = JSON.parse(out.split('\n').find((l) => l.includes('"id":1'))!) as { result: { serverInfo: { name: string } } };
+    expect(reply.result.serverInfo.name).to.equal('pgx');
+    const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+    child.stdin.end();
+    expect(await exited).to.equal(0);
+  });
+});
