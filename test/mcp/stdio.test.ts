@@ -7,6 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
+import { freePort } from '../helpers/commands.js';
 import { callTool, mcpEnv, ok, PGX_BIN, queryUrl, root, startMcpRuntime, type McpRuntime } from './harness.js';
 
 const TEMPLATE = 'tpl_mcp';
@@ -235,6 +236,23 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
       expect(read?.message).to.match(/does not exist.*hint: /);
     } finally {
       await ok(client, 'drop_database', { database: name });
+    }
+  });
+
+  it('no runtime at PGX_URL: the server starts, and each tool answers an error saying to start one or set PGX_URL', async () => {
+    const nowhere = `http://127.0.0.1:${await freePort()}`;
+    const lonely = new Client({ name: 'pgx-test-agent-lonely', version: '1.0.0' });
+    await lonely.connect(new StdioClientTransport({ command: process.execPath, args: [PGX_BIN, 'mcp'], env: mcpEnv(nowhere), cwd: root, stderr: 'pipe' }));
+    try {
+      for (const [tool, args] of [['list_databases', {}], ['create_database', { template: TEMPLATE }], ['runtime_status', {}]] as const) {
+        const answer = await callTool(lonely, tool, args);
+        expect(answer.isError, tool).to.equal(true);
+        expect(answer.text, tool).to.match(new RegExp(`^error CANNOT_CONNECT_NOW \\(57P03\\): cannot reach the PGX API at ${nowhere}`));
+        expect(answer.text, tool).to.match(/^hint: .*set PGX_URL/m);
+      }
+      expect((await lonely.listTools()).tools).to.have.length(10);
+    } finally {
+      await lonely.close();
     }
   });
 
