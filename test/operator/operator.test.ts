@@ -7,7 +7,11 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { ApiClientError } from '../../src/api/client.js';
 import type { Operator } from '../../src/operator/operator.js';
-import type { TestRuntime } from '../helpers/runtime.js';
+import fs from 'node:fs';
+import path from 'node:path';
+import { MERGE_PATCH } from '../../src/operator/kube.js';
+import { API_URL_ANNOTATION, ENGINE_PORT_ANNOTATION } from '../../src/operator/pods.js';
+import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 import {
   apiOf,
   apply,
@@ -15,6 +19,7 @@ import {
   makePod,
   makeRuntime,
   NS,
+  TOKEN,
   read,
   remove,
   startCluster,
@@ -251,5 +256,55 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     await remove(c, 'branches', 'lost');
     await waitForGone(c, 'branches', 'lost');
     expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(false);
+  });
+
+  it('rebuilds the Template on every pod when its spec changes; new Branches see the new rows', async function () {
+    await c.custom.patchNamespacedCustomObject(
+      { group: 'pgx.dev', version: 'v1alpha1', namespace: NS, plural: 'templates', name: 'app', body: { spec: { source: { sql: SCHEMA + " INSERT INTO items VALUES (4, 'four');" } } } },
+      MERGE_PATCH,
+    );
+    const rebuilt = await waitFor('app rebuilt at generation 2', async () => {
+      const t = await read(c, 'templates', 'app');
+      const pods = statusOf<{ pods?: { phase: string; observedGeneration?: number }[] }>(t).pods ?? [];
+      return t?.metadata?.generation === 2 && condition(t, 'Ready')?.status === 'True' && pods.every((p) => p.observedGeneration === 2) ? t : null;
+    });
+    expect(condition(rebuilt, 'Ready')?.observedGeneration).to.equal(2);
+    await apply(c, 'branches', branchBody('after-change', 'app'));
+    const ready = await waitForCondition(c, 'branches', 'after-change', 'Ready', 'DatabaseReady');
+    const secret = await c.core.readNamespacedSecret({ name: statusOf<BranchStatus>(ready).secretName!, namespace: NS });
+    const client = new pg.Client({ connectionString: Buffer.from(secret.data!.DATABASE_URL!, 'base64').toString('utf8') });
+    await client.connect();
+    try {
+      expect((await client.query<{ n: string }>('SELECT count(*) AS n FROM items')).rows[0]!.n).to.equal('4');
+    } finally {
+      await client.end();
+    }
+    await remove(c, 'branches', 'after-change');
+    await waitForGone(c, 'branches', 'after-change');
+  });
+
+  it("converges when a pod's runtime restarts mid-reconcile", async function () {
+    // The runtime behind main-1 goes down while its Pod still looks Ready (readiness lags a crash).
+    const old = runtimes[1]!;
+    await old.runtime.stop();
+    await apply(c, 'branches', branchBody('restart', 'app', { affinity: { pod: 'main-1' } }));
+    const waiting = await waitForCondition(c, 'branches', 'restart', 'Ready', 'PodUnreachable');
+    expect(condition(waiting, 'Ready')?.message).to.contain('main-1');
+    // It comes back on the same data directory, on new ports (as a pod gets a new IP).
+    const back = await startTestRuntime({ dataDir: old.dataDir, apiPort: 0, apiToken: TOKEN, poolSize: 0 });
+    runtimes[1] = back;
+    const cleanup = path.dirname(old.dataDir);
+    await c.core.patchNamespacedPod(
+      { name: 'main-1', namespace: NS, body: { metadata: { annotations: { [API_URL_ANNOTATION]: `http://127.0.0.1:${back.runtime.api!.port}`, [ENGINE_PORT_ANNOTATION]: String(back.port) } } } },
+      MERGE_PATCH,
+    );
+    const ready = await waitForCondition(c, 'branches', 'restart', 'Ready', 'DatabaseReady');
+    expect(statusOf<BranchStatus>(ready).pod).to.equal('main-1');
+    expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(true);
+    await remove(c, 'branches', 'restart');
+    await waitForGone(c, 'branches', 'restart');
+    expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(false);
+    // The restarted runtime was started on an existing directory, so its stop() leaves it: remove it after.
+    after(() => fs.rmSync(cleanup, { recursive: true, force: true }));
   });
 });

@@ -140,7 +140,11 @@ async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
   }
   const candidates = await Promise.all(pods.map((pod) => candidate(p, pod, runtimeName)));
   const chosen = choosePod(candidates);
-  if (chosen === null) return { retry: `no pod of Runtime ${runtimeName} answered its status` };
+  if (chosen === null) {
+    const message = `no pod of Runtime ${runtimeName} that holds Template ${tplName} answers its control API (${pods.map((pod) => pod.metadata!.name).join(', ')}); retrying`;
+    await setPhase(p, 'Pending', { reason: 'PodUnreachable', message });
+    return { retry: message };
+  }
 
   const prefix = rt.value.spec.engine.prefix;
   const tdb = templateDatabaseName(tplName);
