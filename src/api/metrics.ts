@@ -50,7 +50,9 @@ export class ApiMetrics {
     this.memoryPss = new Gauge({ name: 'pgx_memory_pss_mb', help: 'Proportional set size of the runtime process tree (node, PostgreSQL), MB', registers });
     this.memoryRss = new Gauge({ name: 'pgx_memory_rss_mb', help: 'Resident set size summed over the runtime process tree, MB', registers });
     this.requests = new Counter({ name: 'pgx_api_requests_total', help: 'HTTP API requests by route and status', labelNames: ['method', 'route', 'status'], registers });
-    collectDefaultMetrics({ register: this.registry, prefix: 'pgx_process_' });
+    // Event-loop lag sampled once a second, not every 10 ms (the default): on an idle runtime the
+    // default sampling alone cost several times the CPU of everything else node does.
+    collectDefaultMetrics({ register: this.registry, prefix: 'pgx_process_', eventLoopMonitoringPrecision: 1000 });
   }
 
   /** One mint, as the runtime reports it (DisposableDatabases.onMint). */

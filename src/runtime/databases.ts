@@ -139,7 +139,7 @@ export class DisposableDatabases {
     this.permissions = new Permissions(() => this.metadata.client(), s.mintRoles);
     this.queue = new MintQueue({ workers: s.mintWorkers, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control });
     const { registry, counters, metadata, permissions, queue } = this;
-    this.pool = new WarmPool({ size: s.poolSize, connect: control, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, clock, logger: log });
+    this.pool = new WarmPool({ size: s.poolSize, connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, clock, logger: log });
     this.minter = new Minter({
       maxDatabases: s.maxDatabases,
       maxDatabasesPerRole: s.maxDatabasesPerRole,

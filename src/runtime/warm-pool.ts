@@ -13,12 +13,15 @@ import type { MetadataStore } from './metadata.js';
 import { spareName } from './names.js';
 import type { DatabaseRecord, TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
-import type { SqlClient } from './sql-client.js';
+import { quoteIdent, type SqlClient } from './sql-client.js';
 
 export interface WarmPoolOptions {
   /** Spares kept per sealed template (--pool-size); 0 disables the pool. */
   size: number;
+  /** The connection that creates spares (file_copy_method set where clones work). */
   connect: () => Promise<SqlClient>;
+  /** A superuser connection to the named database (to warm a new spare up). */
+  connectTo: (database: string) => Promise<SqlClient>;
   registry: Registry;
   metadata: MetadataStore;
   counters: Counters;
@@ -160,7 +163,9 @@ export class WarmPool {
     const started = clock.monotonic();
     this.busy.add(name);
     try {
-      await createDatabase(await this.conn.get(), createSpareSql(name, template.name, template.strategy));
+      const conn = await this.conn.get();
+      await createDatabase(conn, createSpareSql(name, template.name, template.strategy));
+      await this.warmUp(conn, name);
       const spare: DatabaseRecord = {
         name,
         kind: 'spare',
@@ -181,6 +186,22 @@ export class WarmPool {
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
     } finally {
       this.busy.delete(name);
+    }
+  }
+
+  /**
+   * Connects to the new spare once. A database's first backend builds its relation cache from the
+   * catalogs and writes it to pg_internal.init; every later backend reads that file. Done here, the
+   * client that claims the spare starts as fast as on a database connected to before (measured: a
+   * first connect took about twice a later one).
+   */
+  private async warmUp(conn: SqlClient, name: string): Promise<void> {
+    await conn.query(`ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS true`);
+    try {
+      const spare = await this.opts.connectTo(name);
+      await spare.close();
+    } finally {
+      await conn.query(`ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS false`);
     }
   }
 

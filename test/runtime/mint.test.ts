@@ -2,6 +2,8 @@
 // and through the engine, concurrent connects, who may mint, caps and the mint queue.
 
 import { expect } from 'chai';
+import fs from 'node:fs';
+import path from 'node:path';
 import { PgxError } from '../../src/errors.js';
 import { Permissions } from '../../src/runtime/permissions.js';
 import { waitFor } from '../helpers/commands.js';
@@ -217,6 +219,14 @@ describe('runtime: mint on connect', function () {
       const status = await h.dbs.status();
       const { rows: all } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE datname <> 'pgx_control' AND NOT starts_with(datname, 'pgx_spare_')`);
       expect(status.databases.total).to.equal(Number(all[0]![0]));
+    });
+
+    it('warms each spare up: its relation cache file is written before a client claims it', async function () {
+      const { rows } = await h.admin.query(`SELECT oid FROM pg_database WHERE starts_with(datname, 'pgx_spare_') AND datallowconn = false`);
+      expect(rows.length).to.be.at.least(2);
+      for (const [oid] of rows) {
+        expect(fs.existsSync(path.join(h.rt.dataDir, 'base', oid!, 'pg_internal.init')), `spare ${oid}`).to.equal(true);
+      }
     });
 
     it('serves 100 concurrent routes to 100 names, warm first and then cold', async function () {
