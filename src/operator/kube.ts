@@ -4,10 +4,12 @@
 
 import {
   ApiException,
+  AppsV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   PatchStrategy,
+  PolicyV1Api,
   setHeaderOptions,
   type KubeConfig,
   type KubernetesObject,
@@ -19,6 +21,8 @@ export interface Kube {
   core: CoreV1Api;
   custom: CustomObjectsApi;
   coordination: CoordinationV1Api;
+  apps: AppsV1Api;
+  policy: PolicyV1Api;
 }
 
 export function makeKube(kc: KubeConfig): Kube {
@@ -27,6 +31,8 @@ export function makeKube(kc: KubeConfig): Kube {
     core: kc.makeApiClient(CoreV1Api),
     custom: kc.makeApiClient(CustomObjectsApi),
     coordination: kc.makeApiClient(CoordinationV1Api),
+    apps: kc.makeApiClient(AppsV1Api),
+    policy: kc.makeApiClient(PolicyV1Api),
   };
 }
 

@@ -10,6 +10,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { silentLogger, type Logger } from '../log.js';
 import { Controller } from './controller.js';
 import { reconcileBranch } from './controllers/branch.js';
+import { reconcileRuntime } from './controllers/runtime.js';
 import { reconcileTemplate } from './controllers/template.js';
 import { runtimeRefOf, templateRefOf, type Caches, type OperatorContext } from './context.js';
 import { GROUP, VERSION } from './crds/index.js';
@@ -45,6 +46,7 @@ export class Operator {
   readonly identity: string;
   private readonly kube: Kube;
   private readonly caches: Caches;
+  private readonly runtimes: Controller;
   private readonly templates: Controller;
   private readonly branches: Controller;
   private readonly elector: LeaderElector;
@@ -77,6 +79,7 @@ export class Operator {
       net: { ...DEFAULT_POD_NETWORK, ...opts.network },
       metrics: this.metrics,
     };
+    this.runtimes = new Controller('runtime', (key) => reconcileRuntime(ctx, key), queue, this.logger, this.metrics, clock);
     this.templates = new Controller('template', (key) => reconcileTemplate(ctx, key), queue, this.logger, this.metrics, clock);
     this.branches = new Controller('branch', (key) => reconcileBranch(ctx, key), queue, this.logger, this.metrics, clock);
     const lease = opts.lease ?? { durationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
@@ -111,32 +114,45 @@ export class Operator {
 
   async stop(): Promise<void> {
     if (this.resyncTimer) clearInterval(this.resyncTimer);
-    this.templates.queue.stop();
-    this.branches.queue.stop();
-    await Promise.all([this.templates.queue.idle(), this.branches.queue.idle()]);
+    for (const c of this.controllers()) c.queue.stop();
+    await Promise.all(this.controllers().map((c) => c.queue.idle()));
     await this.elector.stop();
     await Promise.all((Object.values(this.caches) as ResourceCache<KubernetesObject>[]).map((c) => c.stop()));
   }
 
   /** Resolves when no reconcile is queued or running (tests). */
   async idle(): Promise<void> {
-    await Promise.all([this.templates.queue.idle(), this.branches.queue.idle()]);
+    await Promise.all(this.controllers().map((c) => c.queue.idle()));
+  }
+
+  private controllers(): Controller[] {
+    return [this.runtimes, this.templates, this.branches];
   }
 
   private onLeadership(leading: boolean): void {
     this.metrics.leader.set(leading ? 1 : 0);
-    this.templates.queue.setActive(leading);
-    this.branches.queue.setActive(leading);
+    for (const c of this.controllers()) c.queue.setActive(leading);
     // A new leader looks at everything: the old one may have stopped mid-way.
     if (leading) this.resync();
   }
 
   private resync(): void {
+    for (const r of this.caches.runtimes.list()) this.runtimes.queue.add(keyOf(r));
     for (const t of this.caches.templates.list()) this.templates.queue.add(keyOf(t));
     for (const b of this.caches.branches.list()) this.branches.queue.add(keyOf(b));
   }
 
-  private readonly enqueueForRuntime = (rt: CustomObject): void => {
+  /** The generation last seen per Runtime: its status changes (capacity) are not spec changes. */
+  private readonly runtimeGenerations = new Map<string, number | undefined>();
+
+  private readonly enqueueForRuntime = (rt: CustomObject, kind: 'add' | 'update' | 'delete'): void => {
+    const key = keyOf(rt);
+    // A Runtime's status moves with its pods' memory: react to spec changes only, or each status write
+    // would trigger the next reconcile (and every Template's) in a loop. Pod events and resync refresh it.
+    if (kind === 'update' && this.runtimeGenerations.get(key) === rt.metadata?.generation) return;
+    if (kind === 'delete') this.runtimeGenerations.delete(key);
+    else this.runtimeGenerations.set(key, rt.metadata?.generation);
+    this.runtimes.queue.add(key);
     const ns = rt.metadata!.namespace!;
     for (const t of this.caches.templates.list(ns)) if (runtimeRefOf(t) === rt.metadata!.name) this.templates.queue.add(keyOf(t));
   };
@@ -158,6 +174,7 @@ export class Operator {
   private readonly enqueueForPod = (pod: V1Pod): void => {
     const ns = pod.metadata!.namespace!;
     const runtime = pod.metadata?.labels?.[RUNTIME_LABEL];
+    if (runtime) this.runtimes.queue.add(`${ns}/${runtime}`);
     for (const t of this.caches.templates.list(ns)) if (runtimeRefOf(t) === runtime) this.templates.queue.add(keyOf(t));
     for (const b of this.caches.branches.list(ns)) {
       const s = b.status as { pod?: string } | undefined;

@@ -1,0 +1,148 @@
+// The Kubernetes objects a Runtime is made of, as pure functions of its spec: a StatefulSet with one
+// PersistentVolumeClaim per pod, a headless Service (stable pod DNS names, what Branch Secrets name), a
+// client Service, a Secret with the API token and admin password, and a PodDisruptionBudget. Every
+// object is owned by the Runtime, so Kubernetes deletes them with it.
+
+import crypto from 'node:crypto';
+import type { V1OwnerReference, V1PodDisruptionBudget, V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
+import type { Runtime } from '../crds/index.js';
+import { parseDuration } from '../crds/index.js';
+import { API_TOKEN_KEY, headlessServiceName, RUNTIME_LABEL, runtimeSecretName, type PodNetwork } from '../pods.js';
+
+export const ADMIN_PASSWORD_KEY = 'admin-password';
+export const CONFIG_KEY = 'config.json';
+/** Hash of the StatefulSet's desired spec: a change of it is what makes the controller replace it. */
+export const SPEC_HASH_ANNOTATION = 'pgx.dev/spec-hash';
+const DATA_DIR = '/var/lib/pgx';
+
+export function ownerRef(rt: Runtime): V1OwnerReference {
+  return { apiVersion: rt.apiVersion, kind: rt.kind, name: rt.metadata.name, uid: rt.metadata.uid!, controller: true, blockOwnerDeletion: true };
+}
+
+function labels(rt: Runtime): Record<string, string> {
+  return { [RUNTIME_LABEL]: rt.metadata.name, 'app.kubernetes.io/name': 'pgx', 'app.kubernetes.io/instance': rt.metadata.name, 'app.kubernetes.io/component': 'runtime', 'app.kubernetes.io/managed-by': 'pgx-operator' };
+}
+
+/** Made once: its token and password are never rotated by a reconcile (clients hold them). */
+export function runtimeSecret(rt: Runtime): V1Secret {
+  const password = crypto.randomBytes(24).toString('base64url');
+  return {
+    metadata: { name: runtimeSecretName(rt.metadata.name), namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)] },
+    type: 'Opaque',
+    stringData: {
+      [API_TOKEN_KEY]: crypto.randomBytes(24).toString('base64url'),
+      [ADMIN_PASSWORD_KEY]: password,
+      // pgx start --config: the superuser's password, checked with SCRAM (--auth scram).
+      [CONFIG_KEY]: JSON.stringify({ users: [{ name: 'postgres', password, superuser: true }] }),
+    },
+  };
+}
+
+export function headlessService(rt: Runtime, net: PodNetwork): V1Service {
+  return {
+    metadata: { name: headlessServiceName(rt.metadata.name), namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)] },
+    spec: {
+      clusterIP: 'None',
+      // Pod DNS names exist before readiness: the operator reaches a starting pod's API through them.
+      publishNotReadyAddresses: true,
+      selector: { [RUNTIME_LABEL]: rt.metadata.name },
+      ports: [
+        { name: 'postgres', port: net.enginePort, targetPort: net.enginePort },
+        { name: 'api', port: net.apiPort, targetPort: net.apiPort },
+      ],
+    },
+  };
+}
+
+export function clientService(rt: Runtime, net: PodNetwork): V1Service {
+  return {
+    metadata: { name: rt.metadata.name, namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)] },
+    spec: { type: 'ClusterIP', selector: { [RUNTIME_LABEL]: rt.metadata.name }, ports: [{ name: 'postgres', port: 5432, targetPort: net.enginePort }] },
+  };
+}
+
+export function disruptionBudget(rt: Runtime): V1PodDisruptionBudget {
+  return {
+    metadata: { name: rt.metadata.name, namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)] },
+    // One pod at a time: each holds its own Branches, so a drain should not take two down together.
+    spec: { maxUnavailable: 1, selector: { matchLabels: { [RUNTIME_LABEL]: rt.metadata.name } } },
+  };
+}
+
+export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
+  const s = rt.spec;
+  const secret = runtimeSecretName(rt.metadata.name);
+  const graceSeconds = Math.round((parseDuration(s.engine.grace) ?? 15_000) / 1000);
+  const args = [
+    'start',
+    '--data-dir', `${DATA_DIR}/data`,
+    '--host', '0.0.0.0',
+    '--port', String(net.enginePort),
+    '--socket-dir', '',
+    '--auth', 'scram',
+    '--config', `/etc/pgx/${CONFIG_KEY}`,
+    '--api-port', String(net.apiPort),
+    '--api-host', '0.0.0.0',
+    '--api-token-file', `/etc/pgx/${API_TOKEN_KEY}`,
+    '--prefix', s.engine.prefix,
+    '--grace', String(graceSeconds),
+    '--pool-size', String(s.engine.poolSize),
+    '--log-format', 'json',
+    ...(s.engine.databaseDefaults?.connections !== undefined ? ['--max-sessions-per-db', String(s.engine.databaseDefaults.connections)] : []),
+  ];
+  const resources = s.resources ? { ...(s.resources.requests ? { requests: stringify(s.resources.requests) } : {}), ...(s.resources.limits ? { limits: stringify(s.resources.limits) } : {}) } : undefined;
+  const set: V1StatefulSet = {
+    metadata: { name: rt.metadata.name, namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)], annotations: {} },
+    spec: {
+      serviceName: headlessServiceName(rt.metadata.name),
+      replicas: s.replicas,
+      // Pods are independent (each its own data): start and stop them together, not one by one.
+      podManagementPolicy: 'Parallel',
+      selector: { matchLabels: { [RUNTIME_LABEL]: rt.metadata.name } },
+      template: {
+        metadata: { labels: labels(rt) },
+        spec: {
+          securityContext: { runAsNonRoot: true, runAsUser: 999, runAsGroup: 999, fsGroup: 999 },
+          terminationGracePeriodSeconds: 60,
+          containers: [
+            {
+              name: 'runtime',
+              image: s.image,
+              ...(s.imagePullPolicy ? { imagePullPolicy: s.imagePullPolicy } : {}),
+              args,
+              env: [{ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+              ports: [
+                { name: 'postgres', containerPort: net.enginePort },
+                { name: 'api', containerPort: net.apiPort },
+              ],
+              readinessProbe: { httpGet: { path: '/readyz', port: net.apiPort }, periodSeconds: 5, failureThreshold: 3 },
+              livenessProbe: { httpGet: { path: '/healthz', port: net.apiPort }, periodSeconds: 10, failureThreshold: 6 },
+              ...(resources ? { resources } : {}),
+              volumeMounts: [
+                { name: 'data', mountPath: DATA_DIR },
+                { name: 'secret', mountPath: '/etc/pgx', readOnly: true },
+              ],
+            },
+          ],
+          volumes: [{ name: 'secret', secret: { secretName: secret, defaultMode: 0o400 } }],
+        },
+      },
+      volumeClaimTemplates: [
+        {
+          metadata: { name: 'data', labels: labels(rt) },
+          spec: {
+            accessModes: ['ReadWriteOnce'],
+            ...(s.storage.storageClassName ? { storageClassName: s.storage.storageClassName } : {}),
+            resources: { requests: { storage: String(s.storage.size) } },
+          },
+        },
+      ],
+    },
+  };
+  set.metadata!.annotations![SPEC_HASH_ANNOTATION] = crypto.createHash('sha256').update(JSON.stringify(set.spec)).digest('hex').slice(0, 16);
+  return set;
+}
+
+function stringify(list: Record<string, string | number>): Record<string, string> {
+  return Object.fromEntries(Object.entries(list).map(([k, v]) => [k, String(v)]));
+}
