@@ -29,6 +29,8 @@ export interface DatabaseSettings {
   janitorBatch: number;
   /** How often the janitor checks the records against pg_database. */
   reconcileIntervalMs: number;
+  /** How soon after a database's activity the runtime looks for tables to vacuum (vacuum.ts). */
+  vacuumDelayMs: number;
 }
 
 export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
@@ -47,4 +49,6 @@ export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
   janitorIntervalMs: 1000,
   janitorBatch: 64,
   reconcileIntervalMs: 60_000,
+  // Long enough for backends to have flushed their statistics (PostgreSQL does within 10 s of idling).
+  vacuumDelayMs: 30_000,
 };

@@ -35,6 +35,7 @@ import { reconcile } from './reconcile.js';
 import { Registry } from './registry.js';
 import { SessionCounts } from './sessions.js';
 import { Snapshots } from './snapshots.js';
+import { ActivityVacuum } from './vacuum.js';
 import { quoteLiteral, type SqlClient } from './sql-client.js';
 import { measureTree } from './memory.js';
 import type { StorageCapability } from './storage-probe.js';
@@ -106,6 +107,7 @@ export class DisposableDatabases {
   private readonly commands: DatabaseCommands;
   private readonly credentials: DatabaseCredentials;
   private readonly snapshots: Snapshots;
+  private readonly vacuum: ActivityVacuum;
   private readonly imports: TemplateImports;
   /** Scratch databases (template builds, restores) in progress: reconcile leaves them alone. */
   private readonly scratches = new Set<string>();
@@ -171,6 +173,15 @@ export class DisposableDatabases {
       logger: log,
     });
     this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, scratches: this.scratches, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
+    this.vacuum = new ActivityVacuum({
+      connect: (db) => connect(db),
+      exists: (db) => !isReservedName(db) && !registry.sealedTemplate(db),
+      busy: () => this.sessions.busy(),
+      intervalMs: s.vacuumDelayMs,
+      batch: s.janitorBatch,
+      clock,
+      logger: log.child({ component: 'vacuum' }),
+    });
     this.sessions = new SessionCounts({ busy: (db) => this.onBusy(db), idle: (db) => this.onIdle(db) });
     this.commands = new DatabaseCommands({ prefix: s.prefix, registry, metadata, permissions, sessions: this.sessions, dropper: this.dropper, clock });
     this.janitor = new Janitor({ intervalMs: s.janitorIntervalMs, tasks: this.janitorTasks(), clock, logger: log.child({ component: 'janitor' }) });
@@ -277,6 +288,7 @@ export class DisposableDatabases {
   }
 
   private onIdle(database: string): void {
+    this.vacuum.touch(database);
     const d = this.registry.update(database, { inUse: false, lastSessionEnd: this.opts.clock.now() });
     if (d) this.persist(d);
   }
@@ -553,6 +565,7 @@ export class DisposableDatabases {
           return this.reconcile();
         },
       },
+      this.vacuum.task(),
       flushCountersTask(this.counters, this.metadata),
     ];
   }

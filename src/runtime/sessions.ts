@@ -36,6 +36,11 @@ export class SessionCounts {
     return this.counts.get(database) ?? 0;
   }
 
+  /** Databases with at least one session. */
+  busy(): string[] {
+    return [...this.counts.keys()];
+  }
+
   /** Sessions over all databases, and how many databases have at least one. */
   totals(): { total: number; databases: number } {
     let total = 0;
