@@ -1,5 +1,7 @@
-// `npm run crds`: writes crds/*.yaml from the zod schemas. test/operator/crds.test.ts fails when the
-// checked-in files differ from what this writes.
+// `npm run crds`: writes crds/*.yaml from the zod schemas, and the same files into the Helm chart
+// (charts/pgx/crds/, which Helm installs before the templates) and the kustomize base
+// (manifests/base/crds/: kustomize reads no file outside a kustomization's root). test/operator/crds.test.ts
+// and chart.test.ts fail when a checked-in copy differs from what this writes.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -8,11 +10,12 @@ import { renderCrdFiles } from './index.js';
 
 // dist/src/operator/crds/write.js -> the checkout root
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
-const dir = path.join(root, 'crds');
-fs.mkdirSync(dir, { recursive: true });
-for (const { file, text } of renderCrdFiles()) {
-  const target = path.join(dir, file);
-  const old = fs.existsSync(target) ? fs.readFileSync(target, 'utf8') : null;
-  if (old !== text) fs.writeFileSync(target, text);
-  process.stdout.write(`${old === text ? 'unchanged' : 'wrote'} ${path.relative(root, target)}\n`);
+for (const dir of ['crds', 'charts/pgx/crds', 'manifests/base/crds'].map((d) => path.join(root, d))) {
+  fs.mkdirSync(dir, { recursive: true });
+  for (const { file, text } of renderCrdFiles()) {
+    const target = path.join(dir, file);
+    const old = fs.existsSync(target) ? fs.readFileSync(target, 'utf8') : null;
+    if (old !== text) fs.writeFileSync(target, text);
+    process.stdout.write(`${old === text ? 'unchanged' : 'wrote'} ${path.relative(root, target)}\n`);
+  }
 }
