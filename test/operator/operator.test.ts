@@ -288,8 +288,14 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     const old = runtimes[1]!;
     await old.runtime.stop();
     await apply(c, 'branches', branchBody('restart', 'app', { affinity: { pod: 'main-1' } }));
-    const waiting = await waitForCondition(c, 'branches', 'restart', 'Ready', 'PodUnreachable');
+    // Pending: either placement found main-1 silent, or the Template controller saw it first and no
+    // longer counts main-1 as holding the template. Both say which pod.
+    const waiting = await waitFor('restart to wait for main-1', async () => {
+      const b = await read(c, 'branches', 'restart');
+      return ['PodUnreachable', 'PodNotAvailable'].includes(condition(b, 'Ready')?.reason ?? '') ? b : null;
+    });
     expect(condition(waiting, 'Ready')?.message).to.contain('main-1');
+    expect(statusOf<BranchStatus>(waiting).phase).to.equal('Pending');
     // It comes back on the same data directory, on new ports (as a pod gets a new IP).
     const back = await startTestRuntime({ dataDir: old.dataDir, apiPort: 0, apiToken: TOKEN, poolSize: 0 });
     runtimes[1] = back;
@@ -299,6 +305,10 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
       MERGE_PATCH,
     );
     const ready = await waitForCondition(c, 'branches', 'restart', 'Ready', 'DatabaseReady');
+    // The Template on main-1 was recognised, not rebuilt: still the runtime's first build of generation 2.
+    const tpl = await waitForCondition(c, 'templates', 'app', 'Ready', 'Sealed');
+    const entry = statusOf<{ pods: { pod: string; templateGeneration?: number }[] }>(tpl).pods.find((p) => p.pod === 'main-1');
+    expect(entry?.templateGeneration).to.equal((await apiOf(back).listTemplates()).find((t) => t.name === 'app')?.generation);
     expect(statusOf<BranchStatus>(ready).pod).to.equal('main-1');
     expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(true);
     await remove(c, 'branches', 'restart');

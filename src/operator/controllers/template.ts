@@ -106,8 +106,17 @@ async function syncPod(
   generation: number,
 ): Promise<PodResult> {
   const podName = pod.metadata!.name!;
+  // What the pod last had is kept (generations, seal time), so that a pod that was only unreachable for
+  // a while is recognised as up to date when it answers again, rather than rebuilt.
   const pending = (message: string, transient?: string): PodResult => ({
-    entry: { pod: podName, phase: 'Pending', ...(prev?.observedGeneration !== undefined ? { observedGeneration: prev.observedGeneration } : {}), message },
+    entry: {
+      pod: podName,
+      phase: 'Pending',
+      ...(prev?.observedGeneration !== undefined ? { observedGeneration: prev.observedGeneration } : {}),
+      ...(prev?.templateGeneration !== undefined && prev.phase !== 'Failed' ? { templateGeneration: prev.templateGeneration } : {}),
+      ...(prev?.sealedAt !== undefined ? { sealedAt: prev.sealedAt } : {}),
+      message,
+    },
     ...(transient !== undefined ? { transient } : {}),
   });
   if (!podReady(pod)) return pending('pod is not ready');
@@ -117,8 +126,9 @@ async function syncPod(
   try {
     const existing = (await api.client.listTemplates()).find((t) => t.name === database);
     const current = prev?.observedGeneration === generation;
-    if (existing && current && (prev.phase === 'Sealed' || prev.phase === 'Built')) {
-      // Built for this generation; someone may have unsealed it since: seal it again.
+    // Built for this generation, and still the build we made (the runtime's generation of it matches).
+    if (existing && current && prev.phase !== 'Failed' && prev.templateGeneration === existing.generation) {
+      // Someone may have unsealed it since: seal it again.
       const t = seal && !existing.sealed ? await api.client.seal(database) : existing;
       return { entry: entryFor(podName, t, generation) };
     }
