@@ -8,7 +8,7 @@ import pg from 'pg';
 import type { Operator } from '../../src/operator/operator.js';
 import { sourceUnavailable, startSourcePostgres, type SourcePostgres } from '../helpers/source-postgres.js';
 import type { TestRuntime } from '../helpers/runtime.js';
-import { apply, condition, makeRuntime, NS, remove, startCluster, startOperator, startRuntimes, statusOf, waitForCondition, waitForGone, type Cluster } from './harness.js';
+import { apply, condition, makeRuntime, NS, remove, startCluster, startOperator, startRuntimes, statusOf, waitFor, waitForCondition, waitForGone, type Cluster } from './harness.js';
 
 const SOURCE_PASSWORD = 'source-secret-pw';
 const MASK = "-- pgx:forbid customers.email ~ '@(?!example\\.invalid$)'\nUPDATE customers SET email = 'customer' || id || '@example.invalid';";
@@ -37,6 +37,8 @@ describe('operator: Templates imported from a source database', function () {
       this.skip();
     }
     source = await startSourcePostgres(SOURCE_PASSWORD);
+    // It accepts connections before it accepts queries ("the database system is starting up").
+    await waitFor('the source to answer', () => query(source.url('postgres'), 'SELECT 1').then(() => true, () => null), 30_000);
     await query(source.url('postgres'), 'CREATE DATABASE crm');
     await query(source.url('crm'), "CREATE TABLE customers (id int PRIMARY KEY, email text); INSERT INTO customers VALUES (1, 'ada@real.example'), (2, 'alan@real.example');");
     c = await startCluster();
