@@ -50,6 +50,11 @@ export const runtimeConfigSchema = z
     /** Bearer token for the API; else read from apiTokenFile, else the PGX_API_TOKEN environment variable. */
     apiToken: z.string().min(16, 'at least 16 characters').optional(),
     apiTokenFile: z.string().min(1).optional(),
+    /** TLS for TCP clients: PEM certificate (chain) and key files, reloaded on SIGHUP. */
+    tlsCert: z.string().min(1).optional(),
+    tlsKey: z.string().min(1).optional(),
+    /** Refuse TCP clients that do not use TLS (Unix-socket clients are not affected). */
+    tlsRequire: z.boolean().default(false),
     logFormat: z.enum(['json', 'text']).optional(),
     logLevel: z.enum(['error', 'warn', 'info', 'debug']).default('info'),
   })

@@ -22,6 +22,7 @@ import { checkApiExposure, startApi } from '../api/index.js';
 import type { ApiServer } from '../api/server.js';
 import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
 import { probeStorage, type StorageCapability } from '../runtime/storage-probe.js';
+import { TlsCertificate } from './tls-certificate.js';
 
 export const START_HELP = `Usage: pgx start [options]
 
@@ -63,6 +64,11 @@ HTTP control API (docs/api.md; off unless --api-port is given):
   --api-host HOST         address the API listens on                                  [127.0.0.1]
   --api-token-file FILE   file holding the API's bearer token (else env PGX_API_TOKEN);
                           required when --api-host is not a loopback address
+
+TLS (SSLRequest answered with a TLS handshake; certificate and key re-read on SIGHUP):
+  --tls-cert FILE         PEM certificate (chain) for TCP clients                     [off]
+  --tls-key FILE          PEM private key of that certificate
+  --tls-require           refuse TCP clients that do not use TLS (28000)
 
   --log-format json|text  log lines as JSON (default when stderr is not a terminal) or text
   --log-level LEVEL       error, warn, info or debug                                 [info]
@@ -117,6 +123,9 @@ function parseStartFlags(argv: string[]) {
       'api-port': { type: 'string' },
       'api-host': { type: 'string' },
       'api-token-file': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'tls-require': { type: 'boolean' },
       'log-format': { type: 'string' },
       'log-level': { type: 'string' },
     },
@@ -150,6 +159,9 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     apiPort: num(values['api-port']),
     apiHost: values['api-host'],
     apiTokenFile: values['api-token-file'],
+    tlsCert: values['tls-cert'],
+    tlsKey: values['tls-key'],
+    tlsRequire: values['tls-require'],
     logFormat: values['log-format'],
     logLevel: values['log-level'],
   };
@@ -207,6 +219,7 @@ export async function runStart(argv: string[]): Promise<number> {
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
+    process.on('SIGHUP', () => runtime.reloadTls());
   });
   return 0;
 }
@@ -221,6 +234,18 @@ function reachableHost(host: string): string {
   if (host === '0.0.0.0') return '127.0.0.1';
   if (host === '::') return '::1';
   return host;
+}
+
+/** The TLS certificate when --tls-cert and --tls-key are given (both or neither); read now, so a bad file stops the start. */
+function tlsCertificate(config: RuntimeConfig, logger: Logger): TlsCertificate | null {
+  if (config.tlsCert === undefined && config.tlsKey === undefined) {
+    if (config.tlsRequire) throw new PgxError('CONFIG_INVALID', '--tls-require needs a certificate', { hint: 'Give --tls-cert FILE and --tls-key FILE.' });
+    return null;
+  }
+  if (config.tlsCert === undefined || config.tlsKey === undefined) {
+    throw new PgxError('CONFIG_INVALID', `--tls-${config.tlsCert === undefined ? 'cert' : 'key'} is missing`, { hint: 'TLS needs both --tls-cert FILE and --tls-key FILE.' });
+  }
+  return new TlsCertificate(config.tlsCert, config.tlsKey, logger);
 }
 
 /** The API's token: apiToken, else apiTokenFile's first line, else PGX_API_TOKEN; null for none. */
@@ -253,6 +278,8 @@ export interface RunningRuntime {
   supervisor: PostgresSupervisor;
   pgVersion: string;
   auth: 'trust' | 'scram';
+  /** Re-reads the TLS certificate and key (SIGHUP); false without TLS or when the files are bad. */
+  reloadTls(): boolean;
   stop(): Promise<void>;
 }
 
@@ -266,6 +293,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   const socketDir = privateSocketDir(dataDir);
   const token = config.apiPort === null ? null : apiToken(config);
   if (config.apiPort !== null) checkApiExposure(config.apiHost, token, logger.child({ component: 'api' }));
+  const certificate = tlsCertificate(config, logger.child({ component: 'tls' }));
   const databaseSettings: Partial<DatabaseSettings> = {
     prefix: config.prefix,
     graceSeconds: config.grace,
@@ -327,6 +355,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     backendStatus: { accepting: () => supervisor.state === 'ready' },
     credentials,
     auth,
+    ...(certificate ? { tls: { secureContext: () => certificate.current(), require: config.tlsRequire } } : {}),
     maxClients: config.maxClients,
     maxSessionsPerDatabase: config.maxSessionsPerDb,
     maxBackends: config.maxBackends,
@@ -379,6 +408,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     supervisor,
     pgVersion: binaries.version,
     auth,
+    reloadTls: () => certificate?.reload() ?? false,
     async stop() {
       // The API first: no new requests while the rest stops.
       await api?.stop();

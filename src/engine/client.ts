@@ -3,9 +3,11 @@
 // changed only by setState(). Clients see errors only through failClient().
 
 import type net from 'node:net';
+import tls from 'node:tls';
 import { Msg } from '../wire/codes.js';
 import {
   AUTHENTICATION_OK,
+  ENCRYPTION_ACCEPTED,
   ENCRYPTION_REFUSED,
   READY_IDLE,
   authenticationSASL,
@@ -56,9 +58,11 @@ export class ClientSession implements Cancellable {
   /** The session holds one of its database's slots (see session-slots.ts). */
   private slotHeld = false;
   private readonly loginTimer: NodeJS.Timeout;
+  /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
+  private encrypted = false;
 
   constructor(
-    private readonly socket: net.Socket,
+    private socket: net.Socket,
     private readonly ctx: EngineContext,
     /** Unix socket or loopback: trusted in trust mode. */
     private readonly local: boolean,
@@ -123,8 +127,11 @@ export class ClientSession implements Cancellable {
     const msg = parseStartupPacket(packet);
     switch (msg.kind) {
       case 'ssl':
+        if (this.startTls()) return;
+        this.socket.write(ENCRYPTION_REFUSED);
+        return;
       case 'gssenc':
-        // Encryption is not offered (yet): the client goes on in plain text or gives up.
+        // GSSAPI encryption is not offered: the client goes on in plain text or tries TLS.
         this.socket.write(ENCRYPTION_REFUSED);
         return;
       case 'cancel': {
@@ -138,6 +145,12 @@ export class ClientSession implements Cancellable {
     }
     const user = msg.params.get('user');
     if (!user) throw new PgxError('INVALID_AUTHORIZATION', 'no PostgreSQL user name specified in startup packet');
+    if (this.ctx.options.tls?.require && !this.encrypted && !this.overUnixSocket) {
+      // As PostgreSQL words a hostssl-only pg_hba.conf refusing a plain connection.
+      throw new PgxError('INVALID_AUTHORIZATION', `no pg_hba.conf entry for host "${this.socket.remoteAddress}", user "${user}", database "${msg.params.get('database') || user}", no encryption`, {
+        hint: 'This server accepts TCP connections over TLS only: connect with sslmode=require (or verify-full).',
+      });
+    }
     if (msg.params.has('replication') && msg.params.get('replication') !== 'false') {
       throw new PgxError('FEATURE_NOT_SUPPORTED', 'replication connections are not supported by PGX', {
         hint: 'Connect to PostgreSQL directly for replication; PGX serves ordinary sessions.',
@@ -161,6 +174,35 @@ export class ClientSession implements Cancellable {
     this.setState('authenticating');
     this.scram = new ScramExchange(user, this.ctx.options.credentials);
     this.socket.write(authenticationSASL([SCRAM_MECHANISM]));
+  }
+
+  /** Unix-socket clients have no remote address; TLS is for TCP only, as in PostgreSQL. */
+  private get overUnixSocket(): boolean {
+    return this.socket.remoteAddress === undefined;
+  }
+
+  /**
+   * Answers an SSLRequest with 'S' and continues over TLS, when a certificate is configured; false
+   * when the request is to be refused ('N'): no certificate, a Unix socket, or TLS already on.
+   */
+  private startTls(): boolean {
+    const options = this.ctx.options.tls;
+    if (!options || this.overUnixSocket) return false;
+    if (this.encrypted) throw new ProtocolError('received SSLRequest on an encrypted connection');
+    // Bytes sent before the handshake would be read as if they came over TLS (CVE-2021-23214).
+    if (this.inbuf.length > 0) throw new ProtocolError('received unencrypted data after SSL request');
+    const raw = this.socket;
+    raw.write(ENCRYPTION_ACCEPTED);
+    raw.off('data', this.onLoginData);
+    raw.off('close', this.onClose);
+    raw.off('error', this.onSocketError);
+    const secure = new tls.TLSSocket(raw, { isServer: true, secureContext: options.secureContext() });
+    secure.on('data', this.onLoginData);
+    secure.on('close', this.onClose);
+    secure.on('error', this.onSocketError);
+    this.socket = secure;
+    this.encrypted = true;
+    return true;
   }
 
   private onPasswordMessage(body: Buffer): void {

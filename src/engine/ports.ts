@@ -1,6 +1,7 @@
 // What the engine needs from the rest of the runtime. The CLI wires real implementations in; the
 // engine never imports runtime/ (and runtime/ never imports engine/).
 
+import type { SecureContext } from 'node:tls';
 import type { Logger } from '../log.js';
 import type { Clock } from '../clock.js';
 
@@ -44,6 +45,8 @@ export interface EngineOptions {
   backendWaitTimeoutMs: number;
   /** How long a client may take from connect to authenticated. */
   loginTimeoutMs: number;
+  /** TLS for TCP clients (SSLRequest answered 'S'); absent: SSLRequest is answered 'N'. */
+  tls?: EngineTls;
   /** Mint-on-connect and other routing; absent: every name goes to PostgreSQL as it is. */
   router?: Router;
   sessionObserver?: SessionObserver;
@@ -51,6 +54,13 @@ export interface EngineOptions {
   control?: ControlFunctions;
   logger: Logger;
   clock: Clock;
+}
+
+export interface EngineTls {
+  /** The certificate and key in use now (read per handshake, so a reload takes effect at once). */
+  secureContext(): SecureContext;
+  /** Refuse TCP clients that do not encrypt (28000), as a hostssl-only pg_hba.conf does. */
+  require: boolean;
 }
 
 /** Who is asking, for permission checks by the runtime. */

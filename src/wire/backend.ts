@@ -16,6 +16,8 @@ export const AUTHENTICATION_OK = auth(Auth.Ok);
 export const READY_IDLE = readyForQuery(TxStatus.Idle);
 /** The single byte answering SSLRequest/GSSENCRequest when encryption is not offered. */
 export const ENCRYPTION_REFUSED = Buffer.from('N');
+/** The answer to an SSLRequest when TLS is on: the TLS handshake follows on the same connection. */
+export const ENCRYPTION_ACCEPTED = Buffer.from('S');
 
 export function authenticationSASL(mechanisms: string[]): Buffer {
   const w = new MessageWriter();
