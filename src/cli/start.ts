@@ -45,6 +45,7 @@ Options:
   --max-backends N        PostgreSQL backends the engine may open                    [100]
   --backend-wait-timeout S  how long a client waits when every backend is busy       [30]
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
+  --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [20]
   --login-timeout S       time allowed from connect to authenticated                 [15]
   -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
 
@@ -110,6 +111,7 @@ function parseStartFlags(argv: string[]) {
       'max-backends': { type: 'string' },
       'backend-wait-timeout': { type: 'string' },
       'backend-idle-timeout': { type: 'string' },
+      'max-idle-backends': { type: 'string' },
       'login-timeout': { type: 'string' },
       prefix: { type: 'string' },
       grace: { type: 'string' },
@@ -147,6 +149,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     maxBackends: num(values['max-backends']),
     backendWaitTimeout: num(values['backend-wait-timeout']),
     backendIdleTimeout: num(values['backend-idle-timeout']),
+    maxIdleBackends: num(values['max-idle-backends']),
     loginTimeout: num(values['login-timeout']),
     prefix: values.prefix,
     grace: num(values.grace),
@@ -360,6 +363,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     maxSessionsPerDatabase: config.maxSessionsPerDb,
     maxBackends: config.maxBackends,
     backendIdleTimeoutMs: config.backendIdleTimeout * 1000,
+    maxIdleBackends: config.maxIdleBackends,
     backendWaitTimeoutMs: config.backendWaitTimeout * 1000,
     loginTimeoutMs: config.loginTimeout * 1000,
     router: databases,

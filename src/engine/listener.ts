@@ -11,6 +11,9 @@ import { BackendPool, type PoolStats } from './pool.js';
 import type { EngineOptions } from './ports.js';
 import { SessionSlots } from './session-slots.js';
 
+/** Idle pooled backends kept unless told otherwise: enough for a busy app's reconnects, not one per database. */
+const DEFAULT_MAX_IDLE_BACKENDS = 20;
+
 export interface EngineStats {
   clients: number;
   backends: PoolStats;
@@ -32,6 +35,7 @@ export class Engine {
       pool: new BackendPool({
         address: options.backend,
         maxBackends: options.maxBackends,
+        maxIdle: options.maxIdleBackends ?? DEFAULT_MAX_IDLE_BACKENDS,
         idleTimeoutMs: options.backendIdleTimeoutMs,
         waitTimeoutMs: options.backendWaitTimeoutMs,
         clock: options.clock,

@@ -20,6 +20,8 @@ interface Waiter {
 export interface PoolOptions {
   address: BackendAddress;
   maxBackends: number;
+  /** Idle backends kept at most (over all keys); the least recently used beyond it are closed. */
+  maxIdle: number;
   idleTimeoutMs: number;
   waitTimeoutMs: number;
   clock: Clock;
@@ -190,10 +192,13 @@ export class BackendPool {
     if (!list) this.idle.set(conn.key, (list = []));
     list.push(conn);
     this.idleCount++;
+    // Each idle backend holds a couple of MB: a thousand databases queried once must not keep a
+    // backend each until the idle timeout.
+    if (this.idleCount > this.opts.maxIdle) this.evictIdleOf(null);
   }
 
-  /** Closes one idle backend of a key other than `key`, the least recently used, to free a slot. */
-  private evictIdleOf(key: string): void {
+  /** Closes the least recently used idle backend of a key other than `key` (null: of any key). */
+  private evictIdleOf(key: string | null): void {
     let victim: BackendConnection | undefined;
     for (const [k, list] of this.idle) {
       if (k === key || list.length === 0) continue;

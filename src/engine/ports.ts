@@ -39,6 +39,8 @@ export interface EngineOptions {
   maxSessionsPerDatabase?: number | null;
   /** PostgreSQL backends the engine may hold open (active and idle). */
   maxBackends: number;
+  /** Idle pooled backends kept at most (default 20); the least recently used beyond it are closed. */
+  maxIdleBackends?: number;
   /** How long an idle pooled backend is kept. */
   backendIdleTimeoutMs: number;
   /** How long a client may wait for a backend when all are busy. */

@@ -178,6 +178,7 @@ describe('engine: session lifecycle', function () {
       const pool = new BackendPool({
         address: backendAddress(rt),
         maxBackends: 5,
+        maxIdle: 5,
         idleTimeoutMs: 60_000,
         waitTimeoutMs: 5_000,
         clock: systemClock,
@@ -251,6 +252,35 @@ describe('engine: session lifecycle', function () {
       }
       await setup.query('DROP TABLE vanish');
       await setup.end();
+    });
+  });
+
+  describe('idle backends over many databases', function () {
+    it('keeps at most --max-idle-backends idle, closing the least recently used', async function () {
+      const rt = await startTestRuntime({ maxIdleBackends: 2 });
+      try {
+        const admin = await connect(rt.connection());
+        for (let i = 0; i < 5; i++) await admin.query(`CREATE DATABASE idle_${i}`);
+        await admin.end();
+        const pids: number[] = [];
+        for (let i = 0; i < 5; i++) {
+          const c = await connect(rt.connection(`idle_${i}`));
+          pids.push((await one<{ pid: number }>(c, 'SELECT pg_backend_pid() AS pid')).pid);
+          await c.end();
+          await waitFor('the backend to be reset', () => rt.runtime.engine.stats().backends.resetting === 0);
+        }
+        expect(rt.runtime.engine.stats().backends.idle).to.equal(2);
+        // The two most recent databases kept theirs: a client there gets the same backend.
+        const again = await connect(rt.connection('idle_4'));
+        expect((await one<{ pid: number }>(again, 'SELECT pg_backend_pid() AS pid')).pid).to.equal(pids[4]);
+        await again.end();
+        const direct = await connect(directConnection(rt));
+        const { rows } = await direct.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname LIKE 'idle\\_%'");
+        await direct.end();
+        expect(rows[0]!.n).to.be.at.most(2);
+      } finally {
+        await rt.stop();
+      }
     });
   });
 
