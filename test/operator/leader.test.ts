@@ -66,8 +66,16 @@ describe('operator leader election (Lease)', function () {
     // back once that holder has not renewed for a lease duration.
     const { CoordinationV1Api } = await import('@kubernetes/client-node');
     const leases = c.kc.makeApiClient(CoordinationV1Api);
-    const lease = await leases.readNamespacedLease({ name: 'pgx-operator', namespace: 'default' });
-    await leases.replaceNamespacedLease({ name: 'pgx-operator', namespace: 'default', body: { ...lease, spec: { ...lease.spec, holderIdentity: 'ghost', renewTime: new Date() } } });
+    // b renews the Lease meanwhile: read and replace until our write lands on the version we read.
+    for (let attempt = 0; ; attempt++) {
+      const lease = await leases.readNamespacedLease({ name: 'pgx-operator', namespace: 'default' });
+      try {
+        await leases.replaceNamespacedLease({ name: 'pgx-operator', namespace: 'default', body: { ...lease, spec: { ...lease.spec, holderIdentity: 'ghost', renewTime: new Date() } } });
+        break;
+      } catch (err) {
+        if ((err as { code?: number }).code !== 409 || attempt >= 20) throw err;
+      }
+    }
     await waitFor('b to step down', async () => (b.isLeader ? null : true));
     await waitFor('b to take the Lease back from the ghost', async () => (b.isLeader ? true : null));
     const after = await leases.readNamespacedLease({ name: 'pgx-operator', namespace: 'default' });
