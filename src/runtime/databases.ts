@@ -155,7 +155,10 @@ export class DisposableDatabases {
       logger: log,
     });
     this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) });
-    this.dropper = new Dropper(control, registry, metadata, opts.engine, log, (name) => this.credentials.databaseDropped(name));
+    this.dropper = new Dropper(control, registry, metadata, opts.engine, log, (name) => {
+      this.vacuum.forget(name);
+      return this.credentials.databaseDropped(name);
+    });
     const pg = opts.postgres;
     this.imports = new TemplateImports({ socketDir: pg.socketDir, port: pg.port, workDir: pg.dataDir, connectAs: (db, user) => connect(db, user) }, clock, log.child({ component: 'import' }));
     this.snapshots = new Snapshots({
@@ -175,6 +178,7 @@ export class DisposableDatabases {
     this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, scratches: this.scratches, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
     this.vacuum = new ActivityVacuum({
       connect: (db) => connect(db),
+      shared: () => this.metadata.client(),
       exists: (db) => !isReservedName(db) && !registry.sealedTemplate(db),
       busy: () => this.sessions.busy(),
       intervalMs: s.vacuumDelayMs,

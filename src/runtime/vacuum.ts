@@ -4,16 +4,20 @@
 // profile therefore sets a long naptime (autovacuum still runs, and still prevents wraparound), and
 // this task does what autovacuum would do, only for databases that had sessions since it last looked:
 // tables past autovacuum's own thresholds (dead tuples over 50 + 20% of the rows; changes since the
-// last analyze over 50 + 10%) get VACUUM (ANALYZE). A database nobody touched costs nothing.
+// last analyze over 50 + 10%) get VACUUM (ANALYZE). A database nobody touched costs nothing, and one
+// whose rows did not change since the last look (pg_stat_database, read for all of them in one query
+// on an existing connection) costs no connection either: only changed ones are connected to.
 
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { JanitorTask } from './janitor.js';
-import { quoteIdent, type SqlClient } from './sql-client.js';
+import { quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
 export interface ActivityVacuumOptions {
   /** A superuser connection to the named database (closed after use). */
   connect: (database: string) => Promise<SqlClient>;
+  /** A connection kept open (pg_stat_database is a cluster-wide view): the runtime's control connection. */
+  shared: () => Promise<SqlClient>;
   /** Whether the database may be connected to and is worth vacuuming (not PGX's, not sealed). */
   exists: (database: string) => boolean;
   /** Databases with sessions open now: looked at every BUSY_EVERY intervals while they stay busy. */
@@ -40,18 +44,29 @@ LIMIT 20`;
 
 /** A database that stays busy is looked at every this many intervals (5 min by default). */
 const BUSY_EVERY = 10;
+/** Rows inserted, updated or deleted since the last look below which a database is not connected to (autovacuum's base threshold). */
+const MIN_CHANGES = 50;
 
 export class ActivityVacuum {
   /** Database -> Clock.monotonic() of its first activity since it was last looked at. */
   private readonly touched = new Map<string, number>();
   /** Busy database -> when it was last touched for being busy. */
   private readonly busySince = new Map<string, number>();
+  /** Database -> its row changes (pg_stat_database) when last looked at. */
+  private readonly changesSeen = new Map<string, number>();
 
   constructor(private readonly opts: ActivityVacuumOptions) {}
 
   /** A session on `database` ended (or it is busy): look at it on a coming pass. */
   touch(database: string): void {
     if (!this.touched.has(database)) this.touched.set(database, this.opts.clock.monotonic());
+  }
+
+  /** `database` was dropped: nothing about it is kept. */
+  forget(database: string): void {
+    this.touched.delete(database);
+    this.busySince.delete(database);
+    this.changesSeen.delete(database);
   }
 
   task(): JanitorTask {
@@ -61,14 +76,16 @@ export class ActivityVacuum {
   private async pass(): Promise<number> {
     const now = this.opts.clock.monotonic();
     this.touchBusy(now);
-    let vacuumed = 0;
-    let looked = 0;
-    for (const [database, since] of [...this.touched]) {
-      if (looked >= this.opts.batch) break;
+    const due: string[] = [];
+    for (const [database, since] of this.touched) {
+      if (due.length >= this.opts.batch) break;
       if (now - since < this.opts.intervalMs) continue;
       this.touched.delete(database);
-      if (!this.opts.exists(database)) continue;
-      looked++;
+      if (this.opts.exists(database)) due.push(database);
+    }
+    if (due.length === 0) return 0;
+    let vacuumed = 0;
+    for (const database of await this.changed(due)) {
       vacuumed += await this.vacuumDue(database).catch((err: unknown) => {
         // Dropped meanwhile, or busy: the next activity brings it back.
         this.opts.logger.debug('vacuum-skipped', { database, err });
@@ -76,6 +93,24 @@ export class ActivityVacuum {
       });
     }
     return vacuumed;
+  }
+
+  /** Of `databases`, those with at least MIN_CHANGES rows inserted, updated or deleted since the last look. */
+  private async changed(databases: string[]): Promise<string[]> {
+    const list = databases.map((d) => quoteLiteral(d)).join(', ');
+    const { rows } = await (await this.opts.shared()).query(
+      `SELECT datname, tup_inserted + tup_updated + tup_deleted FROM pg_catalog.pg_stat_database WHERE datname IN (${list})`,
+    );
+    const out: string[] = [];
+    for (const [database, total] of rows) {
+      const changes = Number(total);
+      if (changes - (this.changesSeen.get(database!) ?? 0) >= MIN_CHANGES) out.push(database!);
+      this.changesSeen.set(database!, changes);
+    }
+    // Forget databases that are gone (not in pg_stat_database any more).
+    const present = new Set(rows.map(([d]) => d!));
+    for (const d of databases) if (!present.has(d)) this.changesSeen.delete(d);
+    return out;
   }
 
   private touchBusy(now: number): void {
