@@ -22,7 +22,7 @@ export const runtimeConfigSchema = z
     maxBackends: z.number().int().min(2).max(10000).default(100),
     backendIdleTimeout: z.number().min(1).default(300),
     /** Idle pooled backends kept at most, over all databases. */
-    maxIdleBackends: z.number().int().min(0).default(20),
+    maxIdleBackends: z.number().int().min(0).default(10),
     backendWaitTimeout: z.number().min(0.1).default(30),
     loginTimeout: z.number().min(0.1).default(15),
     pgSettings: z

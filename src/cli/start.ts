@@ -45,7 +45,7 @@ Options:
   --max-backends N        PostgreSQL backends the engine may open                    [100]
   --backend-wait-timeout S  how long a client waits when every backend is busy       [30]
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
-  --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [20]
+  --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [10]
   --login-timeout S       time allowed from connect to authenticated                 [15]
   -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
 

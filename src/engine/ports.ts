@@ -39,7 +39,7 @@ export interface EngineOptions {
   maxSessionsPerDatabase?: number | null;
   /** PostgreSQL backends the engine may hold open (active and idle). */
   maxBackends: number;
-  /** Idle pooled backends kept at most (default 20); the least recently used beyond it are closed. */
+  /** Idle pooled backends kept at most (default 10); the least recently used beyond it are closed. */
   maxIdleBackends?: number;
   /** How long an idle pooled backend is kept. */
   backendIdleTimeoutMs: number;
