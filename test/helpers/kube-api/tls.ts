@@ -66,6 +66,16 @@ function extension(id: string, critical: boolean, value: Buffer): Buffer {
   return critical ? seq(oid(id), bool(true), octets(value)) : seq(oid(id), octets(value));
 }
 
+/**
+ * 16 random bytes, positive and minimally encoded: a first byte of 0x00 followed by one below 0x80 is
+ * not valid DER, and OpenSSL then refuses the certificate (a test that failed about once in 500 runs).
+ */
+function serialNumber(): Buffer {
+  const serial = crypto.randomBytes(16);
+  serial[0] = (serial[0]! & 0x7f) | 0x01;
+  return serial;
+}
+
 function keyId(key: KeyObject): Buffer {
   return crypto.createHash('sha1').update(key.export({ type: 'spki', format: 'der' })).digest();
 }
@@ -87,7 +97,7 @@ function certificate(opts: { subject: string; issuer: string; subjectKey: KeyObj
   }
   const tbs = seq(
     tlv(0xa0, integer(Buffer.from([2]))), // version v3
-    integer(crypto.randomBytes(16)),
+    integer(serialNumber()),
     ECDSA_WITH_SHA256,
     commonName(opts.issuer),
     seq(utcTime(now - 3_600_000), utcTime(now + 7 * 24 * 3_600_000)),
