@@ -1,7 +1,7 @@
 // How a database is made from a template, claimed from the warm pool, and dropped: the SQL text, and
 // the one place the copy strategy is chosen.
 
-import { PostgresError, quoteIdent, type SqlClient } from './sql-client.js';
+import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 import type { CreateStrategy } from './records.js';
 import type { StorageCapability } from './storage-probe.js';
 
@@ -48,6 +48,15 @@ export function claimSpareSql(spare: string, name: string, owner: string): strin
     `ALTER DATABASE ${target} OWNER TO ${quoteIdent(owner)}; ` +
     `ALTER DATABASE ${target} ALLOW_CONNECTIONS true`
   );
+}
+
+/** Terminates every backend on `database` but the caller's own; returns how many. */
+export async function terminateBackends(client: SqlClient, database: string): Promise<number> {
+  const { rows } = await client.query(
+    `SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity ` +
+      `WHERE datname = ${quoteLiteral(database)} AND pid <> pg_catalog.pg_backend_pid()`,
+  );
+  return Number(rows[0]?.[0] ?? 0);
 }
 
 /** IF EXISTS makes a repeated drop a no-op; FORCE ends backends left (e.g. the engine's idle pool). */

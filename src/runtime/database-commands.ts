@@ -7,14 +7,12 @@ import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Dropper } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
-import { databaseDoesNotExist, isReservedName } from './names.js';
+import { databaseDoesNotExist, isReservedName, isSystemDatabase } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
 import type { DatabaseRecord } from './records.js';
 import type { Registry } from './registry.js';
 import type { SessionCounts } from './sessions.js';
 
-/** Databases the runtime or PostgreSQL rely on: never dropped through PGX. */
-const SYSTEM_DATABASES = ['postgres', 'template0', 'template1'];
 
 export interface CommandCaller {
   user: string;
@@ -74,7 +72,7 @@ export class DatabaseCommands {
         hint: `Database "${name}" was not minted by PGX: only a superuser may drop it.`,
       });
     }
-    if (SYSTEM_DATABASES.includes(name)) {
+    if (isSystemDatabase(name)) {
       throw new PgxError('INVALID_PARAMETER', `database "${name}" cannot be dropped: PGX and PostgreSQL rely on it`);
     }
     if (name === caller.database) {

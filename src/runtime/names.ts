@@ -27,6 +27,11 @@ export interface MintName {
   token: string;
 }
 
+/** Databases the runtime keeps connections to (postgres) or PostgreSQL keeps pristine: never sealed, snapshotted, restored or dropped through PGX. */
+export function isSystemDatabase(name: string): boolean {
+  return name === 'postgres' || name === 'template0' || name === 'template1';
+}
+
 /** The control database, a spare or a template being built: names tenants must never reach or see. */
 export function isReservedName(name: string): boolean {
   return name === CONTROL_DATABASE || name.startsWith(SPARE_PREFIX) || name.startsWith(BUILD_PREFIX);

@@ -12,18 +12,15 @@
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { chooseStrategy, createDatabase, createDatabaseSql } from './create-database.js';
+import { chooseStrategy, createDatabase, createDatabaseSql, terminateBackends } from './create-database.js';
 import type { EngineSessions } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
-import { buildName, databaseDoesNotExist, isReservedName, templateNameProblem } from './names.js';
+import { buildName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
 import type { TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 import type { StorageCapability } from './storage-probe.js';
-
-/** Databases the runtime keeps connections to, or PostgreSQL keeps pristine. */
-const SYSTEM_DATABASES = new Set(['postgres', 'template0', 'template1']);
 
 export interface SnapshotCaller {
   user: string;
@@ -121,7 +118,7 @@ export class Snapshots {
   /** The database exists, the caller may act on it, and is not connected to it. */
   private async checkSource(db: string, caller: SnapshotCaller, fn: string, verb: 'snapshot' | 'restore'): Promise<void> {
     if (isReservedName(db)) throw databaseDoesNotExist(db);
-    if (SYSTEM_DATABASES.has(db)) {
+    if (isSystemDatabase(db)) {
       throw new PgxError('INVALID_PARAMETER', `database "${db}" cannot be ${verb === 'snapshot' ? 'snapshotted' : 'restored'}: PGX and PostgreSQL rely on it`, {
         hint: 'Snapshot databases you created or minted.',
       });
@@ -152,10 +149,7 @@ export class Snapshots {
       });
     }
     if (open > 0) this.opts.engine.terminateSessions(db, `terminating connection: ${why}`, hint);
-    await client.query(
-      `SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity ` +
-        `WHERE datname = ${quoteLiteral(db)} AND pid <> pg_catalog.pg_backend_pid()`,
-    );
+    await terminateBackends(client, db);
   }
 }
 

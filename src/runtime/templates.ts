@@ -8,10 +8,10 @@
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { chooseStrategy } from './create-database.js';
+import { chooseStrategy, terminateBackends } from './create-database.js';
 import type { EngineSessions } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
-import { buildName, databaseDoesNotExist, isReservedName, templateNameProblem } from './names.js';
+import { buildName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
 import type { TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
@@ -23,8 +23,6 @@ import type { WarmPool } from './warm-pool.js';
 /** A template never sealed has no strategy yet; sealing decides it. */
 const UNSEALED_STRATEGY = 'WAL_LOG';
 
-/** Databases the runtime itself needs open (postgres: admin connections) or PostgreSQL keeps pristine. */
-const SYSTEM_DATABASES = new Set(['postgres', 'template0', 'template1']);
 
 export interface TemplatesOptions {
   prefix: string;
@@ -216,17 +214,14 @@ export class Templates {
       `terminating connection: database "${name}" was sealed as a template`,
       `Connect to a database minted from it (${this.opts.prefix}${name}__<token>), or unseal it with SELECT pgx_unseal_template('${name}') to change it.`,
     );
-    const { rows } = await admin.query(
-      `SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity ` +
-        `WHERE datname = ${quoteLiteral(name)} AND pid <> pg_catalog.pg_backend_pid()`,
-    );
-    this.opts.logger.info('template-sessions-ended', { template: name, engineSessions: ended, backends: Number(rows[0]?.[0] ?? 0) });
+    const backends = await terminateBackends(admin, name);
+    this.opts.logger.info('template-sessions-ended', { template: name, engineSessions: ended, backends });
   }
 
   /** PGX's own databases are invisible (3D000); system and minted databases cannot be templates. */
   private refuseSpecial(name: string, what: 'sealed' | 'unsealed' | 'built'): void {
     if (isReservedName(name)) throw databaseDoesNotExist(name);
-    if (SYSTEM_DATABASES.has(name)) {
+    if (isSystemDatabase(name)) {
       throw new PgxError('INVALID_PARAMETER', `database "${name}" cannot be ${what}: PGX and PostgreSQL rely on it`, {
         hint: 'Create a database of your own (CREATE DATABASE tpl_app), fill it, and seal that.',
       });
