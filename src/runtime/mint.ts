@@ -12,7 +12,7 @@ import type { MetadataStore } from './metadata.js';
 import type { MintQueue } from './mint-queue.js';
 import { databaseDoesNotExist, type MintName } from './names.js';
 import type { Permissions } from './permissions.js';
-import type { DatabaseRecord, TemplateRecord } from './records.js';
+import { newDatabaseRecord, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { PostgresError, type SqlClient } from './sql-client.js';
 import type { WarmPool } from './warm-pool.js';
@@ -162,19 +162,7 @@ export class Minter {
   private async record(name: MintName, template: TemplateRecord, user: string, generation: number, spare: string | null): Promise<void> {
     const { registry, metadata, clock, logger } = this.opts;
     const now = clock.now();
-    const record: DatabaseRecord = {
-      name: name.name,
-      kind: 'ephemeral',
-      template: template.name,
-      generation,
-      owner: user,
-      createdAt: now,
-      lastSessionEnd: null,
-      inUse: false,
-      pinned: false,
-      expiresAt: null,
-      connectionLimit: null,
-    };
+    const record = newDatabaseRecord({ name: name.name, kind: 'ephemeral', template: template.name, generation, owner: user, createdAt: now });
     registry.put(record);
     registry.lastRouted.set(name.name, now);
     try {

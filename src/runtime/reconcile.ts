@@ -11,7 +11,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { MetadataStore } from './metadata.js';
 import { isBuildName, isSpareName, mintNameProblem, parseMintName } from './names.js';
-import type { DatabaseRecord } from './records.js';
+import { newDatabaseRecord, type DatabaseRecord } from './records.js';
 import type { Registry } from './registry.js';
 
 export interface ReconcileOptions {
@@ -83,17 +83,5 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
 
 /** A record for a database found without one; generation -1 makes a spare stale. */
 function orphan(name: string, template: string, owner: string, now: number, kind: 'spare' | 'ephemeral'): DatabaseRecord {
-  return {
-    name,
-    kind,
-    template,
-    generation: -1,
-    owner,
-    createdAt: now,
-    lastSessionEnd: null,
-    inUse: false,
-    pinned: false,
-    expiresAt: null,
-    connectionLimit: null,
-  };
+  return newDatabaseRecord({ name, kind, template, generation: -1, owner, createdAt: now });
 }

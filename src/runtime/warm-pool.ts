@@ -11,7 +11,7 @@ import type { Counters } from './counters.js';
 import { createDatabase, createSpareSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
 import { spareName } from './names.js';
-import type { DatabaseRecord, TemplateRecord } from './records.js';
+import { newDatabaseRecord, type DatabaseRecord, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { quoteIdent, type SqlClient } from './sql-client.js';
 
@@ -166,20 +166,8 @@ export class WarmPool {
       const conn = await this.conn.get();
       await createDatabase(conn, createSpareSql(name, template.name, template.strategy));
       await this.warmUp(conn, name);
-      const spare: DatabaseRecord = {
-        name,
-        kind: 'spare',
-        template: template.name,
-        generation,
-        // The runtime's role owns a spare until a claim gives it to the client's role.
-        owner: '',
-        createdAt: clock.now(),
-        lastSessionEnd: null,
-        inUse: false,
-        pinned: false,
-        expiresAt: null,
-        connectionLimit: null,
-      };
+      // The runtime's role owns a spare (owner '') until a claim gives it to the client's role.
+      const spare = newDatabaseRecord({ name, kind: 'spare', template: template.name, generation, owner: '', createdAt: clock.now() });
       await metadata.saveDatabase(spare);
       registry.put(spare);
       this.opts.counters.add(`pool.${template.name}.refills`);
