@@ -1,0 +1,2 @@
+DROP TABLE books;
+DROP TABLE authors;
