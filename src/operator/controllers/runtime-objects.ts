@@ -27,6 +27,8 @@ function labels(rt: Runtime): Record<string, string> {
 export function runtimeSecret(rt: Runtime): V1Secret {
   const password = crypto.randomBytes(24).toString('base64url');
   return {
+    apiVersion: 'v1',
+    kind: 'Secret',
     metadata: { name: runtimeSecretName(rt.metadata.name), namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)] },
     type: 'Opaque',
     stringData: {
@@ -40,6 +42,8 @@ export function runtimeSecret(rt: Runtime): V1Secret {
 
 export function headlessService(rt: Runtime, net: PodNetwork): V1Service {
   return {
+    apiVersion: 'v1',
+    kind: 'Service',
     metadata: { name: headlessServiceName(rt.metadata.name), namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)] },
     spec: {
       clusterIP: 'None',
@@ -56,6 +60,8 @@ export function headlessService(rt: Runtime, net: PodNetwork): V1Service {
 
 export function clientService(rt: Runtime, net: PodNetwork): V1Service {
   return {
+    apiVersion: 'v1',
+    kind: 'Service',
     metadata: { name: rt.metadata.name, namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)] },
     spec: { type: 'ClusterIP', selector: { [RUNTIME_LABEL]: rt.metadata.name }, ports: [{ name: 'postgres', port: 5432, targetPort: net.enginePort }] },
   };
@@ -63,6 +69,8 @@ export function clientService(rt: Runtime, net: PodNetwork): V1Service {
 
 export function disruptionBudget(rt: Runtime): V1PodDisruptionBudget {
   return {
+    apiVersion: 'policy/v1',
+    kind: 'PodDisruptionBudget',
     metadata: { name: rt.metadata.name, namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)] },
     // One pod at a time: each holds its own Branches, so a drain should not take two down together.
     spec: { maxUnavailable: 1, selector: { matchLabels: { [RUNTIME_LABEL]: rt.metadata.name } } },
@@ -92,6 +100,8 @@ export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
   ];
   const resources = s.resources ? { ...(s.resources.requests ? { requests: stringify(s.resources.requests) } : {}), ...(s.resources.limits ? { limits: stringify(s.resources.limits) } : {}) } : undefined;
   const set: V1StatefulSet = {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
     metadata: { name: rt.metadata.name, namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)], annotations: {} },
     spec: {
       serviceName: headlessServiceName(rt.metadata.name),
