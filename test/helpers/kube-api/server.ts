@@ -275,6 +275,8 @@ export class KubeApiServer {
           ...(t.statusSubresource ? [{ name: `${t.plural}/status`, singularName: '', namespaced: t.namespaced, kind: t.kind, verbs: ['get', 'patch', 'update'] }] : []),
         ]),
     });
+    const openapi = this.openapi(path, types);
+    if (openapi !== null) return openapi;
     if (path === '/version') return { major: '1', minor: '34', gitVersion: 'v1.34.0-pgx-test-double', platform: 'linux/amd64' };
     if (path === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] };
     if (path === '/api/v1') return resources('', 'v1');
@@ -285,6 +287,41 @@ export class KubeApiServer {
       if (groups.get(m[1]!)!.has(m[2])) return resources(m[1]!, m[2]);
     }
     return null;
+  }
+
+  /**
+   * OpenAPI v3 discovery, enough for kubectl: the root lists a document per group/version; each
+   * document has the resources' paths, with the query parameters the server takes (kubectl looks for
+   * fieldValidation on a kind's PATCH to decide that the server validates, and then sends
+   * fieldValidation=Strict instead of validating itself), and, for CRD kinds, their schemas.
+   */
+  private openapi(path: string, types: ResourceType[]): JsonObject | null {
+    const gvOf = (t: ResourceType): string => (t.group === '' ? `api/${t.version}` : `apis/${t.group}/${t.version}`);
+    if (path === '/openapi/v3') {
+      const paths: JsonObject = {};
+      for (const gv of new Set(types.map(gvOf))) paths[gv] = { serverRelativeURL: `/openapi/v3/${gv}?hash=${this.opts.store.resourceVersion()}` };
+      return { paths };
+    }
+    const gv = /^\/openapi\/v3\/(.+)$/.exec(path)?.[1];
+    const inGv = gv === undefined ? [] : types.filter((t) => gvOf(t) === gv);
+    if (inGv.length === 0) return null;
+    const paths: JsonObject = {};
+    const schemas: JsonObject = {};
+    for (const t of inGv) {
+      const gvk = { group: t.group, version: t.version, kind: t.kind };
+      const param = (name: string): JsonObject => ({ name, in: 'query', schema: { type: 'string', uniqueItems: true } });
+      const op = (action: string, params: string[]): JsonObject => ({ 'x-kubernetes-action': action, 'x-kubernetes-group-version-kind': gvk, parameters: params.map(param) });
+      const base = `/${gv}${t.namespaced ? '/namespaces/{namespace}' : ''}/${t.plural}`;
+      paths[base] = { get: op('list', ['labelSelector', 'fieldSelector', 'watch', 'resourceVersion']), post: op('post', ['fieldValidation', 'fieldManager']) };
+      paths[`${base}/{name}`] = {
+        get: op('get', []),
+        put: op('put', ['fieldValidation', 'fieldManager']),
+        patch: op('patch', ['fieldValidation', 'fieldManager', 'force']),
+        delete: op('delete', ['propagationPolicy']),
+      };
+      if (t.schema) schemas[`${t.group.split('.').reverse().join('.')}.${t.version}.${t.kind}`] = { ...t.schema, 'x-kubernetes-group-version-kind': [gvk] };
+    }
+    return { openapi: '3.0.0', info: { title: 'Kubernetes', version: 'v1.34.0-pgx-test-double' }, paths, components: { schemas } };
   }
 }
 
