@@ -165,6 +165,10 @@ export class ApiClient {
     return this.request('PUT', PATHS.databaseConnectionLimit, { name }, { connection_limit: limit });
   }
 
+  setMemoryLimit(name: string, mb: number | null): Promise<DatabaseBody> {
+    return this.request('PUT', PATHS.databaseMemoryLimit, { name }, { memory_limit_mb: mb });
+  }
+
   /** A login role for `name` only; the password is in the answer and nowhere else. */
   createCredential(name: string, body: CreateCredentialRequest = {}): Promise<CredentialBody> {
     return this.request('POST', PATHS.databaseCredentials, { name }, body);

@@ -20,6 +20,8 @@ export const createDatabaseRequest = z
     pinned: z.boolean().optional(),
     /** Client sessions allowed on it at once (beyond it 53300); null or absent: the runtime's default. */
     connection_limit: z.number().int().min(1).nullable().optional(),
+    /** MB its backends may hold together (beyond it a statement gets 53200); null or absent: the runtime's default. */
+    memory_limit_mb: z.number().int().min(1).nullable().optional(),
     /** Same as the Idempotency-Key header; one of them makes the create safe to retry. */
     request_id: requestId.optional(),
   })
@@ -72,6 +74,14 @@ export const setConnectionLimitRequest = z
   })
   .strict();
 export type SetConnectionLimitRequest = z.infer<typeof setConnectionLimitRequest>;
+
+export const setMemoryLimitRequest = z
+  .object({
+    /** MB the database's backends may hold together; null: the runtime's default (--database-memory-limit). */
+    memory_limit_mb: z.number().int().min(1).nullable(),
+  })
+  .strict();
+export type SetMemoryLimitRequest = z.infer<typeof setMemoryLimitRequest>;
 
 export const snapshotRequest = z
   .object({
@@ -139,6 +149,8 @@ export interface DatabaseBody {
   expires_at: string | null;
   /** Its own session cap, or null for the runtime's default. */
   connection_limit: number | null;
+  /** Its own memory limit in MB, or null for the runtime's default. */
+  memory_limit_mb: number | null;
   url: string;
 }
 

@@ -16,6 +16,7 @@ import {
   createDatabaseRequest,
   restoreRequest,
   setConnectionLimitRequest,
+  setMemoryLimitRequest,
   snapshotRequest,
   setTtlRequest,
   type CreatedDatabaseBody,
@@ -132,6 +133,7 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
     if (req.ttl_seconds != null) await ctx.databases.setTtl(created.name, req.ttl_seconds, API_ROLE);
     if (req.pinned) await ctx.databases.setPinned(created.name, true, API_ROLE);
     if (req.connection_limit != null) await ctx.databases.setConnectionLimit(created.name, req.connection_limit, API_ROLE);
+    if (req.memory_limit_mb != null) await ctx.databases.setMemoryLimit(created.name, req.memory_limit_mb, API_ROLE);
     return { name: created.name, template: created.template, source: created.source, mint_ms: created.mint_ms, url: ctx.connectionUrl(created.name) };
   };
   try {
@@ -195,6 +197,11 @@ export const setDatabaseConnectionLimit: Handler = async ({ params, body }, ctx)
   return ok(databaseBody(await ctx.databases.setConnectionLimit(param(params), req.connection_limit, API_ROLE), ctx));
 };
 
+export const setDatabaseMemoryLimit: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(setMemoryLimitRequest, body);
+  return ok(databaseBody(await ctx.databases.setMemoryLimit(param(params), req.memory_limit_mb, API_ROLE), ctx));
+};
+
 /** 201 with the password, once; the response is not logged and the password is stored nowhere. */
 export const createCredential: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(createCredentialRequest, body);
@@ -246,6 +253,7 @@ export function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
     pinned: d.pinned,
     expires_at: iso(d.expiresAt),
     connection_limit: d.connectionLimit,
+    memory_limit_mb: d.memoryLimitMb,
     url: ctx.connectionUrl(d.name),
   };
 }

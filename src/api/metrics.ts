@@ -22,6 +22,9 @@ export class ApiMetrics {
   private readonly engineBackends: Gauge<'state'>;
   private readonly memoryPss: Gauge;
   private readonly memoryRss: Gauge;
+  private readonly memoryCanceled: Counter<'limit'>;
+  private readonly memoryLimit: Gauge<'limit'>;
+  private readonly activeWaiting: Gauge;
   readonly requests: Counter<'method' | 'route' | 'status'>;
   /** Last totals seen, to turn persisted totals into counter increments. */
   private readonly seen = new Map<string, number>();
@@ -49,6 +52,9 @@ export class ApiMetrics {
     this.engineBackends = new Gauge({ name: 'pgx_engine_backends', help: 'PostgreSQL backends of the engine, by state', labelNames: ['state'], registers });
     this.memoryPss = new Gauge({ name: 'pgx_memory_pss_mb', help: 'Proportional set size of the runtime process tree (node, PostgreSQL), MB', registers });
     this.memoryRss = new Gauge({ name: 'pgx_memory_rss_mb', help: 'Resident set size summed over the runtime process tree, MB', registers });
+    this.memoryCanceled = new Counter({ name: 'pgx_memory_limit_cancels_total', help: 'Statements canceled with 53200 for crossing a memory limit, by limit (session, database, runtime)', labelNames: ['limit'], registers });
+    this.memoryLimit = new Gauge({ name: 'pgx_memory_limit_mb', help: 'Memory limits in force (setting), MB, by limit; cgroup is the container limit read at start', labelNames: ['limit'], registers });
+    this.activeWaiting = new Gauge({ name: 'pgx_active_wait_queue', help: 'Sessions waiting for an active slot on their database (--max-active-per-db)', registers });
     this.requests = new Counter({ name: 'pgx_api_requests_total', help: 'HTTP API requests by route and status', labelNames: ['method', 'route', 'status'], registers });
     // Event-loop lag sampled once a second, not every 10 ms (the default): on an idle runtime the
     // default sampling alone cost several times the CPU of everything else node does.
@@ -83,6 +89,15 @@ export class ApiMetrics {
     this.mintLatency.set({ stat: 'p99' }, status.mints.latency_ms.p99);
     this.memoryPss.set(status.memory.pss_mb);
     this.memoryRss.set(status.memory.rss_mb);
+    const m = status.limits.memory;
+    for (const limit of ['session', 'database', 'runtime'] as const) {
+      this.advance(`memory.${limit}`, m.canceled[limit], (n) => this.memoryCanceled.inc({ limit }, n));
+    }
+    for (const [limit, mb] of [['session', m.session_mb], ['database', m.database_mb], ['runtime', m.runtime_mb], ['cgroup', m.cgroup_mb]] as const) {
+      if (mb === null) this.memoryLimit.remove({ limit });
+      else this.memoryLimit.set({ limit }, mb);
+    }
+    this.activeWaiting.set(engine.activeWaiting);
     this.engineClients.set(engine.clients);
     for (const [state, n] of Object.entries(engine.backends)) this.engineBackends.set({ state }, n);
     return this.registry.metrics();

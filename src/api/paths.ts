@@ -19,6 +19,7 @@ export const PATHS = {
   databaseSnapshots: '/v1/databases/{name}/snapshots',
   databaseRestore: '/v1/databases/{name}/restore',
   databaseConnectionLimit: '/v1/databases/{name}/connection-limit',
+  databaseMemoryLimit: '/v1/databases/{name}/memory-limit',
   databaseCredentials: '/v1/databases/{name}/credentials',
   databaseCredential: '/v1/databases/{name}/credentials/{user}',
 } as const;

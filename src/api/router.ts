@@ -40,6 +40,7 @@ export const ROUTES: readonly Route[] = [
   { method: 'POST', path: PATHS.databaseSnapshots, handler: h.snapshotDatabase },
   { method: 'POST', path: PATHS.databaseRestore, handler: h.restoreDatabase },
   { method: 'PUT', path: PATHS.databaseConnectionLimit, handler: h.setDatabaseConnectionLimit },
+  { method: 'PUT', path: PATHS.databaseMemoryLimit, handler: h.setDatabaseMemoryLimit },
   { method: 'POST', path: PATHS.databaseCredentials, handler: h.createCredential },
   { method: 'DELETE', path: PATHS.databaseCredential, handler: h.revokeCredential },
 ];

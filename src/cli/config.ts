@@ -19,7 +19,15 @@ export const runtimeConfigSchema = z
     maxClients: z.number().int().min(1).default(10000),
     /** Client sessions per database at once (a database's connection_limit overrides it); null: none. */
     maxSessionsPerDb: z.number().int().min(1).nullable().default(null),
+    /** Sessions per database with a transaction in progress at once; the next waits in a queue. null: none. */
+    maxActivePerDb: z.number().int().min(1).nullable().default(null),
+    activeWaitTimeout: z.number().min(0.1).default(30),
     maxBackends: z.number().int().min(2).max(10000).default(100),
+    /** Memory limits in MB (the engine cancels a statement past one with 53200); null: none. */
+    sessionMemoryLimit: z.number().int().min(1).nullable().default(null),
+    databaseMemoryLimit: z.number().int().min(1).nullable().default(null),
+    /** null: 75% of the cgroup's memory limit when there is one, else none. */
+    runtimeMemoryLimit: z.number().int().min(1).nullable().default(null),
     backendIdleTimeout: z.number().min(1).default(300),
     /** Idle pooled backends kept at most, over all databases. */
     maxIdleBackends: z.number().int().min(0).default(10),

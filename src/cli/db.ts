@@ -1,4 +1,4 @@
-// `pgx db create|list|get|drop|pin|unpin|ttl|snapshot|restore|limit|credential|revoke`: minted databases through the runtime's HTTP API.
+// `pgx db create|list|get|drop|pin|unpin|ttl|snapshot|restore|limit|memory-limit|credential|revoke`: minted databases through the runtime's HTTP API.
 
 import type { DatabaseBody } from '../api/contract.js';
 import { apiClient, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
@@ -6,12 +6,16 @@ import { apiClient, parseCommand, parseDuration, positionals, printJson, printTa
 export const DB_HELP = `Usage: pgx db <subcommand> [options]
 
   create TEMPLATE [--name N] [--ttl 1h|6h|24h|7d|SECONDS] [--pin] [--connection-limit N]
+                [--memory-limit MB]
                 mint a database from a sealed template; prints its connection URL
                   --name N     the database's name (else tdb_TEMPLATE__<random>)
                   --ttl T      drop it T after creation whatever its sessions or pin
                   --pin        keep it when idle (the janitor drops it only at its TTL)
                   --connection-limit N
                                client sessions on it at once; more get 53300
+                  --memory-limit MB
+                               MB its backends may hold together; past it the largest
+                               running statement is canceled with 53200
   list          the minted databases
   get NAME      one minted database
   drop NAME     drop it now (open sessions end with 57P01); a database already gone is not an error
@@ -24,6 +28,8 @@ export const DB_HELP = `Usage: pgx db <subcommand> [options]
   restore NAME SNAPSHOT [--force]
                 put NAME back to SNAPSHOT under the same name (same rules for open sessions)
   limit NAME N  allow N client sessions on it at once, or 'default' for the runtime's setting
+  memory-limit NAME MB
+                let its backends hold MB together, or 'default' for the runtime's setting
   credential NAME
                 a new login role that can connect to NAME only; prints its URL with the password
                 (shown this once; --json prints {user, password, url})
@@ -38,6 +44,7 @@ export async function runDb(argv: string[]): Promise<number> {
     ttl: { type: 'string' },
     pin: { type: 'boolean' },
     'connection-limit': { type: 'string' },
+    'memory-limit': { type: 'string' },
     force: { type: 'boolean' },
   });
   if (cmd.help) {
@@ -46,7 +53,7 @@ export async function runDb(argv: string[]): Promise<number> {
   }
   const [sub, ...args] = cmd.positionals;
   const rest = { ...cmd, positionals: args };
-  const createOnly = ['name', 'ttl', 'pin', 'connection-limit'].filter((f) => cmd.values[f] !== undefined);
+  const createOnly = ['name', 'ttl', 'pin', 'connection-limit', 'memory-limit'].filter((f) => cmd.values[f] !== undefined);
   if (sub !== 'create' && createOnly.length > 0) throw new UsageError(`--${createOnly[0]} is an option of pgx db create only`, DB_HELP);
   if (cmd.values.force !== undefined && sub !== 'snapshot' && sub !== 'restore') throw new UsageError('--force is an option of pgx db snapshot and restore only', DB_HELP);
   switch (sub) {
@@ -59,6 +66,7 @@ export async function runDb(argv: string[]): Promise<number> {
         ...(ttl !== null ? { ttl_seconds: ttl } : {}),
         ...(cmd.values.pin === true ? { pinned: true } : {}),
         ...(cmd.values['connection-limit'] !== undefined ? { connection_limit: parseLimit(cmd.values['connection-limit'] as string, '--connection-limit') } : {}),
+        ...(cmd.values['memory-limit'] !== undefined ? { memory_limit_mb: parseLimit(cmd.values['memory-limit'] as string, '--memory-limit') } : {}),
       });
       if (cmd.json) printJson(created);
       else process.stdout.write(`${created.url}\n`);
@@ -126,6 +134,13 @@ export async function runDb(argv: string[]): Promise<number> {
       else process.stdout.write(`${d.name} allows ${d.connection_limit ?? "the runtime's default number of"} sessions at once\n`);
       return 0;
     }
+    case 'memory-limit': {
+      const [name, mbText] = positionals(rest, ['NAME', 'MB'], DB_HELP);
+      const d = await apiClient(cmd).setMemoryLimit(name!, mbText === 'default' ? null : parseLimit(mbText!, 'MB'));
+      if (cmd.json) printJson(d);
+      else process.stdout.write(`${d.name} may hold ${d.memory_limit_mb === null ? "the runtime's default" : `${d.memory_limit_mb} MB`} of backend memory\n`);
+      return 0;
+    }
     case 'credential': {
       const [name] = positionals(rest, ['NAME'], DB_HELP);
       const c = await apiClient(cmd).createCredential(name!);
@@ -141,9 +156,9 @@ export async function runDb(argv: string[]): Promise<number> {
       return 0;
     }
     case undefined:
-      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin, ttl, snapshot, restore, limit, credential or revoke', DB_HELP);
+      throw new UsageError('missing subcommand: create, list, get, drop, pin, unpin, ttl, snapshot, restore, limit, memory-limit, credential or revoke', DB_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin, ttl, snapshot, restore, limit, credential or revoke`, DB_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected create, list, get, drop, pin, unpin, ttl, snapshot, restore, limit, memory-limit, credential or revoke`, DB_HELP);
   }
 }
 
@@ -166,6 +181,6 @@ function printDatabases(items: DatabaseBody[], withUrl = false): void {
 
 function parseLimit(text: string, what: string): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text) || n < 1) throw new UsageError(`${what} ${text}: expected a whole number of sessions, at least 1`, DB_HELP);
+  if (!/^\d+$/.test(text) || n < 1) throw new UsageError(`${what} ${text}: expected a whole number, at least 1`, DB_HELP);
   return n;
 }

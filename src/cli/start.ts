@@ -23,6 +23,7 @@ import type { ApiServer } from '../api/server.js';
 import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
 import { probeStorage, type StorageCapability } from '../runtime/storage-probe.js';
 import { TlsCertificate } from './tls-certificate.js';
+import { cgroupMemoryLimit } from '../runtime/cgroup.js';
 
 export const START_HELP = `Usage: pgx start [options]
 
@@ -42,11 +43,20 @@ Options:
   --max-clients N         client sessions at once; beyond it 53300                   [10000]
   --max-sessions-per-db N client sessions per database at once; beyond it 53300 (a
                           database's own connection_limit overrides it)             [no limit]
+  --max-active-per-db N   sessions per database in a transaction at once; the next
+                          waits its turn (a neighbour's burst cannot crowd others)  [no limit]
+  --active-wait-timeout S how long a transaction waits for its turn; then 53300     [30]
   --max-backends N        PostgreSQL backends the engine may open                    [100]
   --backend-wait-timeout S  how long a client waits when every backend is busy       [30]
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
   --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [10]
   --login-timeout S       time allowed from connect to authenticated                 [15]
+
+Memory limits (MB; a statement whose backend crosses one is canceled with 53200; docs/limits.md):
+  --session-memory-limit MB   one session's backend                                 [none]
+  --database-memory-limit MB  a database's backends together (per-database override
+                              in the API)                                           [none]
+  --runtime-memory-limit MB   every tenant backend together      [75% of the cgroup limit]
   -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
 
 Disposable databases (connect to <prefix><template>__<token> to mint one from a sealed template):
@@ -80,6 +90,11 @@ TLS (SSLRequest answered with a TLS handshake; certificate and key re-read on SI
  * for a backend process that has not quite exited when its slot is reused. */
 const ADMIN_CONNECTIONS = 5;
 const PG_PORT = 5432;
+/** Share of the cgroup's memory limit the runtime limit defaults to (PGX advises 70-80%): the rest is
+ * shared buffers, node, idle backends and page cache, and margin before the kernel's OOM killer. */
+const CGROUP_SHARE = 0.75;
+/** How often tenant backends' memory is read: a runaway sort grows by hundreds of MB a second. */
+const MEMORY_CHECK_MS = 100;
 /** For the status document; kept in step with package.json. */
 const PGX_VERSION = '0.1.0';
 
@@ -108,7 +123,12 @@ function parseStartFlags(argv: string[]) {
       auth: { type: 'string' },
       'max-clients': { type: 'string' },
       'max-sessions-per-db': { type: 'string' },
+      'max-active-per-db': { type: 'string' },
+      'active-wait-timeout': { type: 'string' },
       'max-backends': { type: 'string' },
+      'session-memory-limit': { type: 'string' },
+      'database-memory-limit': { type: 'string' },
+      'runtime-memory-limit': { type: 'string' },
       'backend-wait-timeout': { type: 'string' },
       'backend-idle-timeout': { type: 'string' },
       'max-idle-backends': { type: 'string' },
@@ -146,7 +166,12 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     auth: values.auth,
     maxClients: num(values['max-clients']),
     maxSessionsPerDb: num(values['max-sessions-per-db']),
+    maxActivePerDb: num(values['max-active-per-db']),
+    activeWaitTimeout: num(values['active-wait-timeout']),
     maxBackends: num(values['max-backends']),
+    sessionMemoryLimit: num(values['session-memory-limit']),
+    databaseMemoryLimit: num(values['database-memory-limit']),
+    runtimeMemoryLimit: num(values['runtime-memory-limit']),
     backendWaitTimeout: num(values['backend-wait-timeout']),
     backendIdleTimeout: num(values['backend-idle-timeout']),
     maxIdleBackends: num(values['max-idle-backends']),
@@ -237,6 +262,30 @@ function reachableHost(host: string): string {
   if (host === '0.0.0.0') return '127.0.0.1';
   if (host === '::') return '::1';
   return host;
+}
+
+interface MemorySettings {
+  sessionMb: number | null;
+  databaseMb: number | null;
+  runtimeMb: number | null;
+  cgroupMb: number | null;
+}
+
+/** The memory limits in force: as configured, with the runtime's defaulting to a share of the cgroup's. */
+async function memoryLimitSettings(config: RuntimeConfig, logger: Logger): Promise<MemorySettings> {
+  const bytes = await cgroupMemoryLimit();
+  const cgroupMb = bytes === null ? null : Math.floor(bytes / 2 ** 20);
+  const runtimeMb = config.runtimeMemoryLimit ?? (cgroupMb === null ? null : Math.floor(cgroupMb * CGROUP_SHARE));
+  const settings = { sessionMb: config.sessionMemoryLimit, databaseMb: config.databaseMemoryLimit, runtimeMb, cgroupMb };
+  logger.info('memory-limits', settings);
+  if (config.runtimeMemoryLimit !== null && cgroupMb !== null && config.runtimeMemoryLimit > cgroupMb * 0.8) {
+    logger.warn('runtime-memory-limit-near-cgroup-limit', {
+      runtimeMb,
+      cgroupMb,
+      hint: `Leave room for shared buffers, the runtime itself and page cache: at most ${Math.floor(cgroupMb * 0.8)} MB (80%), or the kernel's OOM killer may act first.`,
+    });
+  }
+  return settings;
 }
 
 /** The TLS certificate when --tls-cert and --tls-key are given (both or neither); read now, so a bad file stops the start. */
@@ -334,6 +383,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   );
   if (storage.clone) logger.info('storage', { ...storage, dataDir });
   else logger.warn('storage-without-clones', { ...storage, dataDir });
+  const memory = await memoryLimitSettings(config, logger);
   const databases: DisposableDatabases = new DisposableDatabases({
     connect: (database, user = 'postgres') => supervisor.connect(database, user),
     storage,
@@ -347,6 +397,14 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     version: PGX_VERSION,
     postgresVersion: binaries.version,
     postgresPid: () => supervisor.pid,
+    memoryLimits: () => ({
+      session_mb: memory.sessionMb,
+      database_mb: memory.databaseMb,
+      runtime_mb: memory.runtimeMb,
+      cgroup_mb: memory.cgroupMb,
+      postmaster_oom_protected: supervisor.oomProtected,
+      ...engine.stats().memory,
+    }),
     clock: systemClock,
     logger: logger.child({ component: 'databases' }),
   });
@@ -361,6 +419,15 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     ...(certificate ? { tls: { secureContext: () => certificate.current(), require: config.tlsRequire } } : {}),
     maxClients: config.maxClients,
     maxSessionsPerDatabase: config.maxSessionsPerDb,
+    maxActivePerDatabase: config.maxActivePerDb,
+    activeWaitTimeoutMs: config.activeWaitTimeout * 1000,
+    memoryLimits: {
+      sessionMb: memory.sessionMb,
+      databaseMb: memory.databaseMb,
+      runtimeMb: memory.runtimeMb,
+      databaseOverride: (database) => databases.memoryLimitMb(database),
+      intervalMs: MEMORY_CHECK_MS,
+    },
     maxBackends: config.maxBackends,
     backendIdleTimeoutMs: config.backendIdleTimeout * 1000,
     maxIdleBackends: config.maxIdleBackends,

@@ -79,6 +79,23 @@ export class ClientSession implements Cancellable {
     if (this.backend && this.state === 'active') this.backend.cancel(this.ctx.options.backend);
   }
 
+  /** The backend's process id while the session runs on one (the memory watchdog reads its memory). */
+  get backendPid(): number | null {
+    return this.state === 'active' && this.backend !== null ? this.backend.pid : null;
+  }
+
+  /** A statement is running for the client. */
+  get busy(): boolean {
+    return this.pump?.busy ?? false;
+  }
+
+  /** Cancels the running statement; the client sees `error` (an ErrorResponse) in place of 57014. */
+  cancelStatement(error: Buffer): void {
+    if (this.pump === null || this.state !== 'active') return;
+    this.pump.replaceCancelError(error);
+    this.cancelBackend();
+  }
+
   /** Ends the session from the engine's side (shutdown, a dropped database): FATAL to the client. */
   terminate(message: string, hint?: string): void {
     this.failClient(new PgxError('ADMIN_SHUTDOWN', message, hint === undefined ? {} : { hint }));
@@ -336,6 +353,7 @@ export class ClientSession implements Cancellable {
         failed: (err) => this.failClient(err),
       },
       control ? new ControlSession(control, { user: this.user, database: this.database }, this.ctx.logger) : null,
+      this.ctx.activeSlots.enabled ? { slots: this.ctx.activeSlots, database: this.database } : null,
     );
     // Paused by onLoginData if it sent too much ahead; the pump may pause it again for backpressure.
     if (this.socket.isPaused()) this.socket.resume();

@@ -6,6 +6,7 @@ import type { ClientSession } from './client.js';
 import type { BackendPool } from './pool.js';
 import type { EngineOptions } from './ports.js';
 import type { SessionSlots } from './session-slots.js';
+import type { ActiveSlots } from './active-slots.js';
 
 export interface EngineContext {
   options: EngineOptions;
@@ -13,5 +14,6 @@ export interface EngineContext {
   cancelKeys: CancelKeys;
   sessions: Set<ClientSession>;
   slots: SessionSlots;
+  activeSlots: ActiveSlots;
   logger: Logger;
 }

@@ -10,6 +10,8 @@ import type { EngineContext } from './context.js';
 import { BackendPool, type PoolStats } from './pool.js';
 import type { EngineOptions } from './ports.js';
 import { SessionSlots } from './session-slots.js';
+import { MemoryWatchdog } from './memory-watchdog.js';
+import { ActiveSlots } from './active-slots.js';
 
 /**
  * Idle pooled backends kept unless told otherwise: enough for an app's reconnects, not one per
@@ -18,9 +20,22 @@ import { SessionSlots } from './session-slots.js';
  */
 const DEFAULT_MAX_IDLE_BACKENDS = 10;
 
+/** How long a transaction may wait for an active slot on its database (--active-wait-timeout). */
+const DEFAULT_ACTIVE_WAIT_MS = 30_000;
+
 export interface EngineStats {
   clients: number;
   backends: PoolStats;
+  memory: MemoryStats;
+  /** Sessions waiting for an active slot on their database. */
+  activeWaiting: number;
+}
+
+export interface MemoryStats {
+  /** The largest sum of tenant backends' memory seen, MB. */
+  peak_mb: number;
+  /** Statements canceled for crossing a memory limit, per limit. */
+  canceled: { session: number; database: number; runtime: number };
 }
 
 function isLoopback(address: string | undefined): boolean {
@@ -32,6 +47,7 @@ export class Engine {
   private readonly servers: net.Server[] = [];
   private readonly ctx: EngineContext;
   private unixPath: string | null = null;
+  private readonly watchdog: MemoryWatchdog | null;
 
   constructor(readonly options: EngineOptions) {
     this.ctx = {
@@ -48,8 +64,10 @@ export class Engine {
       cancelKeys: new CancelKeys(),
       sessions: new Set(),
       slots: new SessionSlots(),
+      activeSlots: new ActiveSlots(options.maxActivePerDatabase ?? null, options.activeWaitTimeoutMs ?? DEFAULT_ACTIVE_WAIT_MS),
       logger: options.logger,
     };
+    this.watchdog = options.memoryLimits ? new MemoryWatchdog(options.memoryLimits, () => this.ctx.sessions, options.logger) : null;
   }
 
   /** The TCP port actually bound (differs from options.port when that is 0). */
@@ -59,6 +77,7 @@ export class Engine {
     const tcp = net.createServer({ noDelay: true }, (socket) => this.accept(socket, isLoopback(socket.remoteAddress)));
     await listen(tcp, { host: this.options.host, port: this.options.port });
     this.servers.push(tcp);
+    this.watchdog?.start();
     const address = tcp.address();
     this.port = typeof address === 'object' && address ? address.port : this.options.port;
     if (this.options.socketDir !== null) {
@@ -74,7 +93,13 @@ export class Engine {
   }
 
   stats(): EngineStats {
-    return { clients: this.ctx.sessions.size, backends: this.ctx.pool.stats() };
+    const w = this.watchdog;
+    return {
+      clients: this.ctx.sessions.size,
+      backends: this.ctx.pool.stats(),
+      activeWaiting: this.ctx.activeSlots.waiting,
+      memory: { peak_mb: Math.round(w?.peakMb ?? 0), canceled: { ...(w?.cancels ?? { session: 0, database: 0, runtime: 0 }) } },
+    };
   }
 
   /** Ends every session on a database with FATAL 57P01 (a dropped, expired or restored database). */
@@ -99,6 +124,7 @@ export class Engine {
   /** Stops listening, ends every session with 57P01 and closes every backend. */
   async stop(): Promise<void> {
     // close() resolves only once every accepted connection is gone, so end the sessions meanwhile.
+    this.watchdog?.stop();
     const closed = Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
     this.servers.length = 0;
     for (const session of [...this.ctx.sessions]) session.terminate('terminating connection due to administrator command');

@@ -4,6 +4,7 @@
 import type { SecureContext } from 'node:tls';
 import type { Logger } from '../log.js';
 import type { Clock } from '../clock.js';
+import type { MemoryLimits } from './memory-watchdog.js';
 
 /** Where the supervised PostgreSQL listens: its private Unix socket. */
 export interface BackendAddress {
@@ -37,6 +38,12 @@ export interface EngineOptions {
   maxClients: number;
   /** Client sessions per database unless the router sets another limit; null for none. Beyond it 53300. */
   maxSessionsPerDatabase?: number | null;
+  /**
+   * Sessions per database with a transaction in progress at once (active-slots.ts); the next waits its
+   * turn, up to activeWaitTimeoutMs, then 53300. null or absent: no cap.
+   */
+  maxActivePerDatabase?: number | null;
+  activeWaitTimeoutMs?: number;
   /** PostgreSQL backends the engine may hold open (active and idle). */
   maxBackends: number;
   /** Idle pooled backends kept at most (default 10); the least recently used beyond it are closed. */
@@ -47,6 +54,8 @@ export interface EngineOptions {
   backendWaitTimeoutMs: number;
   /** How long a client may take from connect to authenticated. */
   loginTimeoutMs: number;
+  /** Memory limits on tenant backends (memory-watchdog.ts); absent: none. */
+  memoryLimits?: MemoryLimits;
   /** TLS for TCP clients (SSLRequest answered 'S'); absent: SSLRequest is answered 'N'. */
   tls?: EngineTls;
   /** Mint-on-connect and other routing; absent: every name goes to PostgreSQL as it is. */

@@ -12,7 +12,9 @@
 import type net from 'node:net';
 import { Msg, TxStatus } from '../wire/codes.js';
 import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
+import { parseErrorFields } from '../wire/error-response.js';
 import type { Answer, ControlSession, Held } from './control.js';
+import type { ActiveSlots, Waiter } from './active-slots.js';
 import type { BackendReader } from './server.js';
 
 /** The backend side as the pump sees it: a socket to write and pause, whose reads come to a reader. */
@@ -57,6 +59,7 @@ const CONTROL_CLIENT_TABLE = actionTable(CONTROL_CLIENT_ACTIONS, FrameAction.Rej
 const BACKEND_TABLE = actionTable(BACKEND_ACTIONS);
 
 const PARSE_COMPLETE = 0x31;
+const QUERY_CANCELED = '57014';
 const CLOSE_COMPLETE = 0x33;
 
 /** PostgreSQL's own ceiling for a message (PQ_LARGE_MESSAGE_LIMIT). */
@@ -131,6 +134,17 @@ export class Pump {
   /** Whether the scanners read Bind/Close, and ParseComplete/CloseComplete/ErrorResponse (see syncActions). */
   private readingStatements = false;
   private readingAnswers = false;
+  /**
+   * The engine cancelled the running statement itself (memory-watchdog.ts): PostgreSQL's 57014 for it
+   * is replaced by this ErrorResponse, until the statement's ReadyForQuery.
+   */
+  private cancelledAs: Buffer | null = null;
+  /** An ErrorResponse to send the client in place of one the backend scanner dropped. */
+  private replacement: Buffer | null = null;
+  /** The session holds one of its database's active slots (active-slots.ts) for its transaction. */
+  private activeHeld = false;
+  /** Waiting in the database's queue for an active slot; the client's bytes wait in `backlog`. */
+  private waiting: Waiter | null = null;
 
   private readonly fromClient: FrameScanner;
   private readonly fromBackend = new FrameScanner({ actions: BACKEND_TABLE, maxLength: MAX_MESSAGE, maxWholeLength: MAX_WHOLE });
@@ -170,11 +184,30 @@ export class Pump {
         // Its last byte is the transaction status.
         this.tx = buf[end - 1]!;
         if (this.pending > 0) this.pending--;
+        if (this.activeHeld && this.betweenTransactions) {
+          this.activeHeld = false;
+          this.gate!.slots.release(this.gate!.database);
+        }
         this.control?.readyForQuery();
+        if (this.cancelledAs !== null) {
+          this.cancelledAs = null;
+          this.syncErrorAction();
+        }
         return Verdict.Forward;
       }
+      if (type === Msg.ErrorResponse && this.cancelledAs !== null) {
+        if (parseErrorFields(buf.subarray(start + 5, end)).get('C') === QUERY_CANCELED) {
+          this.replacement = this.cancelledAs;
+          this.cancelledAs = null;
+          // What control expected in this segment is over too (PostgreSQL skips to Sync after an error).
+          this.control?.backendFrame(type, buf, start, end);
+          this.control?.takeBackend();
+          return Verdict.DropAndPause;
+        }
+      }
+      if (this.control === null) return Verdict.Forward;
       // ParseComplete, CloseComplete, ErrorResponse: read only while control expects an answer.
-      return this.control!.backendFrame(type, buf, start, end);
+      return this.control.backendFrame(type, buf, start, end);
     },
     invalid: () => {
       // PostgreSQL does not send malformed frames; if it seems to, stop trusting the stream.
@@ -190,6 +223,8 @@ export class Pump {
     private readonly events: PumpEvents,
     /** Control functions for this session; null: nothing is intercepted. */
     private readonly control: ControlSession | null = null,
+    /** The database's cap on active sessions; null: none. */
+    private readonly gate: { slots: ActiveSlots; database: string } | null = null,
   ) {
     this.backend = backendPort.socket;
     this.fromClient = new FrameScanner({
@@ -218,6 +253,12 @@ export class Pump {
   stop(): void {
     this.stopped = true;
     this.backlog.length = 0;
+    this.waiting?.abandon();
+    this.waiting = null;
+    if (this.activeHeld) {
+      this.activeHeld = false;
+      this.gate!.slots.release(this.gate!.database);
+    }
     this.client.off('data', this.onClientData);
     this.backendPort.setReader(null);
     if (this.client.isPaused()) this.client.resume();
@@ -234,11 +275,31 @@ export class Pump {
       !(this.control?.residue ?? false) &&
       !this.unsynced &&
       !this.holding &&
+      this.waiting === null &&
       this.tx === TxStatus.Idle &&
       this.violation === null &&
       this.fromClient.atBoundary &&
       this.fromBackend.atBoundary
     );
+  }
+
+  /** No transaction open and nothing in flight or half-sent: the next byte starts a new transaction. */
+  private get betweenTransactions(): boolean {
+    return this.pending === 0 && this.tx === TxStatus.Idle && !this.unsynced && this.fromClient.atBoundary;
+  }
+
+  /** A statement (or a Sync's worth of them) is in flight: the backend is working for the client. */
+  get busy(): boolean {
+    return this.pending > 0;
+  }
+
+  /**
+   * The engine is about to cancel the running statement: when PostgreSQL answers the cancel with 57014,
+   * the client gets `error` (an ErrorResponse) instead; the session goes on as after any error.
+   */
+  replaceCancelError(error: Buffer): void {
+    this.cancelledAs = error;
+    this.syncErrorAction();
   }
 
   private count(type: number): void {
@@ -251,13 +312,52 @@ export class Pump {
 
   private readonly onClientData = (chunk: Buffer): void => {
     if (this.stopped) return;
-    if (this.holding) {
+    if (this.holding || this.waiting !== null) {
       this.backlog.push(chunk);
       this.client.pause();
       return;
     }
-    this.process(chunk);
+    this.admit(chunk);
   };
+
+  /** Processes a client chunk, first taking an active slot if it starts a transaction (else it waits). */
+  private admit(chunk: Buffer): void {
+    if (this.gate !== null && !this.activeHeld && this.betweenTransactions) {
+      const waiter = this.gate.slots.acquire(this.gate.database);
+      if (waiter !== null) {
+        this.waitForSlot(waiter, chunk);
+        return;
+      }
+      this.activeHeld = true;
+    }
+    this.process(chunk);
+  }
+
+  private waitForSlot(waiter: Waiter, chunk: Buffer): void {
+    this.waiting = waiter;
+    this.backlog.unshift(chunk);
+    this.client.pause();
+    waiter.granted.then(
+      () => {
+        if (this.stopped) return; // stop() gave the slot back through abandon()
+        this.waiting = null;
+        this.activeHeld = true;
+        this.drainBacklog();
+      },
+      (err: unknown) => {
+        if (this.stopped) return;
+        this.waiting = null;
+        this.events.failed(err);
+      },
+    );
+  }
+
+  /** The client's bytes held while a control call ran or a slot was awaited, in order. */
+  private drainBacklog(): void {
+    while (!this.holding && this.waiting === null && !this.stopped && this.backlog.length > 0) this.admit(this.backlog.shift()!);
+    // Past MAX_QUEUED the outbox has paused the client itself and resumes it on drain.
+    if (!this.holding && this.waiting === null && !this.stopped && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
+  }
 
   /** Scans a client chunk, forwarding it in place and sending what control gives for what it holds. */
   private process(chunk: Buffer): void {
@@ -308,13 +408,10 @@ export class Pump {
       this.syncActions();
       this.holding = false;
       this.toBackend.flush();
-      while (!this.holding && !this.stopped && this.backlog.length > 0) this.process(this.backlog.shift()!);
+      this.drainBacklog();
     } catch (err) {
       this.events.failed(err);
-      return;
     }
-    // Past MAX_QUEUED the outbox has paused the client itself and resumes it on drain.
-    if (!this.holding && !this.stopped && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
   }
 
   /** Returns true when bytes of `chunk` are still queued for the client (see BackendReader). */
@@ -322,8 +419,8 @@ export class Pump {
     let pos = 0;
     for (;;) {
       pos = this.fromBackend.feed(chunk, this.backendSink, pos);
-      // Control paused the scan to put a rewritten ErrorResponse in place of the one it dropped.
-      const replacement = this.control === null ? null : this.control.takeBackend();
+      // The scan paused to put a rewritten ErrorResponse in place of the one it dropped.
+      const replacement = this.takeReplacement();
       if (replacement === null) break;
       this.toClient.add(replacement, 0, replacement.length);
       if (pos < 0 || pos >= chunk.length) break;
@@ -332,6 +429,21 @@ export class Pump {
     if (this.control !== null) this.syncActions();
     return queued;
   };
+
+  private takeReplacement(): Buffer | null {
+    const own = this.replacement;
+    if (own !== null) {
+      this.replacement = null;
+      return own;
+    }
+    return this.control === null ? null : this.control.takeBackend();
+  }
+
+  /** ErrorResponse is read whole while control awaits an answer or a cancel of ours is pending. */
+  private syncErrorAction(): void {
+    const whole = this.readingAnswers || this.cancelledAs !== null;
+    this.fromBackend.setAction(Msg.ErrorResponse, whole ? FrameAction.Whole : FrameAction.Pass);
+  }
 
   /** Reads Bind/Close only while a control statement is prepared, and answers whole only while one is awaited. */
   private syncActions(): void {
@@ -349,7 +461,7 @@ export class Pump {
       this.readingAnswers = answers;
       this.fromBackend.setAction(PARSE_COMPLETE, answers ? FrameAction.Whole : FrameAction.Note);
       this.fromBackend.setAction(CLOSE_COMPLETE, answers ? FrameAction.Whole : FrameAction.Note);
-      this.fromBackend.setAction(Msg.ErrorResponse, answers ? FrameAction.Whole : FrameAction.Pass);
+      this.syncErrorAction();
     }
   }
 }

@@ -58,6 +58,15 @@ export class DatabaseCommands {
     return this.save(name, { connectionLimit: limit });
   }
 
+  /** Sets (MB >= 1) or clears (null: the runtime default) the memory limit of a minted database's backends together. */
+  async setMemoryLimit(name: string, mb: number | null, user: string, fn = 'pgx_set_memory_limit'): Promise<DatabaseRecord> {
+    if (mb !== null && !(Number.isInteger(mb) && mb >= 1)) {
+      throw new PgxError('INVALID_PARAMETER', `a memory limit must be a whole number of MB >= 1, not ${mb}`, { hint: 'Pass null for the runtime default (--database-memory-limit).' });
+    }
+    await this.mintedFor(name, user, fn);
+    return this.save(name, { memoryLimitMb: mb });
+  }
+
   /**
    * Ends the sessions on `name` and drops it. Minted databases: their owner or a superuser; any other
    * database: a superuser only. System databases, sealed templates and the caller's own are refused.

@@ -40,7 +40,7 @@ import { quoteLiteral, type SqlClient } from './sql-client.js';
 import { measureTree } from './memory.js';
 import type { StorageCapability } from './storage-probe.js';
 import { CLONE_FILES_SQL } from './create-database.js';
-import { runtimeStatus, type RuntimeStatus } from './status.js';
+import { runtimeStatus, type MemoryLimitsStatus, type RuntimeStatus } from './status.js';
 import { runScript } from './template-build.js';
 import { TemplateImports, type ImportJob, type ImportRequest } from './template-import.js';
 import { Templates, type BuildRequest } from './templates.js';
@@ -82,6 +82,8 @@ export interface DisposableDatabasesOptions {
   postgresVersion: string;
   /** The postmaster's pid, while it runs. */
   postgresPid: () => number | undefined;
+  /** Memory limits in force and what they did, for the status document; absent: none configured. */
+  memoryLimits?: () => MemoryLimitsStatus;
   clock: Clock;
   logger: Logger;
 }
@@ -448,6 +450,15 @@ export class DisposableDatabases {
     return this.commands.setConnectionLimit(name, limit, user);
   }
 
+  setMemoryLimit(name: string, mb: number | null, user: string): Promise<DatabaseRecord> {
+    return this.commands.setMemoryLimit(name, mb, user);
+  }
+
+  /** A minted database's own memory limit in MB; undefined: the runtime's --database-memory-limit applies. */
+  memoryLimitMb(database: string): number | undefined {
+    return this.registry.databases.get(database)?.memoryLimitMb ?? undefined;
+  }
+
   drop(name: string, caller: Caller): Promise<void> {
     return this.commands.drop(name, caller);
   }
@@ -499,6 +510,7 @@ export class DisposableDatabases {
       counters: this.counters,
       janitorLastRun: this.janitor.lastRun,
       storage: this.opts.storage,
+      memoryLimits: this.opts.memoryLimits?.() ?? null,
     });
   }
 

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS databases (
   expires_at        timestamptz
 );
 ALTER TABLE databases ADD COLUMN IF NOT EXISTS connection_limit integer;
+ALTER TABLE databases ADD COLUMN IF NOT EXISTS memory_limit_mb integer;
 ALTER TABLE templates ADD COLUMN IF NOT EXISTS snapshot_of text;
 CREATE TABLE IF NOT EXISTS counters (
   name   text PRIMARY KEY,
@@ -107,9 +108,9 @@ export class MetadataStore {
   async loadDatabases(): Promise<DatabaseRecord[]> {
     const { rows } = await (await this.client()).query(
       `SELECT name, kind, template, generation, owner, ${epochMs('created_at')}, ${epochMs('last_session_end')}, ` +
-        `in_use, pinned, ${epochMs('expires_at')}, connection_limit FROM databases ORDER BY name`,
+        `in_use, pinned, ${epochMs('expires_at')}, connection_limit, memory_limit_mb FROM databases ORDER BY name`,
     );
-    return rows.map(([name, kind, template, generation, owner, createdAt, lastEnd, inUse, pinned, expiresAt, connectionLimit]) => ({
+    return rows.map(([name, kind, template, generation, owner, createdAt, lastEnd, inUse, pinned, expiresAt, connectionLimit, memoryLimitMb]) => ({
       name: name!,
       kind: (kind === 'spare' ? 'spare' : 'ephemeral') satisfies DatabaseKind,
       template: template!,
@@ -121,6 +122,7 @@ export class MetadataStore {
       pinned: pinned === 't',
       expiresAt: expiresAt === null ? null : Number(expiresAt),
       connectionLimit: connectionLimit === null ? null : Number(connectionLimit),
+      memoryLimitMb: memoryLimitMb === null || memoryLimitMb === undefined ? null : Number(memoryLimitMb),
     }));
   }
 
@@ -190,7 +192,7 @@ export class MetadataStore {
 
 function upsertDatabase(r: DatabaseRecord): string {
   return (
-    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at, connection_limit) VALUES (` +
+    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at, connection_limit, memory_limit_mb) VALUES (` +
     [
       quoteLiteral(r.name),
       quoteLiteral(r.kind),
@@ -203,10 +205,11 @@ function upsertDatabase(r: DatabaseRecord): string {
       String(r.pinned),
       timestamp(r.expiresAt),
       r.connectionLimit === null ? 'NULL' : int(r.connectionLimit),
+      r.memoryLimitMb === null ? 'NULL' : int(r.memoryLimitMb),
     ].join(', ') +
     `) ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, template = EXCLUDED.template, generation = EXCLUDED.generation, ` +
     `owner = EXCLUDED.owner, created_at = EXCLUDED.created_at, last_session_end = EXCLUDED.last_session_end, ` +
-    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at, connection_limit = EXCLUDED.connection_limit`
+    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at, connection_limit = EXCLUDED.connection_limit, memory_limit_mb = EXCLUDED.memory_limit_mb`
   );
 }
 

@@ -38,9 +38,11 @@ export interface DatabaseRecord {
   expiresAt: number | null;
   /** Client sessions allowed at once (the engine refuses more with 53300); null: the runtime default. */
   connectionLimit: number | null;
+  /** MB its backends may hold together (the engine cancels past it with 53200); null: the runtime default. */
+  memoryLimitMb: number | null;
 }
 
 /** A record for a database just made (minted, a spare, or found without a record): no session yet, not pinned, no TTL or own limit. */
 export function newDatabaseRecord(r: Pick<DatabaseRecord, 'name' | 'kind' | 'template' | 'generation' | 'owner' | 'createdAt'>): DatabaseRecord {
-  return { ...r, lastSessionEnd: null, inUse: false, pinned: false, expiresAt: null, connectionLimit: null };
+  return { ...r, lastSessionEnd: null, inUse: false, pinned: false, expiresAt: null, connectionLimit: null, memoryLimitMb: null };
 }

@@ -56,7 +56,34 @@ export interface RuntimeStatus {
   };
   /** The data directory's filesystem, probed at start: whether databases are clones of their template. */
   storage: StorageCapability;
+  /** Memory limits (settings) and what the engine's watchdog saw and did (observed). */
+  limits: { memory: MemoryLimitsStatus };
 }
+
+export interface MemoryLimitsStatus {
+  /** Settings, MB; null for no limit. runtime_mb defaults to 75% of cgroup_mb. */
+  session_mb: number | null;
+  database_mb: number | null;
+  runtime_mb: number | null;
+  /** The memory limit of the runtime's cgroup (v1 or v2), MB; null when it has none. */
+  cgroup_mb: number | null;
+  /** The postmaster runs with oom_score_adj -1000, so the kernel's OOM killer never picks it. */
+  postmaster_oom_protected: boolean;
+  /** Largest sum of tenant backends' memory seen since start, MB. */
+  peak_mb: number;
+  /** Statements canceled with 53200, per limit. */
+  canceled: { session: number; database: number; runtime: number };
+}
+
+const NO_MEMORY_LIMITS: MemoryLimitsStatus = {
+  session_mb: null,
+  database_mb: null,
+  runtime_mb: null,
+  cgroup_mb: null,
+  postmaster_oom_protected: false,
+  peak_mb: 0,
+  canceled: { session: 0, database: 0, runtime: 0 },
+};
 
 export interface StatusInputs {
   pid: number;
@@ -73,6 +100,7 @@ export interface StatusInputs {
   counters: Counters;
   janitorLastRun: number | null;
   storage: StorageCapability;
+  memoryLimits: MemoryLimitsStatus | null;
 }
 
 export function runtimeStatus(i: StatusInputs): RuntimeStatus {
@@ -112,5 +140,6 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
       last_run: i.janitorLastRun === null ? null : new Date(i.janitorLastRun).toISOString(),
     },
     storage: { ...i.storage },
+    limits: { memory: i.memoryLimits ?? { ...NO_MEMORY_LIMITS, canceled: { ...NO_MEMORY_LIMITS.canceled } } },
   };
 }

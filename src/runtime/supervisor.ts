@@ -3,6 +3,7 @@
 // cleans up after a predecessor that was killed without stopping its PostgreSQL.
 
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { OOM_CHILD_ENV, spawnProtected } from './oom.js';
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { appendFile, chmod, chown, lchown, mkdir, readdir, readFile, readlink, realpath, rm, stat, writeFile } from 'node:fs/promises';
@@ -96,6 +97,8 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
   private lastLines: string[] = [];
   /** Level of the last postgres log line, for its DETAIL/HINT/continuation lines. */
   private lastLevel: Level = 'info';
+  /** The running postmaster was started with oom_score_adj -1000 (oom.ts). */
+  oomProtected = false;
 
   constructor(opts: SupervisorOptions) {
     super();
@@ -427,7 +430,10 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     ];
     for (const [name, value] of Object.entries(settings)) args.push('-c', `${name}=${value}`);
     this.lastLines = [];
-    const proc = spawn(join(this.opts.binDir, 'postgres'), args, this.spawnOptions());
+    const options = this.spawnOptions();
+    options.env = { ...options.env, ...OOM_CHILD_ENV };
+    const { child: proc, protectedChild } = spawnProtected(() => spawn(join(this.opts.binDir, 'postgres'), args, options));
+    this.oomProtected = protectedChild;
     let markExited!: () => void;
     const child: Child = { proc, pid: proc.pid ?? 0, exited: new Promise((res) => (markExited = res)) };
     const onExit = (exit: Exit): void => {
@@ -448,7 +454,8 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     });
     this.pipeLines(proc, (line) => this.logPostgresLine(line));
     this.child = child;
-    this.log.info('postgres-spawned', { pid: child.pid, dataDir: this.dataDir, user: this.opts.osUser.name });
+    this.log.info('postgres-spawned', { pid: child.pid, dataDir: this.dataDir, user: this.opts.osUser.name, oomProtected: protectedChild });
+    if (!protectedChild) this.log.warn('postmaster-not-oom-protected', { reason: 'lowering oom_score_adj needs root (CAP_SYS_RESOURCE)', hint: 'Run the runtime as root (it runs PostgreSQL as an unprivileged user), or set oom_score_adj -1000 on the postmaster yourself.' });
     return child;
   }
 

@@ -32,6 +32,15 @@ export const PINNED_STATUS_KEYS = [
   'storage.filesystem',
   'storage.clone',
   'storage.detail',
+  'limits.memory.session_mb',
+  'limits.memory.database_mb',
+  'limits.memory.runtime_mb',
+  'limits.memory.cgroup_mb',
+  'limits.memory.postmaster_oom_protected',
+  'limits.memory.peak_mb',
+  'limits.memory.canceled.session',
+  'limits.memory.canceled.database',
+  'limits.memory.canceled.runtime',
 ];
 
 export function keyPaths(value: unknown, prefix = ''): string[] {

@@ -123,6 +123,7 @@ describe('runtime: janitor', function () {
       pinned: false,
       expiresAt: null,
       connectionLimit: null,
+      memoryLimitMb: null,
     };
     expect(idleDueAt(d, { graceMs: 0, protectMs: 5000, registry })).to.equal(1_005_000);
     expect(idleDueAt(d, { graceMs: 15_000, protectMs: 5000, registry })).to.equal(1_015_000);

@@ -1,0 +1,203 @@
+// Memory limits for tenants. PostgreSQL has no hard per-backend limit, and a backend the kernel's OOM
+// killer picks makes the postmaster restart every session of every tenant. So the engine reads the
+// anonymous memory (RssAnon in /proc/PID/status: heap and private mappings, not shared buffers) of each
+// backend serving a client, every interval, and cancels the statement that crosses a limit. The client
+// gets 53200 naming the limit and the amount instead of PostgreSQL's 57014, and its session goes on.
+//
+// Three limits, each optional: one backend (session), the sum over a database's backends (database,
+// with per-database overrides), and the sum over every tenant backend (runtime). Over a database or
+// runtime limit, the largest busy backend under it is cancelled: it is the likeliest runaway.
+
+import { readFile } from 'node:fs/promises';
+import { errorResponse } from '../wire/error-response.js';
+import type { Logger } from '../log.js';
+import type { ClientSession } from './client.js';
+
+export interface MemoryLimits {
+  /** MB one backend may hold; null: no limit. */
+  sessionMb: number | null;
+  /** MB a database's backends may hold together, unless databaseOverride says otherwise; null: none. */
+  databaseMb: number | null;
+  /** MB every tenant backend may hold together; null: none. */
+  runtimeMb: number | null;
+  /** A database's own limit (null: none; undefined: databaseMb applies). */
+  databaseOverride?: (database: string) => number | null | undefined;
+  /** How often backends are measured; a runaway query allocates hundreds of MB a second. */
+  intervalMs: number;
+}
+
+type Scope = 'session' | 'database' | 'runtime';
+
+/** A session the watchdog cancelled a statement of, and when: not cancelled again for a while. */
+const RECANCEL_AFTER_MS = 1000;
+/** Idle sessions do not grow: their last reading is reused for this many passes. */
+const IDLE_REREAD_PASSES = 10;
+
+/** RssAnon of a process in kB, or null when it has gone. */
+export async function anonymousMemoryKb(pid: number): Promise<number | null> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const m = /^RssAnon:\s+(\d+) kB/m.exec(status);
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+interface Reading {
+  session: ClientSession;
+  database: string;
+  mb: number;
+}
+
+export class MemoryWatchdog {
+  private timer: NodeJS.Timeout | null = null;
+  private measuring = false;
+  /** Sessions whose statement was cancelled, with the time (interval ticks) it happened. */
+  private readonly cancelled = new Map<ClientSession, number>();
+  private ticks = 0;
+  /** Last reading of each session (kB), the pass it was taken in, and whether it was busy then. */
+  private readonly lastRead = new WeakMap<ClientSession, { kb: number; tick: number; busy: boolean }>();
+  /** Peak of the runtime-wide sum seen, in MB (status and benchmarks). */
+  peakMb = 0;
+  /** Statements cancelled, per scope. */
+  readonly cancels: Record<Scope, number> = { session: 0, database: 0, runtime: 0 };
+
+  constructor(
+    private readonly limits: MemoryLimits,
+    private readonly sessions: () => Iterable<ClientSession>,
+    private readonly logger: Logger,
+    private readonly measure: (pid: number) => Promise<number | null> = anonymousMemoryKb,
+  ) {}
+
+  /** Some limit applies to every session (not only to databases with their own). */
+  private get limitsAll(): boolean {
+    const l = this.limits;
+    return l.sessionMb !== null || l.databaseMb !== null || l.runtimeMb !== null;
+  }
+
+  start(): void {
+    if ((!this.limitsAll && this.limits.databaseOverride === undefined) || this.timer) return;
+    this.timer = setInterval(() => void this.check(), this.limits.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** One measurement and enforcement pass; public for tests. */
+  async check(): Promise<void> {
+    if (this.measuring) return; // the previous pass is still reading /proc
+    this.measuring = true;
+    try {
+      this.ticks++;
+      this.enforce(await this.read());
+    } catch (err) {
+      this.logger.error('memory watchdog pass failed', { err });
+    } finally {
+      this.measuring = false;
+    }
+  }
+
+  private async read(): Promise<Reading[]> {
+    const all = this.limitsAll;
+    const targets: Array<{ session: ClientSession; pid: number; busy: boolean; cached: number | null }> = [];
+    for (const session of this.sessions()) {
+      const pid = session.backendPid;
+      if (pid === null) continue;
+      if (!all && this.limits.databaseOverride?.(session.database) === undefined) continue;
+      const last = this.lastRead.get(session);
+      // Idle since the last reading: nothing grew. A statement that ended since may have freed a lot.
+      const fresh = last !== undefined && !last.busy && !session.busy && this.ticks - last.tick < IDLE_REREAD_PASSES;
+      targets.push({ session, pid, busy: session.busy, cached: fresh ? last.kb : null });
+    }
+    for (const s of this.cancelled.keys()) if (!s.busy || s.backendPid === null) this.cancelled.delete(s);
+    const kbs = await Promise.all(targets.map((t) => (t.cached !== null ? t.cached : this.measure(t.pid))));
+    const readings: Reading[] = [];
+    targets.forEach((t, i) => {
+      const kb = kbs[i];
+      if (kb === null || kb === undefined) return;
+      if (t.cached === null) this.lastRead.set(t.session, { kb, tick: this.ticks, busy: t.busy });
+      readings.push({ session: t.session, database: t.session.database, mb: kb / 1024 });
+    });
+    return readings;
+  }
+
+  private enforce(readings: Reading[]): void {
+    const { sessionMb, runtimeMb } = this.limits;
+    let total = 0;
+    const perDatabase = new Map<string, Reading[]>();
+    for (const r of readings) {
+      total += r.mb;
+      const list = perDatabase.get(r.database);
+      if (list) list.push(r);
+      else perDatabase.set(r.database, [r]);
+      if (sessionMb !== null && r.mb > sessionMb) this.cancel(r, 'session', r.mb, sessionMb);
+    }
+    this.peakMb = Math.max(this.peakMb, total);
+    for (const [database, list] of perDatabase) {
+      const limit = this.databaseLimit(database);
+      if (limit !== null) this.enforceSum(list, 'database', limit);
+    }
+    if (runtimeMb !== null) this.enforceSum(readings, 'runtime', runtimeMb);
+  }
+
+  /**
+   * Over a limit on a sum, cancels the largest busy backend. A backend whose statement was just
+   * canceled is about to free its memory: it does not count, so one runaway costs one cancel, not a
+   * cascade through its neighbours before the freed memory shows.
+   */
+  private enforceSum(readings: Reading[], scope: Scope, limitMb: number): void {
+    let sum = 0;
+    let largest: Reading | null = null;
+    for (const r of readings) {
+      if (this.cancelled.has(r.session)) continue;
+      sum += r.mb;
+      if (r.session.busy && (largest === null || r.mb > largest.mb)) largest = r;
+    }
+    if (sum > limitMb && largest !== null) this.cancel(largest, scope, sum, limitMb);
+  }
+
+  private databaseLimit(database: string): number | null {
+    const own = this.limits.databaseOverride?.(database);
+    return own === undefined ? this.limits.databaseMb : own;
+  }
+
+  private cancel(r: Reading, scope: Scope, usedMb: number, limitMb: number): void {
+    const session = r.session;
+    if (!session.busy) return; // between statements: nothing to cancel, and idle memory is not growing
+    const at = this.cancelled.get(session);
+    if (at !== undefined && (this.ticks - at) * this.limits.intervalMs < RECANCEL_AFTER_MS) return;
+    this.cancelled.set(session, this.ticks);
+    this.cancels[scope]++;
+    const used = Math.round(usedMb);
+    this.logger.warn('memory-limit', { scope, database: r.database, user: session.user, pid: session.backendPid, usedMb: used, limitMb, backendMb: Math.round(r.mb) });
+    session.cancelStatement(errorResponse({ severity: 'ERROR', code: '53200', ...limitMessage(scope, r, used, limitMb) }));
+  }
+}
+
+function limitMessage(scope: Scope, r: Reading, usedMb: number, limitMb: number): { message: string; detail: string; hint: string } {
+  const backend = `The statement's backend held ${Math.round(r.mb)} MB when it was canceled.`;
+  switch (scope) {
+    case 'session':
+      return {
+        message: `canceling statement due to memory limit: the session used ${usedMb} MB, over its limit of ${limitMb} MB`,
+        detail: backend,
+        hint: 'Make the statement need less memory (a lower work_mem, a smaller sort, aggregate or array), or raise --session-memory-limit.',
+      };
+    case 'database':
+      return {
+        message: `canceling statement due to memory limit: database "${r.database}" used ${usedMb} MB, over its limit of ${limitMb} MB`,
+        detail: backend,
+        hint: "Run fewer memory-hungry statements at once on this database, or raise its limit (--database-memory-limit, or the database's memory_limit_mb in the API).",
+      };
+    case 'runtime':
+      return {
+        message: `canceling statement due to memory limit: the runtime's sessions used ${usedMb} MB, over the runtime limit of ${limitMb} MB`,
+        detail: backend,
+        hint: 'The runtime as a whole is short of memory; retry later, or raise --runtime-memory-limit (and the memory of its container).',
+      };
+  }
+}

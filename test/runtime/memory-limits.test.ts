@@ -1,0 +1,225 @@
+// Memory limits (engine/memory-watchdog.ts): a runaway statement past the session, database or runtime
+// limit is canceled and its client gets 53200 naming the limit and the amount, not PostgreSQL's 57014;
+// the same session runs its next statement; a neighbour database with a steady workload sees no error.
+// Also: the cgroup limit the runtime limit defaults from (v1 and v2 layouts), and the postmaster's OOM
+// protection.
+
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { ApiClient } from '../../src/api/client.js';
+import { cgroupMemoryLimit } from '../../src/runtime/cgroup.js';
+import { spawnProtected } from '../../src/runtime/oom.js';
+import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+
+const TOKEN = 'test-token-memory-0123456789abcdef';
+
+/** Builds a tuplestore and a sort in memory until canceled: about 1.5 GB if nothing stops it. */
+const RUNAWAY = "SELECT count(*) FROM (SELECT g, repeat('x', 20) AS pad FROM generate_series(1, 20000000) g ORDER BY g DESC) s";
+
+interface Failure {
+  code?: string;
+  message: string;
+  detail?: string;
+  hint?: string;
+}
+
+async function failureOf(client: pg.Client, sql: string): Promise<Failure> {
+  const err = await client.query(sql).then(
+    () => null,
+    (e: unknown) => e as Failure,
+  );
+  expect(err, `${sql} should fail`).to.not.equal(null);
+  return err!;
+}
+
+/** Runs point queries on `client` until stopped; counts queries and errors. */
+function steadyWorkload(client: pg.Client): { stop(): Promise<{ queries: number; errors: string[] }> } {
+  let running = true;
+  let queries = 0;
+  const errors: string[] = [];
+  const loop = (async () => {
+    while (running) {
+      try {
+        const { rows } = await client.query('SELECT count(*)::int AS n FROM t WHERE x <= $1', [50]);
+        if (rows[0].n !== 50 && errors.length < 5) errors.push(`wrong answer ${rows[0].n}`);
+        queries++;
+      } catch (e) {
+        if (errors.length < 5) errors.push((e as Error).message);
+      }
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return { queries, errors };
+    },
+  };
+}
+
+describe('runtime: memory limits', function () {
+  this.timeout(120_000);
+  let rt: TestRuntime;
+  let api: ApiClient;
+  const open: pg.Client[] = [];
+
+  async function connect(database: string): Promise<pg.Client> {
+    const client = new pg.Client(rt.connection(database));
+    await client.connect();
+    open.push(client);
+    return client;
+  }
+
+  /** The runaway on `database` while a neighbour runs point queries; returns the runaway's error. */
+  async function runawayBesideNeighbour(database: string, neighbour: string): Promise<Failure> {
+    const victim = await connect(neighbour);
+    const load = steadyWorkload(victim);
+    const client = await connect(database);
+    await client.query("SET work_mem = '4GB'");
+    const err = await failureOf(client, RUNAWAY);
+    // The same session goes on.
+    expect((await client.query('SELECT 41 + 1 AS answer')).rows).to.deep.equal([{ answer: 42 }]);
+    const seen = await load.stop();
+    expect(seen.errors.join('; '), 'the neighbour database saw errors').to.equal('');
+    expect(seen.queries).to.be.greaterThan(0);
+    return err;
+  }
+
+  before(async function () {
+    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0, sessionMemoryLimit: 150, runtimeMemoryLimit: 250 });
+    api = new ApiClient({ url: `http://127.0.0.1:${rt.runtime.api!.port}`, token: TOKEN });
+    await api.buildTemplate({ name: 'tpl_mem', sql: 'CREATE TABLE t (x int PRIMARY KEY); INSERT INTO t SELECT generate_series(1, 1000)' });
+  });
+
+  afterEach(async function () {
+    await Promise.all(open.splice(0).map((c) => c.end().catch(() => undefined)));
+  });
+
+  after(async function () {
+    await rt?.stop();
+  });
+
+  it('the session limit: 53200 naming the limit and the amount, the session goes on, the neighbour sees nothing', async function () {
+    const err = await runawayBesideNeighbour('tdb_tpl_mem__runaway', 'tdb_tpl_mem__neighbour');
+    expect(err.code).to.equal('53200');
+    expect(err.message).to.match(/^canceling statement due to memory limit: the session used (\d+) MB, over its limit of 150 MB$/);
+    expect(Number(/used (\d+) MB/.exec(err.message)![1])).to.be.greaterThan(150);
+    expect(err.hint).to.contain('--session-memory-limit');
+    const status = await api.status();
+    expect(status.limits.memory.session_mb).to.equal(150);
+    expect(status.limits.memory.canceled.session).to.be.greaterThan(0);
+  });
+
+  it("a database's own limit (API) cancels at it, whatever the session limit", async function () {
+    await connect('tdb_tpl_mem__capped');
+    const body = await api.setMemoryLimit('tdb_tpl_mem__capped', 60);
+    expect(body.memory_limit_mb).to.equal(60);
+    const err = await runawayBesideNeighbour('tdb_tpl_mem__capped', 'tdb_tpl_mem__neighbour2');
+    expect(err.code).to.equal('53200');
+    expect(err.message).to.match(/^canceling statement due to memory limit: database "tdb_tpl_mem__capped" used \d+ MB, over its limit of 60 MB$/);
+    expect((await api.getDatabase('tdb_tpl_mem__capped')).memory_limit_mb).to.equal(60);
+  });
+
+  it('the runtime limit: the largest running statement over all databases is canceled', async function () {
+    // Three sessions of about 100 MB each stay under the session limit (150) but not under the runtime's (250).
+    const clients = await Promise.all(['a', 'b', 'c'].map((t) => connect(`tdb_tpl_mem__rt_${t}`)));
+    await Promise.all(clients.map((c) => c.query("SET work_mem = '4GB'")));
+    // Each sort of 1.6M rows peaks near 100 MB and is held while pg_sleep runs after it (the aggregate's
+    // output): together they cross 250 MB; without the largest they are under it.
+    const results = await Promise.allSettled(
+      clients.map((c) => c.query('SELECT count(*), pg_sleep(3) FROM (SELECT g FROM generate_series(1, 1600000) g ORDER BY g DESC) s')),
+    );
+    const rejected = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as Failure);
+    expect(rejected.length, 'at least one statement canceled').to.be.greaterThan(0);
+    expect(rejected.length, 'not every statement canceled: a cancel frees room for the rest').to.be.lessThan(clients.length);
+    for (const e of rejected) {
+      expect(e.code).to.equal('53200');
+      expect(e.message).to.match(/^canceling statement due to memory limit: the runtime's sessions used \d+ MB, over the runtime limit of 250 MB$/);
+    }
+    for (const c of clients) expect((await c.query('SELECT 1 AS one')).rows).to.deep.equal([{ one: 1 }]);
+  });
+
+  it('protects the postmaster from the OOM killer where it may (CAP_SYS_RESOURCE), and says which', async function () {
+    const pid = rt.runtime.supervisor.pid!;
+    const client = await connect('tdb_tpl_mem__oom');
+    const { rows } = await client.query('SELECT pg_backend_pid() AS pid');
+    const score = (p: number): string => fs.readFileSync(`/proc/${p}/oom_score_adj`, 'utf8').trim();
+    const reported = (await api.status()).limits.memory.postmaster_oom_protected;
+    if (mayLowerOomScore()) {
+      expect(score(pid)).to.equal('-1000');
+      expect(reported).to.equal(true);
+    } else {
+      // A container without CAP_SYS_RESOURCE (this sandbox): the status must not claim it.
+      expect(score(pid)).to.not.equal('-1000');
+      expect(reported).to.equal(false);
+    }
+    // Backends stay candidates either way, and ours is back to what it was.
+    expect(score(rows[0].pid)).to.equal('0');
+    expect(fs.readFileSync('/proc/self/oom_score_adj', 'utf8').trim()).to.not.equal('-1000');
+  });
+
+  it('spawnProtected: the score is -1000 while the child is spawned, then what it was', function () {
+    const file = path.join(os.tmpdir(), `pgx-oom-${process.pid}`);
+    fs.writeFileSync(file, '0\n');
+    try {
+      const { child, protectedChild } = spawnProtected(() => fs.readFileSync(file, 'utf8'), file);
+      expect(child).to.equal('-1000');
+      expect(protectedChild).to.equal(true);
+      expect(fs.readFileSync(file, 'utf8')).to.equal('0');
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+  });
+});
+
+/** CAP_SYS_RESOURCE (bit 24) in our effective capabilities: needed to lower an oom_score_adj. */
+function mayLowerOomScore(): boolean {
+  const m = /^CapEff:\s+([0-9a-f]+)$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+  return m !== null && (BigInt(`0x${m[1]}`) & (1n << 24n)) !== 0n;
+}
+
+describe('runtime: the cgroup memory limit', function () {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-cgroup-'));
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  function write(rel: string, text: string): void {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), text);
+  }
+
+  it('v2: the tightest memory.max from the cgroup up to the root; "max" is none', async function () {
+    write('proc-cgroup', '0::/kubepods/pod1/ctr\n');
+    write('fs/kubepods/memory.max', '8589934592\n');
+    write('fs/kubepods/pod1/memory.max', '1073741824\n');
+    write('fs/kubepods/pod1/ctr/memory.max', 'max\n');
+    expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(1073741824);
+    write('fs/kubepods/pod1/memory.max', 'max\n');
+    write('fs/kubepods/memory.max', 'max\n');
+    expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(null);
+  });
+
+  it('v2 in a cgroup namespace: the path is / and the limit sits at the mount root', async function () {
+    write('proc-cgroup', '0::/\n');
+    write('fs/memory.max', '536870912\n');
+    expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(536870912);
+  });
+
+  it("v1: memory.limit_in_bytes of the memory controller's cgroup; the huge 'unlimited' value is none", async function () {
+    write('proc-cgroup', '5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/\n');
+    write('fs/memory/memory.limit_in_bytes', '9223372036854771712\n');
+    write('fs/memory/docker/abc/memory.limit_in_bytes', '2147483648\n');
+    expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(2147483648);
+    write('fs/memory/docker/abc/memory.limit_in_bytes', '9223372036854771712\n');
+    expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(null);
+  });
+
+  it('no cgroup file: no limit', async function () {
+    expect(await cgroupMemoryLimit({ membership: path.join(dir, 'missing'), root: dir })).to.equal(null);
+  });
+});
