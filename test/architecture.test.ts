@@ -34,7 +34,9 @@ const MAY_IMPORT: Record<string, string[]> = {
   operator: ['operator', 'api', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
   // The MCP server is a client of the HTTP API, like the operator.
   mcp: ['mcp', 'api', 'errors.ts', 'clock.ts', 'log.ts'],
-  cli: ['cli', 'api', 'operator', 'mcp', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  // pgx check's facts and rules: it reads the runtime's binaries (pg-binaries.ts), never a running runtime.
+  check: ['check', 'runtime', 'errors.ts', 'clock.ts', 'log.ts'],
+  cli: ['cli', 'api', 'operator', 'mcp', 'check', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
   'errors.ts': [],
   'clock.ts': [],
   'log.ts': [],

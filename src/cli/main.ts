@@ -1,5 +1,6 @@
 // The `pgx` command: dispatches to a subcommand. Each subcommand has --help. Exit codes: 0 success,
-// 1 an error from PGX or its API (`pgx: message` and `hint: ...` on stderr), 2 a usage error.
+// 1 an error from PGX or its API (`pgx: message` and `hint: ...` on stderr), 2 a usage error. `pgx
+// check` answers 1 for "needs standard PostgreSQL" and 2 for every error (see check.ts).
 
 import { PgxError } from '../errors.js';
 import { UsageError } from './api-target.js';
@@ -23,6 +24,8 @@ Commands:
   psql      NAME [-- psql args]: open psql on it
   mcp       serve MCP tools for coding agents (stdio, or --http PORT); see docs/agents.md
   doctor    what this machine gives a runtime: PostgreSQL, copy-on-write storage, memory limit
+  check     --from URL | --file schema.sql: can a source database move to PGX, or does it need
+            standard PostgreSQL (extensions, languages, replication, ...); see docs/compatibility.md
   operator  run the Kubernetes operator (Runtime, Template, Branch) in a cluster or from a kubeconfig
 
 status, template, db, url, env, psql and mcp talk to a runtime's HTTP API: --url (env PGX_URL, default
@@ -66,6 +69,11 @@ export async function main(argv: string[]): Promise<number> {
       }
       case 'doctor':
         return await runDoctor(rest);
+      case 'check': {
+        // Loaded only here: node-postgres and the rules are not needed by the other commands.
+        const { runCheck } = await import('./check.js');
+        return await runCheck(rest);
+      }
       case 'operator': {
         // Loaded only here: client-node is large and only the operator needs it.
         const { runOperator } = await import('../operator/command.js');
