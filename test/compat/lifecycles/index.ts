@@ -1,6 +1,9 @@
 // Every framework lifecycle, in the order the tests and the benchmark run them.
 
 import type { Lifecycle } from './lifecycle.js';
+import { knexLifecycle } from './knex.js';
+import { kyselyLifecycle } from './kysely.js';
 import { nodePostgres } from './node-postgres.js';
+import { postgresJs } from './postgres-js.js';
 
-export const LIFECYCLES: readonly Lifecycle[] = [nodePostgres];
+export const LIFECYCLES: readonly Lifecycle[] = [nodePostgres, postgresJs, knexLifecycle, kyselyLifecycle];
