@@ -13,7 +13,12 @@ export const ADMIN_PASSWORD_KEY = 'admin-password';
 export const CONFIG_KEY = 'config.json';
 /** Hash of the StatefulSet's desired spec: a change of it is what makes the controller replace it. */
 export const SPEC_HASH_ANNOTATION = 'pgx.dev/spec-hash';
-const DATA_DIR = '/var/lib/pgx';
+/** Where each pod's PersistentVolumeClaim is mounted; PostgreSQL's data is the data/ directory in it. */
+export const DATA_DIR = '/var/lib/pgx';
+/** PostgreSQL 18 of the PGX image (the Dockerfile's base, postgres:18), used instead of the embedded one. */
+export const IMAGE_PG_BIN = '/usr/lib/postgresql/18/bin';
+/** The image's unprivileged user and group (postgres in the postgres:18 base image). */
+export const RUNTIME_UID = 999;
 
 export function ownerRef(rt: Runtime): V1OwnerReference {
   return { apiVersion: rt.apiVersion, kind: rt.kind, name: rt.metadata.name, uid: rt.metadata.uid!, controller: true, blockOwnerDeletion: true };
@@ -84,6 +89,7 @@ export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
   const args = [
     'start',
     '--data-dir', `${DATA_DIR}/data`,
+    '--pg-bin', IMAGE_PG_BIN,
     '--host', '0.0.0.0',
     '--port', String(net.enginePort),
     '--socket-dir', '',
@@ -112,7 +118,7 @@ export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
       template: {
         metadata: { labels: labels(rt) },
         spec: {
-          securityContext: { runAsNonRoot: true, runAsUser: 999, runAsGroup: 999, fsGroup: 999 },
+          securityContext: { runAsNonRoot: true, runAsUser: RUNTIME_UID, runAsGroup: RUNTIME_UID, fsGroup: RUNTIME_UID },
           terminationGracePeriodSeconds: 60,
           containers: [
             {
