@@ -5,5 +5,6 @@ import { knexLifecycle } from './knex.js';
 import { kyselyLifecycle } from './kysely.js';
 import { nodePostgres } from './node-postgres.js';
 import { postgresJs } from './postgres-js.js';
+import { typeormLifecycle } from './typeorm.js';
 
-export const LIFECYCLES: readonly Lifecycle[] = [nodePostgres, postgresJs, knexLifecycle, kyselyLifecycle];
+export const LIFECYCLES: readonly Lifecycle[] = [nodePostgres, postgresJs, knexLifecycle, kyselyLifecycle, typeormLifecycle];
