@@ -27,6 +27,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: '10,000 create -> query -> drop lifecycles: memory retained per lifecycle, lifecycles/s',
     load: () => import('./churn.js'),
   },
+  cow: {
+    about: 'branches of 1-10 GB templates on XFS reflink: ready time, new storage, vs full copies; neighbour latency',
+    load: () => import('./cow.js'),
+  },
 };
 
 function usage(): string {

@@ -1,0 +1,135 @@
+// An XFS filesystem with reflink in a loop-mounted image file, made the way docs/storage.md says
+// (mkfs.xfs -m reflink=1) and test/runtime/copy-on-write.test.ts does it. Needs root. Everything it
+// does is registered with the benchmark's Cleanup: unmount, detach the loop device, delete the image,
+// on a normal end, an error and Ctrl-C alike.
+
+import { execFile } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, promises as fsp, rmSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { PgxError } from '../../src/errors.js';
+import type { Cleanup } from './cleanup.js';
+import { progress } from './bench-main.js';
+
+const run = promisify(execFile);
+
+export interface LoopImage {
+  /** The image file on the host filesystem. */
+  image: string;
+  /** /dev/loopN. */
+  device: string;
+  /** Where the XFS filesystem is mounted (mode 755, so PostgreSQL's OS user reaches it). */
+  mountPoint: string;
+  bytes: number;
+  /** Whether the loop device does direct I/O to the image (no second page cache over the host's). */
+  directIo: boolean;
+  /** `xfs_info` of the mounted filesystem. */
+  xfsInfo: string;
+  /** The host filesystem holding the image, from statfs. */
+  hostFree: number;
+}
+
+export interface LoopImageOptions {
+  /** Directory on the host for the image and its mount point. */
+  dir: string;
+  bytes: number;
+  /** Keep the image file after unmounting it (for a look afterwards). */
+  keep: boolean;
+}
+
+async function sh(cmd: string, args: string[]): Promise<string> {
+  try {
+    return (await run(cmd, args, { maxBuffer: 64 * 1024 * 1024 })).stdout;
+  } catch (err) {
+    const e = err as Error & { stderr?: string };
+    throw new PgxError('INTERNAL', `${cmd} ${args.join(' ')} failed: ${(e.stderr ?? e.message).trim()}`, { cause: err });
+  }
+}
+
+/** Used bytes of the filesystem holding `dir` (blocks minus free blocks, as df counts them). */
+export async function usedBytes(dir: string): Promise<number> {
+  const s = await fsp.statfs(dir);
+  return (s.blocks - s.bfree) * s.bsize;
+}
+
+export async function freeBytes(dir: string): Promise<number> {
+  const s = await fsp.statfs(dir);
+  return s.bavail * s.bsize;
+}
+
+/** Writes the filesystem's dirty pages to its device (sync -f: this filesystem only, not the host's). */
+export async function syncFs(dir: string): Promise<void> {
+  await sh('sync', ['-f', dir]);
+}
+
+async function unmount(mountPoint: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await run('umount', [mountPoint]);
+      return;
+    } catch (err) {
+      const stderr = String((err as { stderr?: unknown }).stderr ?? '');
+      if (/not mounted/.test(stderr)) return;
+      // A postgres process that has not quite exited still holds a file: give it a moment.
+      if (attempt < 20) {
+        await sleep(1000);
+        continue;
+      }
+      progress(`cleanup: ${mountPoint} stays busy (${stderr.trim()}); detaching it lazily`);
+      await run('umount', ['-l', mountPoint]);
+      return;
+    }
+  }
+}
+
+export async function makeXfsImage(opts: LoopImageOptions, cleanup: Cleanup): Promise<LoopImage> {
+  if (process.getuid?.() !== 0) {
+    throw new PgxError('CONFIG_INVALID', 'the cow benchmark loop-mounts an XFS image and needs root', { hint: 'Run it as root (as CI does).' });
+  }
+  mkdirSync(opts.dir, { recursive: true });
+  const hostFree = await freeBytes(opts.dir);
+  const margin = 2 * 2 ** 30;
+  if (hostFree < opts.bytes + margin) {
+    throw new PgxError('CONFIG_INVALID', `${opts.dir} has ${(hostFree / 2 ** 30).toFixed(1)} GB free; the image needs ${(opts.bytes / 2 ** 30).toFixed(1)} GB and 2 GB to spare`, {
+      hint: 'Point --dir at a filesystem with more room, or measure smaller templates (--sizes).',
+    });
+  }
+  const root = mkdtempSync(path.join(opts.dir, 'pgx-cow-'));
+  chmodSync(root, 0o755);
+  const image = path.join(root, 'xfs.img');
+  const mountPoint = path.join(root, 'mnt');
+  mkdirSync(mountPoint);
+  // Registered first, so it runs last: after the unmount and the detach.
+  cleanup.add(`image ${image}`, () => {
+    if (opts.keep && existsSync(image)) {
+      rmSync(mountPoint, { recursive: true, force: true });
+      progress(`kept the image: ${image}`);
+      return;
+    }
+    rmSync(root, { recursive: true, force: true });
+  });
+  const handle = await fsp.open(image, 'w', 0o600);
+  await handle.truncate(opts.bytes).finally(() => handle.close());
+  await sh('mkfs.xfs', ['-q', '-m', 'reflink=1', image]);
+  // Direct I/O: the image's blocks are not cached a second time in the host's page cache, so `sync`
+  // reaches the host disk as it would on a real device. Not every kernel/host filesystem allows it.
+  let device: string;
+  let directIo = true;
+  try {
+    device = (await sh('losetup', ['--find', '--show', '--direct-io=on', image])).trim();
+  } catch {
+    directIo = false;
+    device = (await sh('losetup', ['--find', '--show', image])).trim();
+  }
+  cleanup.add(`loop device ${device}`, async () => {
+    const attached = await sh('losetup', ['-j', image]).catch(() => '');
+    if (attached.includes(device)) await sh('losetup', ['-d', device]);
+  });
+  await sh('mount', ['-t', 'xfs', device, mountPoint]);
+  cleanup.add(`mount ${mountPoint}`, () => unmount(mountPoint));
+  chmodSync(mountPoint, 0o755);
+  const xfsInfo = (await sh('xfs_info', [mountPoint])).trim();
+  if (!/reflink=1/.test(xfsInfo)) throw new PgxError('INTERNAL', `the XFS image was made without reflink: ${xfsInfo}`);
+  return { image, device, mountPoint, bytes: opts.bytes, directIo, xfsInfo, hostFree };
+}
