@@ -60,7 +60,7 @@ export async function readDatabaseFacts(source: SourceUrl, opts: { connectTimeou
   } catch (err) {
     if (err instanceof PgxError) throw err;
     throw new PgxError('INVALID_PARAMETER', `reading the catalogs of ${source.display} failed: ${(err as Error).message}`, {
-      hint: 'Connect as the database owner or a superuser; pgx check only reads catalogs.',
+      hint: 'Connect as a superuser or the database owner; pgx check only reads catalogs.',
       cause: err,
     });
   } finally {
@@ -188,14 +188,17 @@ async function collect(client: pg.Client, display: string): Promise<SourceFacts>
   );
   facts.collations = collations.map((c) => ({ name: c.name, provider: provider(c.provider), locale: c.locale }));
 
-  const [s] = await rows<{ preload: string; prepared: string }>(
-    `SELECT current_setting('shared_preload_libraries') AS preload, current_setting('max_prepared_transactions') AS prepared`,
-  );
-  facts.preloadLibraries = s!.preload
-    .split(',')
-    .map((x) => x.trim().replace(/^"(.*)"$/, '$1'))
-    .filter(Boolean);
-  facts.maxPreparedTransactions = Number(s!.prepared);
+  // shared_preload_libraries is for superusers and pg_read_all_settings only.
+  const [preload] = await maybe<{ v: string }>('shared_preload_libraries', `SELECT current_setting('shared_preload_libraries') AS v`);
+  facts.preloadLibraries =
+    preload === undefined
+      ? null
+      : preload.v
+          .split(',')
+          .map((x) => x.trim().replace(/^"(.*)"$/, '$1'))
+          .filter(Boolean);
+  const [prepared] = await rows<{ v: string }>(`SELECT current_setting('max_prepared_transactions') AS v`);
+  facts.maxPreparedTransactions = Number(prepared!.v);
   return facts;
 }
 

@@ -110,7 +110,7 @@ export function evaluate(f: SourceFacts, rt: RuntimeFacts): CheckReport {
     } else if (ext.needsSuperuser && name !== 'plpgsql' && !isUntrusted(f, name)) superuserOnly.push(name);
   }
   if (superuserOnly.length > 0) {
-    warn('extension_superuser', `${plural(superuserOnly, 'extension')} ${list(superuserOnly)} ${superuserOnly.length === 1 ? 'needs' : 'need'} a superuser to create: an import whose --owner is not one fails on ${superuserOnly.length === 1 ? 'it' : 'them'}`, superuserOnly, 'Import with the default owner postgres, or create them in the template first.');
+    warn('extension_superuser', `${plural(superuserOnly, 'extension')} ${list(superuserOnly)} ${superuserOnly.length === 1 ? 'needs' : 'need'} a superuser to create: an import whose --owner is not one fails on ${superuserOnly.length === 1 ? 'it' : 'them'}`, superuserOnly, `Import with the default owner postgres, or create ${them(superuserOnly)} in the template first.`);
   }
 
   const preload = setting(rt, 'shared_preload_libraries').split(',').map((s) => s.trim()).filter(Boolean);
@@ -142,7 +142,7 @@ export function evaluate(f: SourceFacts, rt: RuntimeFacts): CheckReport {
   for (const [library, fns] of byLibrary) {
     const what = `${plural(fns, 'C function')} ${list(fns)} ${fns.length === 1 ? 'loads' : 'load'} ${library || 'a library'}`;
     if (libraryPresent(library, rt)) {
-      warn('c_function', `${what}, which the runtime has; creating a C function needs a superuser`, fns, 'Import with the default owner postgres; tenants cannot create or replace them.');
+      warn('c_function', `${what}, which the runtime has; creating a C function needs a superuser`, fns, `Import with the default owner postgres; tenants cannot create or replace ${them(fns)}.`);
     } else {
       reason('c_library_missing', `${what}, which the runtime's ${pg} does not have (${rt.libDir})`, fns, 'A C library must be built for PostgreSQL 18 and installed in $libdir; a PGX runtime ships only its own. Package it as an extension on standard PostgreSQL.');
     }
@@ -151,11 +151,11 @@ export function evaluate(f: SourceFacts, rt: RuntimeFacts): CheckReport {
   // --- Replication: the profile turns it off --------------------------------------------------------
   const walLevel = setting(rt, 'wal_level');
   if (f.publications.length > 0 && walLevel !== 'logical') {
-    reason('publication', `${plural(f.publications, 'publication')} ${list(f.publications)}: nothing can subscribe to a runtime database, its profile sets wal_level = ${walLevel} (logical replication needs logical)`, f.publications, 'Drop them from the source if nothing subscribes, or keep this database on standard PostgreSQL.');
+    reason('publication', `${plural(f.publications, 'publication')} ${list(f.publications)}: nothing can subscribe to a runtime database, its profile sets wal_level = ${walLevel} (logical replication needs logical)`, f.publications, `Drop ${them(f.publications)} from the source if nothing subscribes, or keep this database on standard PostgreSQL.`);
   }
   const workers = Number(setting(rt, 'max_logical_replication_workers'));
   if (f.subscriptions.length > 0 && workers === 0) {
-    reason('subscription', `${plural(f.subscriptions, 'subscription')} ${list(f.subscriptions)}: the runtime profile sets max_logical_replication_workers = 0, so none would ever apply changes`, f.subscriptions, 'Drop them from the source, or keep this database on standard PostgreSQL.');
+    reason('subscription', `${plural(f.subscriptions, 'subscription')} ${list(f.subscriptions)}: the runtime profile sets max_logical_replication_workers = 0, so none would ever apply changes`, f.subscriptions, `Drop ${them(f.subscriptions)} from the source, or keep this database on standard PostgreSQL.`);
   }
   if (f.replicationSlots.length > 0 && walLevel !== 'logical') {
     reason('replication_slot', `logical replication ${plural(f.replicationSlots, 'slot')} ${list(f.replicationSlots)} on the source: something reads its changes (change data capture), which needs wal_level = logical; the runtime profile sets ${walLevel}`, f.replicationSlots, 'Keep this database on standard PostgreSQL, or drop unused slots (pg_drop_replication_slot).');
@@ -163,7 +163,7 @@ export function evaluate(f: SourceFacts, rt: RuntimeFacts): CheckReport {
 
   // --- Superuser-only objects and the cluster's layout --------------------------------------------------
   if (f.eventTriggers.length > 0) {
-    reason('event_trigger', `${plural(f.eventTriggers, 'event trigger')} ${list(f.eventTriggers)}: only a superuser may create, change or drop one, and the roles PGX hands to tenants are not superusers, so migrations that manage them fail`, f.eventTriggers, 'Drop them from the source, or keep this database on standard PostgreSQL.');
+    reason('event_trigger', `${plural(f.eventTriggers, 'event trigger')} ${list(f.eventTriggers)}: only a superuser may create, change or drop one, and the roles PGX hands to tenants are not superusers, so migrations that manage them fail`, f.eventTriggers, `Drop ${them(f.eventTriggers)} from the source, or keep this database on standard PostgreSQL.`);
   }
   if (f.tablespaces.length > 0) {
     reason('tablespace', `objects in ${plural(f.tablespaces, 'tablespace')} ${list(f.tablespaces)}: the runtime keeps every database in its data directory (pg_default), and restoring stops at SET default_tablespace = ${f.tablespaces[0]}`, f.tablespaces, 'Move them to pg_default first (ALTER TABLE|INDEX ... SET TABLESPACE pg_default), or dump with pg_dump --no-tablespaces.');
@@ -248,6 +248,10 @@ function libraryPresent(library: string, rt: RuntimeFacts): boolean {
 function list(names: string[], max = 5): string {
   if (names.length <= max) return names.join(', ');
   return `${names.slice(0, max).join(', ')} and ${names.length - max} more`;
+}
+
+function them(items: unknown[]): string {
+  return items.length === 1 ? 'it' : 'them';
 }
 
 function plural(items: unknown[], word: string): string {

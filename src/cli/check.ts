@@ -24,7 +24,7 @@ to run: the runtime's extensions are read from its PostgreSQL binaries. See docs
 Exit codes: 0 compatible, 1 needs standard PostgreSQL, 2 no answer (usage, connection, file).
 
   --from URL              a live source: postgresql://user:password@host:port/database (read-only;
-                          a superuser or the database owner sees everything)
+                          a superuser sees everything, others get a warning for what they cannot)
   --file FILE             a schema-only dump instead (pg_dump -s -f FILE); - reads standard input
   --pg-bin DIR            judge against these PostgreSQL ${PG_MAJOR} binaries instead of the embedded ones
   --connect-timeout S     how long to wait for the source to answer              [10]

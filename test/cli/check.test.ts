@@ -200,6 +200,16 @@ describe('cli: pgx check', function () {
       expect((JSON.parse(r.stdout) as CheckReport).verdict).to.equal('needs standard PostgreSQL');
     });
 
+    it('a role that is no superuser gets the answer, with a warning for the setting it may not read', async () => {
+      await queryOnce(source.url('shop'), "CREATE ROLE checker LOGIN PASSWORD 'checker-pw'");
+      const facts = await readDatabaseFacts(parseSourceUrl(source.url('shop', 'checker', 'checker-pw')), { connectTimeoutSeconds: 10 });
+      expect(facts.extensions).to.deep.equal(['pgcrypto', 'plpgsql']);
+      expect(facts.preloadLibraries).to.equal(null);
+      const r = evaluate(facts, runtime);
+      expect(r.verdict).to.equal('compatible');
+      expect(r.warnings.find((w) => w.code === 'unreadable')!.objects).to.deep.equal(['shared_preload_libraries']);
+    });
+
     it('a wrong password: exit 2 with the server\'s reason, the password never shown', async () => {
       const r = await pgx(['--from', source.url('shop', 'postgres', 'not-the-password')]);
       expect(r.code).to.equal(2);
