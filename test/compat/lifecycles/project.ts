@@ -3,7 +3,7 @@
 // checkout's, and the tools run from node_modules/.bin as a user runs them.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Settings } from './targets.js';
@@ -23,6 +23,21 @@ export function packageRoot(): string {
 /** A checked-in project file under test/compat/projects/ (not compiled: .cjs, .ts read by a tool, .sql). */
 export function sourceFile(rel: string): string {
   return readFileSync(path.join(packageRoot(), 'test', 'compat', 'projects', rel), 'utf8');
+}
+
+/** Every checked-in file under test/compat/projects/<rel>, by its path below it. */
+export function sourceTree(rel: string): Record<string, string> {
+  const root = path.join(packageRoot(), 'test', 'compat', 'projects', rel);
+  const files: Record<string, string> = {};
+  const walk = (dir: string): void => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else files[path.relative(root, p)] = readFileSync(p, 'utf8');
+    }
+  };
+  walk(root);
+  return files;
 }
 
 /** A compiled project directory: test/compat/projects/<rel> after tsc, beside this file in dist. */
