@@ -33,6 +33,8 @@ export const runtimeConfigSchema = z
     maxIdleBackends: z.number().int().min(0).default(10),
     backendWaitTimeout: z.number().min(0.1).default(30),
     loginTimeout: z.number().min(0.1).default(15),
+    /** Failed logins per source address and minute before its logins are refused for a while; null: none. */
+    loginFailureLimit: z.number().int().min(1).nullable().default(20),
     pgSettings: z
       .record(z.string().regex(pgSettingName, 'a PostgreSQL setting name'), z.string())
       .default({}),
@@ -54,6 +56,8 @@ export const runtimeConfigSchema = z
     maxDatabasesPerRole: z.number().int().min(1).nullable().default(null),
     mintQueueSize: z.number().int().min(0).default(1000),
     mintTimeout: z.number().min(0.1).default(30),
+    /** Extensions tenants may create; absent: PGX's default list (docs/limits.md). */
+    allowExtensions: z.array(z.string().regex(/^[a-z0-9_-]+$/, 'an extension name')).optional(),
     // The HTTP control API (src/api): off unless apiPort is given; 0 picks a free port (tests).
     apiPort: z.number().int().min(0).max(65535).nullable().default(null),
     apiHost: z.string().min(1).default('127.0.0.1'),

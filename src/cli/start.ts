@@ -51,6 +51,8 @@ Options:
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
   --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [10]
   --login-timeout S       time allowed from connect to authenticated                 [15]
+  --login-failure-limit N failed logins per source address and minute; past it that
+                          source's logins are refused (28000) for a while            [20]
 
 Memory limits (MB; a statement whose backend crosses one is canceled with 53200; docs/limits.md):
   --session-memory-limit MB   one session's backend                                 [none]
@@ -69,6 +71,8 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
   --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
   --mint-queue-size N     mints waiting at once; beyond it 57P03                      [1000]
   --mint-timeout S        how long a mint may wait in the queue, then 57P03           [30]
+  --allow-extensions L    comma-separated extensions tenants may create (others: 42501)
+                          [pgcrypto, uuid-ossp, citext, hstore, pg_trgm, ... docs/limits.md]
 
 HTTP control API (docs/api.md; off unless --api-port is given):
   --api-port N            TCP port of the API (0: any free port)                      [off]
@@ -133,6 +137,7 @@ function parseStartFlags(argv: string[]) {
       'backend-idle-timeout': { type: 'string' },
       'max-idle-backends': { type: 'string' },
       'login-timeout': { type: 'string' },
+      'login-failure-limit': { type: 'string' },
       prefix: { type: 'string' },
       grace: { type: 'string' },
       'pool-size': { type: 'string' },
@@ -141,6 +146,7 @@ function parseStartFlags(argv: string[]) {
       'max-databases-per-role': { type: 'string' },
       'mint-queue-size': { type: 'string' },
       'mint-timeout': { type: 'string' },
+      'allow-extensions': { type: 'string' },
       c: { type: 'string', short: 'c', multiple: true },
       'api-port': { type: 'string' },
       'api-host': { type: 'string' },
@@ -176,6 +182,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     backendIdleTimeout: num(values['backend-idle-timeout']),
     maxIdleBackends: num(values['max-idle-backends']),
     loginTimeout: num(values['login-timeout']),
+    loginFailureLimit: num(values['login-failure-limit']),
     prefix: values.prefix,
     grace: num(values.grace),
     poolSize: num(values['pool-size']),
@@ -184,6 +191,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     maxDatabasesPerRole: num(values['max-databases-per-role']),
     mintQueueSize: num(values['mint-queue-size']),
     mintTimeout: num(values['mint-timeout']),
+    allowExtensions: values['allow-extensions']?.split(',').map((e) => e.trim()).filter((e) => e.length > 0),
     apiPort: num(values['api-port']),
     apiHost: values['api-host'],
     apiTokenFile: values['api-token-file'],
@@ -355,6 +363,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     maxDatabasesPerRole: config.maxDatabasesPerRole,
     mintQueueSize: config.mintQueueSize,
     mintTimeoutSeconds: config.mintTimeout,
+    ...(config.allowExtensions ? { allowedExtensions: config.allowExtensions } : {}),
   };
   const supervisor = new PostgresSupervisor({
     dataDir,
@@ -433,6 +442,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     maxIdleBackends: config.maxIdleBackends,
     backendWaitTimeoutMs: config.backendWaitTimeout * 1000,
     loginTimeoutMs: config.loginTimeout * 1000,
+    loginFailureLimit: config.loginFailureLimit,
     router: databases,
     sessionObserver: databases,
     control: control ?? databases,

@@ -188,9 +188,21 @@ export class ClientSession implements Cancellable {
       this.authenticated();
       return;
     }
+    const waitMs = this.ctx.loginFailures.blockedFor(this.source);
+    if (waitMs > 0) {
+      this.ctx.logger.warn('login-rate-limited', { source: this.source, user });
+      throw new PgxError('INVALID_AUTHORIZATION', `too many failed login attempts from ${this.source}`, {
+        hint: `Try again in ${Math.ceil(waitMs / 1000)} s with the right password (--login-failure-limit).`,
+      });
+    }
     this.setState('authenticating');
     this.scram = new ScramExchange(user, this.ctx.options.credentials);
     this.socket.write(authenticationSASL([SCRAM_MECHANISM]));
+  }
+
+  /** Where the client connects from, for the failed-login limit: its address, or the Unix socket. */
+  private get source(): string {
+    return this.socket.remoteAddress ?? 'the Unix socket';
   }
 
   /** Unix-socket clients have no remote address; TLS is for TCP only, as in PostgreSQL. */
@@ -236,7 +248,16 @@ export class ClientSession implements Cancellable {
       );
       return;
     }
-    const serverFinal = scram.finish(body);
+    let serverFinal: string;
+    try {
+      serverFinal = scram.finish(body);
+    } catch (err) {
+      if (err instanceof PgxError && err.code === 'INVALID_PASSWORD') {
+        this.ctx.loginFailures.record(this.source);
+        this.ctx.logger.info('login-failed', { source: this.source, user: this.user });
+      }
+      throw err;
+    }
     // SASLFinal and AuthenticationOk go out with the greeting (see authenticated()).
     this.authenticated(authenticationSASLFinal(serverFinal));
   }

@@ -7,6 +7,7 @@ import type { BackendPool } from './pool.js';
 import type { EngineOptions } from './ports.js';
 import type { SessionSlots } from './session-slots.js';
 import type { ActiveSlots } from './active-slots.js';
+import type { LoginFailures } from './login-failures.js';
 
 export interface EngineContext {
   options: EngineOptions;
@@ -15,5 +16,6 @@ export interface EngineContext {
   sessions: Set<ClientSession>;
   slots: SessionSlots;
   activeSlots: ActiveSlots;
+  loginFailures: LoginFailures;
   logger: Logger;
 }

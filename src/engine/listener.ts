@@ -12,6 +12,7 @@ import type { EngineOptions } from './ports.js';
 import { SessionSlots } from './session-slots.js';
 import { MemoryWatchdog } from './memory-watchdog.js';
 import { ActiveSlots } from './active-slots.js';
+import { LoginFailures } from './login-failures.js';
 
 /**
  * Idle pooled backends kept unless told otherwise: enough for an app's reconnects, not one per
@@ -19,6 +20,9 @@ import { ActiveSlots } from './active-slots.js';
  * at 164 MB, over the 160 MB bar).
  */
 const DEFAULT_MAX_IDLE_BACKENDS = 10;
+
+/** Failed logins per source address and minute before its logins are refused for a while. */
+const DEFAULT_LOGIN_FAILURE_LIMIT = 20;
 
 /** How long a transaction may wait for an active slot on its database (--active-wait-timeout). */
 const DEFAULT_ACTIVE_WAIT_MS = 30_000;
@@ -64,6 +68,7 @@ export class Engine {
       cancelKeys: new CancelKeys(),
       sessions: new Set(),
       slots: new SessionSlots(),
+      loginFailures: new LoginFailures(options.loginFailureLimit === undefined ? DEFAULT_LOGIN_FAILURE_LIMIT : options.loginFailureLimit, options.clock),
       activeSlots: new ActiveSlots(options.maxActivePerDatabase ?? null, options.activeWaitTimeoutMs ?? DEFAULT_ACTIVE_WAIT_MS),
       logger: options.logger,
     };

@@ -52,6 +52,8 @@ export interface EngineOptions {
   backendIdleTimeoutMs: number;
   /** How long a client may wait for a backend when all are busy. */
   backendWaitTimeoutMs: number;
+  /** Failed logins per source address within a minute, past which its logins are refused (28000) until one ages out; null: no limit. Default 20. */
+  loginFailureLimit?: number | null;
   /** How long a client may take from connect to authenticated. */
   loginTimeoutMs: number;
   /** Memory limits on tenant backends (memory-watchdog.ts); absent: none. */

@@ -2,6 +2,7 @@
 // onto them (zod at that edge); each names the flag its error hints mention.
 
 import type { MintRoles } from './permissions.js';
+import { DEFAULT_ALLOWED_EXTENSIONS } from './extension-guard.js';
 
 export interface DatabaseSettings {
   /** Names under it are minted on connect (--prefix). */
@@ -31,6 +32,8 @@ export interface DatabaseSettings {
   reconcileIntervalMs: number;
   /** How soon after a database's activity the runtime looks for tables to vacuum (vacuum.ts). */
   vacuumDelayMs: number;
+  /** Extensions tenants may create (--allow-extensions); extension-guard.ts. */
+  allowedExtensions: readonly string[];
 }
 
 export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
@@ -51,4 +54,5 @@ export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
   reconcileIntervalMs: 60_000,
   // Long enough for backends to have flushed their statistics (PostgreSQL does within 10 s of idling).
   vacuumDelayMs: 30_000,
+  allowedExtensions: DEFAULT_ALLOWED_EXTENSIONS,
 };

@@ -45,6 +45,7 @@ import { runScript } from './template-build.js';
 import { TemplateImports, type ImportJob, type ImportRequest } from './template-import.js';
 import { Templates, type BuildRequest } from './templates.js';
 import { WarmPool } from './warm-pool.js';
+import { installExtensionGuard } from './extension-guard.js';
 
 /** The engine's Caller and ControlFunction, restated here because runtime/ does not import engine/. */
 export interface Caller {
@@ -177,7 +178,7 @@ export class DisposableDatabases {
       clock,
       logger: log,
     });
-    this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, scratches: this.scratches, metadata, permissions, pool: this.pool, engine: opts.engine, clock, logger: log });
+    this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, scratches: this.scratches, metadata, permissions, pool: this.pool, engine: opts.engine, allowedExtensions: s.allowedExtensions, clock, logger: log });
     this.vacuum = new ActivityVacuum({
       connect: (db) => connect(db),
       shared: () => this.metadata.client(),
@@ -220,6 +221,13 @@ export class DisposableDatabases {
     const { metadata, registry } = this;
     const { clock } = this.opts;
     await metadata.open();
+    // Databases made with a plain CREATE DATABASE copy template1: they get the extension allow-list too.
+    const template1 = await this.opts.connect('template1');
+    try {
+      await installExtensionGuard(template1, this.settings.allowedExtensions);
+    } finally {
+      await template1.close();
+    }
     const [templates, databases, counters] = [await metadata.loadTemplates(), await metadata.loadDatabases(), await metadata.loadCounters()];
     registry.load(templates, databases);
     // Sessions open when the last runtime stopped (or died) ended with it: their grace starts now.

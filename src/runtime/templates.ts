@@ -8,6 +8,7 @@
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { installExtensionGuard } from './extension-guard.js';
 import { chooseStrategy, terminateBackends } from './create-database.js';
 import type { EngineSessions } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
@@ -37,6 +38,8 @@ export interface TemplatesOptions {
   /** Scratch databases of builds in progress (reconcile must not take them for orphans). */
   scratches: Set<string>;
   engine: EngineSessions;
+  /** Extensions tenants may create in databases minted from a template (extension-guard.ts). */
+  allowedExtensions: readonly string[];
   clock: Clock;
   logger: Logger;
 }
@@ -194,10 +197,14 @@ export class Templates {
     return record;
   }
 
-  /** VACUUM (FREEZE, ANALYZE) inside the template: copies start frozen and with statistics. */
+  /**
+   * VACUUM (FREEZE, ANALYZE) inside the template: copies start frozen and with statistics. The
+   * extension allow-list goes in first, so every database minted from it has it.
+   */
   private async freeze(name: string): Promise<void> {
     const client = await this.opts.connect(name);
     try {
+      await installExtensionGuard(client, this.opts.allowedExtensions);
       await client.query('VACUUM (FREEZE, ANALYZE)');
     } finally {
       await client.close();
