@@ -82,8 +82,10 @@ function readDump(file: string): SourceFacts {
       cause: err,
     });
   }
-  if (buf.subarray(0, 5).toString('latin1') === 'PGDMP') {
-    throw new PgxError('INVALID_PARAMETER', `--file ${file} is a pg_dump archive (custom or tar format), not SQL`, {
+  const custom = buf.subarray(0, 5).toString('latin1') === 'PGDMP';
+  const tar = buf.subarray(257, 262).toString('latin1') === 'ustar';
+  if (custom || tar) {
+    throw new PgxError('INVALID_PARAMETER', `--file ${file} is a pg_dump archive (${custom ? 'custom' : 'tar'} format), not SQL`, {
       hint: `Make a plain one: pg_dump -s -f schema.sql, or pg_restore -s -f schema.sql ${file}.`,
     });
   }
