@@ -7,11 +7,11 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { PgxError } from '../errors.js';
 import type { PgBinaries } from '../runtime/pg-binaries.js';
+import { profilePath } from '../runtime/supervisor.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -208,16 +208,3 @@ async function unresolvedDependencies(files: string[]): Promise<Map<string, stri
   return result;
 }
 
-/** src/runtime/profile/pgx.conf of this package; compiled code runs from dist/src/check/. */
-function profilePath(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    if (dirname(dir) === dir) {
-      throw new PgxError('INTERNAL', 'cannot find the pgx package root above ' + fileURLToPath(import.meta.url), {
-        hint: 'Reinstall pgx; its package.json and src/runtime/profile/pgx.conf must ship together.',
-      });
-    }
-    dir = dirname(dir);
-  }
-  return join(dir, 'src', 'runtime', 'profile', 'pgx.conf');
-}

@@ -705,7 +705,7 @@ async function chownTree(dir: string, uid: number, gid: number): Promise<void> {
 }
 
 /** src/runtime/profile/pgx.conf of this package; compiled code runs from dist/src/runtime/. */
-function profilePath(): string {
+export function profilePath(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   while (!existsSync(join(dir, 'package.json'))) {
     if (dirname(dir) === dir) {
