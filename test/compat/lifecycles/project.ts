@@ -80,6 +80,8 @@ export interface CliResult {
  */
 export function normaliseOutput(text: string, cwd: string): string[] {
   return text
+    // A spinner redraws its line: erase-line and cursor moves end one frame.
+    .replace(/\x1b\[[0-9;?]*[KGA-F]/g, '\n')
     .replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '')
     .split(/\r?\n|\r/)
     .map((l) => l.split(cwd).join('<project>').replace(/\d+(\.\d+)?\s?(ms|s)\b/g, 'N$2').trimEnd())

@@ -1,0 +1,31 @@
+// Drizzle schema, second version: an ISBN column, an index, a unique and a check constraint, and
+// books.title renamed to name. The model tests after the second migration query with it.
+
+import { sql } from 'drizzle-orm';
+import { char, check, date, index, integer, numeric, pgTable, serial, text, unique } from 'drizzle-orm/pg-core';
+
+export const authors = pgTable(
+  'authors',
+  {
+    id: serial('id').primaryKey(),
+    name: text('name').notNull(),
+    email: text('email').notNull(),
+    country: char('country', { length: 2 }),
+  },
+  (t) => [unique('authors_email_key').on(t.email)],
+);
+
+export const books = pgTable(
+  'books',
+  {
+    id: serial('id').primaryKey(),
+    authorId: integer('author_id')
+      .notNull()
+      .references(() => authors.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    price: numeric('price', { precision: 10, scale: 2 }).notNull(),
+    published: date('published'),
+    isbn: text('isbn'),
+  },
+  (t) => [index('books_author_price_idx').on(t.authorId, t.price), check('books_price_check', sql`${t.price} >= 0`)],
+);
