@@ -31,6 +31,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: 'branches of 1-10 GB templates on XFS reflink: ready time, new storage, vs full copies; neighbour latency',
     load: () => import('./cow.js'),
   },
+  frameworks: {
+    about: 'framework lifecycles (pg, postgres.js, Knex, Kysely, TypeORM, Sequelize, Drizzle) per phase, engine vs direct',
+    load: () => import('./frameworks.js'),
+  },
 };
 
 function usage(): string {

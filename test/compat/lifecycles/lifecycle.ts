@@ -93,11 +93,16 @@ export interface RunResult {
   times: Record<Phase, number>;
 }
 
+export interface RunOptions {
+  /** Untimed, between create and migrate: the benchmark waits here for the runtime's warm-pool refill. */
+  afterCreate?: () => Promise<void>;
+}
+
 /**
  * Runs one lifecycle on one target: every phase in order, timed; on a failure the run is still closed
  * and its database dropped, and the error names the phase.
  */
-export async function runLifecycle(lifecycle: Lifecycle, target: Target, projectDir: string): Promise<RunResult> {
+export async function runLifecycle(lifecycle: Lifecycle, target: Target, projectDir: string, opts: RunOptions = {}): Promise<RunResult> {
   const rec = new Recorder();
   const times = {} as Record<Phase, number>;
   let database: string | null = null;
@@ -133,6 +138,7 @@ export async function runLifecycle(lifecycle: Lifecycle, target: Target, project
     await timed('create', async () => {
       database = await target.create(lifecycle.name);
     });
+    await opts.afterCreate?.();
     const ctx: Context = {
       target: target.name,
       db: target.settings(database!),
