@@ -10,7 +10,9 @@ import type { EventRecorder } from './events.js';
 import type { ResourceCache } from './informer.js';
 import type { CustomObject, Kube } from './kube.js';
 import type { OperatorMetrics } from './metrics.js';
-import { podApiUrl, podClient, runtimeToken, type PodNetwork } from './pods.js';
+import type { PodCache } from './pod-cache.js';
+import type { PlacementLedger } from './placement.js';
+import { podApiUrl, podClient, type PodNetwork } from './pods.js';
 
 export interface Caches {
   runtimes: ResourceCache<CustomObject>;
@@ -27,6 +29,10 @@ export interface OperatorContext {
   events: EventRecorder;
   net: PodNetwork;
   metrics: OperatorMetrics;
+  /** Runtime tokens and pod statuses, read at most every few seconds. */
+  pods: PodCache;
+  /** Placements made here that the Branch cache does not show yet. */
+  placements: PlacementLedger;
 }
 
 export type PodApi = { ok: true; client: ApiClient } | { ok: false; reason: string; message: string };
@@ -36,7 +42,7 @@ export async function podApi(ctx: OperatorContext, pod: V1Pod, runtime: string):
   const name = pod.metadata!.name!;
   const url = podApiUrl(pod, ctx.net);
   if (url === null) return { ok: false, reason: 'PodNotReady', message: `pod ${name} has no IP yet` };
-  const token = await runtimeToken(ctx.kube, pod.metadata!.namespace!, runtime);
+  const token = await ctx.pods.token(pod.metadata!.namespace!, runtime);
   if (token === null) {
     return { ok: false, reason: 'RuntimeSecretMissing', message: `the Secret ${runtime}-pgx (key api-token) with the runtime's API token does not exist; the Runtime controller creates it` };
   }

@@ -19,6 +19,8 @@ import { ResourceCache } from './informer.js';
 import { keyOf, makeKube, pgxResource, type CustomObject, type Kube } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { OperatorMetrics } from './metrics.js';
+import { PodCache } from './pod-cache.js';
+import { PlacementLedger } from './placement.js';
 import { DEFAULT_POD_NETWORK, RUNTIME_LABEL, type PodNetwork } from './pods.js';
 import type { QueueOptions } from './queue.js';
 
@@ -41,6 +43,14 @@ export interface OperatorOptions {
   metrics?: OperatorMetrics;
 }
 
+/**
+ * Reconciles at once per controller. Reconciles mostly wait on HTTP (runtime pods, the API server), and
+ * the runtimes queue their own mints (2 at a time each): with 4 workers a burst of Branches kept them
+ * all waiting on slow mints and drops while the cheap steps of every other key (a finalizer, a
+ * placement, an expiry) queued behind them.
+ */
+export const DEFAULT_WORKERS = 16;
+
 export class Operator {
   readonly metrics: OperatorMetrics;
   readonly identity: string;
@@ -62,7 +72,7 @@ export class Operator {
     this.metrics = opts.metrics ?? new OperatorMetrics();
     this.kube = makeKube(opts.kc);
     this.resyncMs = opts.resyncMs ?? 300_000;
-    const queue: QueueOptions = { workers: 4, baseDelayMs: 500, maxDelayMs: 60_000, ...opts.queue };
+    const queue: QueueOptions = { workers: DEFAULT_WORKERS, baseDelayMs: 500, maxDelayMs: 60_000, ...opts.queue };
 
     this.caches = {
       runtimes: this.customCache('runtimes', () => this.enqueueForRuntime),
@@ -78,6 +88,8 @@ export class Operator {
       events: new EventRecorder(this.kube, clock, this.logger, this.identity),
       net: { ...DEFAULT_POD_NETWORK, ...opts.network },
       metrics: this.metrics,
+      pods: new PodCache(this.kube, clock),
+      placements: new PlacementLedger(),
     };
     this.runtimes = new Controller('runtime', (key) => reconcileRuntime(ctx, key), queue, this.logger, this.metrics, clock);
     this.templates = new Controller('template', (key) => reconcileTemplate(ctx, key), queue, this.logger, this.metrics, clock);
@@ -157,8 +169,19 @@ export class Operator {
     for (const t of this.caches.templates.list(ns)) if (runtimeRefOf(t) === rt.metadata!.name) this.templates.queue.add(keyOf(t));
   };
 
-  private readonly enqueueForTemplate = (t: CustomObject): void => {
-    this.templates.queue.add(keyOf(t));
+  /** What Branches read of their Template, per Template key: a change of anything else does not concern them. */
+  private readonly templateFacts = new Map<string, string>();
+
+  private readonly enqueueForTemplate = (t: CustomObject, kind: 'add' | 'update' | 'delete'): void => {
+    const key = keyOf(t);
+    this.templates.queue.add(key);
+    // The Template's status counts its Branches, so each Branch added or deleted rewrites it: requeueing
+    // every Branch of the Template for that would make a burst of N Branches cost N^2 reconciles.
+    const facts = branchFacts(t);
+    const changed = kind !== 'update' || this.templateFacts.get(key) !== facts;
+    if (kind === 'delete') this.templateFacts.delete(key);
+    else this.templateFacts.set(key, facts);
+    if (!changed) return;
     for (const b of this.caches.branches.list(t.metadata!.namespace!)) if (templateRefOf(b) === t.metadata!.name) this.branches.queue.add(keyOf(b));
   };
 
@@ -202,4 +225,11 @@ export class Operator {
         : ((await this.kube.core.listNamespacedPod({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod>);
     return new ResourceCache<V1Pod & KubernetesObject>({ kc: this.opts.kc, path, list, labelSelector: RUNTIME_LABEL, onChange: (p) => this.enqueueForPod(p), logger: this.logger });
   }
+}
+
+/** The parts of a Template that Branch placement depends on: its generation, whether it is being
+ * deleted, and on which pods it is sealed at which generation. */
+function branchFacts(t: CustomObject): string {
+  const pods = ((t.status as { pods?: { pod?: string; phase?: string; observedGeneration?: number }[] } | undefined)?.pods ?? []).map((p) => [p.pod, p.phase, p.observedGeneration]);
+  return JSON.stringify([t.metadata?.generation, t.metadata?.deletionTimestamp ?? null, pods]);
 }

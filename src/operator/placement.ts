@@ -3,6 +3,10 @@
 // /v1/status, or the Branches the operator already placed there if that is more: status lags a burst),
 // then the least memory. Ties go to the pod with fewer placed Branches, then by name, so a burst of
 // Branches spreads over the pods instead of piling on the first.
+//
+// "Placed" must include placements this operator made that its Branch cache does not show yet: in a
+// burst, many reconciles place at once, each before the watch has brought back the others' status
+// writes, and without the ledger every one of them saw the same counts and chose the same pod.
 
 export interface Candidate {
   pod: string;
@@ -22,4 +26,30 @@ export function choosePod(candidates: readonly Candidate[]): string | null {
     (a, b) => load(a) - load(b) || (a.memoryBytes ?? 0) - (b.memoryBytes ?? 0) || a.placed - b.placed || a.pod.localeCompare(b.pod),
   );
   return sorted[0]!.pod;
+}
+
+/** Where this operator placed Branches, by Branch key, until its cache shows the placement itself. */
+export class PlacementLedger {
+  private readonly pods = new Map<string, string>();
+
+  /** Records a choice; call it in the same turn as choosePod, before anything is awaited. */
+  record(branchKey: string, pod: string): void {
+    this.pods.set(branchKey, pod);
+  }
+
+  /** The Branch is gone, or its cache entry now carries its pod (or no pod, after a refusal). */
+  forget(branchKey: string): void {
+    this.pods.delete(branchKey);
+  }
+
+  /**
+   * Branches on `pod`: those the cache shows there (key -> pod from status), and those placed there
+   * here that the cache does not show with a pod yet.
+   */
+  placedOn(pod: string, cached: ReadonlyMap<string, string | undefined>): number {
+    let n = 0;
+    for (const p of cached.values()) if (p === pod) n++;
+    for (const [key, p] of this.pods) if (p === pod && cached.get(key) === undefined) n++;
+    return n;
+  }
 }

@@ -180,6 +180,19 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     await waitForGone(c, 'branches', 'spread-b');
   });
 
+  it('spreads a burst of Branches applied at once over the pods', async function () {
+    // Placed concurrently, each before the watch brings back the others' placements: the operator must
+    // count its own recent choices (placement.ts, PlacementLedger), or they all pick the same pod.
+    const names = Array.from({ length: 12 }, (_, i) => `burst-${i}`);
+    await Promise.all(names.map((n) => apply(c, 'branches', branchBody(n, 'app'))));
+    const pods = await Promise.all(names.map(async (n) => statusOf<BranchStatus>(await waitForCondition(c, 'branches', n, 'Ready', 'DatabaseReady')).pod));
+    const on0 = pods.filter((p) => p === 'main-0').length;
+    // Evenly, give or take a database the runtimes' status (read at most a second ago) still counts.
+    expect(Math.abs(on0 - (12 - on0)), pods.join(', ')).to.be.at.most(2);
+    await Promise.all(names.map((n) => remove(c, 'branches', n)));
+    await Promise.all(names.map((n) => waitForGone(c, 'branches', n)));
+  });
+
   it('holds the deletion of a Template in use, naming the Branches, and lets it go when they are gone', async function () {
     await apply(c, 'templates', templateBody('held', { sql: 'CREATE TABLE t (x int);' }));
     await waitForCondition(c, 'templates', 'held', 'Ready', 'Sealed');

@@ -3,7 +3,7 @@
 
 import { expect } from 'chai';
 import { WorkQueue } from '../../src/operator/queue.js';
-import { choosePod } from '../../src/operator/placement.js';
+import { choosePod, PlacementLedger } from '../../src/operator/placement.js';
 
 const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -91,5 +91,31 @@ describe('branch placement', () => {
       { pod: 'b', databases: 0, memoryBytes: 1, placed: 3 },
     ])).to.equal('a');
     expect(choosePod([{ pod: 'a', databases: null, memoryBytes: null, placed: 0 }])).to.equal(null);
+  });
+
+  it('counts placements made here that the Branch cache does not show yet, once', () => {
+    const ledger = new PlacementLedger();
+    // ns/b1 is on a in the cache; ns/b2 and ns/b3 were just placed here, the cache has no pod for them yet.
+    const cached = new Map<string, string | undefined>([['ns/b1', 'ns/a'], ['ns/b2', undefined], ['ns/b3', undefined]]);
+    ledger.record('ns/b2', 'ns/a');
+    ledger.record('ns/b3', 'ns/b');
+    expect([ledger.placedOn('ns/a', cached), ledger.placedOn('ns/b', cached)]).to.deep.equal([2, 1]);
+    // The cache catches up: b2 shows on a; it is not counted twice.
+    cached.set('ns/b2', 'ns/a');
+    expect(ledger.placedOn('ns/a', cached)).to.equal(2);
+    // A placement reset (the pod refused the database) is forgotten.
+    ledger.forget('ns/b3');
+    expect(ledger.placedOn('ns/b', cached)).to.equal(0);
+    // A burst: each choice counts the ones before it, so the Branches spread.
+    const fresh = new PlacementLedger();
+    const burst = new Map<string, string | undefined>();
+    const chosen: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      burst.set(`ns/x${i}`, undefined);
+      const pod = choosePod(['ns/a', 'ns/b'].map((p) => ({ pod: p, databases: 0, memoryBytes: 1, placed: fresh.placedOn(p, burst) })))!;
+      fresh.record(`ns/x${i}`, pod);
+      chosen.push(pod);
+    }
+    expect(chosen).to.deep.equal(['ns/a', 'ns/b', 'ns/a', 'ns/b', 'ns/a', 'ns/b']);
   });
 });

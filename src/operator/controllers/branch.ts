@@ -26,7 +26,7 @@ import {
 import type { ReconcileResult } from '../controller.js';
 import { addFinalizer, BRANCH_FINALIZER, hasFinalizer, removeFinalizer } from '../finalizer.js';
 import type { CustomObject } from '../kube.js';
-import { kubeMessage, pgxResource, splitKey, isNotFound } from '../kube.js';
+import { keyOf, kubeMessage, pgxResource, splitKey, isNotFound } from '../kube.js';
 import { choosePod, type Candidate } from '../placement.js';
 import { podEngineEndpoint, podReady } from '../pods.js';
 import { writeStatus } from '../status.js';
@@ -45,8 +45,13 @@ interface Pass {
 export async function reconcileBranch(ctx: OperatorContext, key: string): Promise<ReconcileResult> {
   const { namespace, name } = splitKey(key);
   const obj = ctx.caches.branches.get(name, namespace);
-  if (!obj) return {};
+  if (!obj) {
+    ctx.placements.forget(key);
+    return {};
+  }
   const p: Pass = { ctx, obj, old: (obj.status ?? {}) as BranchStatus, generation: obj.metadata!.generation };
+  // The cache shows the placement now (or its reset): the ledger need not remember it.
+  if (p.old.pod !== undefined) ctx.placements.forget(key);
   // Deletion first: setting deletionTimestamp bumps the generation, which must not look like a spec change.
   if (obj.metadata!.deletionTimestamp) return finalize(p);
   if (!hasFinalizer(obj, BRANCH_FINALIZER)) {
@@ -138,7 +143,14 @@ async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
         : `no ready pod of Runtime ${runtimeName} holds Template ${tplName} sealed yet`;
     return setPhase(p, 'Pending', { reason: wanted !== undefined ? 'PodNotAvailable' : 'TemplateNotReady', message });
   }
-  const candidates = await Promise.all(pods.map((pod) => candidate(p, pod, runtimeName)));
+  const statuses = await Promise.all(pods.map((pod) => podStatus(p, pod, runtimeName)));
+  // From here to ledger.record nothing is awaited: concurrent placements see each other's choices.
+  const cached = new Map<string, string | undefined>();
+  for (const b of ctx.caches.branches.list(namespace)) {
+    const on = (b.status as BranchStatus | undefined)?.pod;
+    cached.set(keyOf(b), on === undefined ? undefined : `${namespace}/${on}`);
+  }
+  const candidates: Candidate[] = pods.map((pod, i) => ({ ...statuses[i]!, placed: ctx.placements.placedOn(`${namespace}/${pod.metadata!.name}`, cached) }));
   const chosen = choosePod(candidates);
   if (chosen === null) {
     const message = `no pod of Runtime ${runtimeName} that holds Template ${tplName} answers its control API (${pods.map((pod) => pod.metadata!.name).join(', ')}); retrying`;
@@ -152,6 +164,7 @@ async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
   const tokenLength = Math.min(12, 63 - prefix.length - tdb.length - 2);
   const database = `${prefix}${tdb}__${p.obj.metadata!.uid!.replace(/-/g, '').slice(0, tokenLength)}`;
   const message = `creating database ${database} on pod ${chosen}`;
+  ctx.placements.record(keyOf(p.obj), `${namespace}/${chosen}`);
   await write(p, {
     ...p.old,
     observedGeneration: p.generation,
@@ -164,16 +177,16 @@ async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
   return {};
 }
 
-async function candidate(p: Pass, pod: V1Pod, runtime: string): Promise<Candidate> {
+/** What placement weighs of a pod, from its /v1/status (at most a second old); nulls when it does not answer. */
+async function podStatus(p: Pass, pod: V1Pod, runtime: string): Promise<Omit<Candidate, 'placed'>> {
   const name = pod.metadata!.name!;
-  const placed = p.ctx.caches.branches.list(pod.metadata!.namespace!).filter((b) => (b.status as BranchStatus | undefined)?.pod === name).length;
   const api = await podApi(p.ctx, pod, runtime);
-  if (!api.ok) return { pod: name, databases: null, memoryBytes: null, placed };
+  if (!api.ok) return { pod: name, databases: null, memoryBytes: null };
   try {
-    const s = await api.client.status();
-    return { pod: name, databases: s.databases.ephemeral, memoryBytes: Math.round(s.memory.pss_mb * 2 ** 20), placed };
+    const s = await p.ctx.pods.status(pod.metadata!.namespace!, name, api.client);
+    return { pod: name, databases: s.databases.ephemeral, memoryBytes: Math.round(s.memory.pss_mb * 2 ** 20) };
   } catch {
-    return { pod: name, databases: null, memoryBytes: null, placed };
+    return { pod: name, databases: null, memoryBytes: null };
   }
 }
 
@@ -278,6 +291,7 @@ async function create(p: Pass, client: ApiClient, spec: BranchSpec, template: st
       const message = `pod ${p.old.pod} refused database ${database}: ${err.message}; choosing another pod`;
       const { pod: _pod, database: _db, ...rest } = p.old;
       p.old = rest;
+      p.ctx.placements.forget(keyOf(p.obj));
       await setPhase(p, 'Pending', { reason, message });
       return { retry: message };
     }
