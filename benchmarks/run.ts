@@ -23,6 +23,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: 'memory (PSS) and idle CPU with 1,000 databases, untouched and queried once; autovacuum',
     load: () => import('./density.js'),
   },
+  operator: {
+    about: '200 Branches applied at once: apply -> Ready and TTL expiry -> dropped, API double + runtimes',
+    load: () => import('./operator.js'),
+  },
   churn: {
     about: '10,000 create -> query -> drop lifecycles: memory retained per lifecycle, lifecycles/s',
     load: () => import('./churn.js'),

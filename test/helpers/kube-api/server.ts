@@ -23,6 +23,8 @@ export interface RequestRecord {
   namespace: string | null;
   name: string | null;
   code: number;
+  /** Milliseconds from the request's arrival to its response (a watch: to its headers). */
+  ms: number;
 }
 
 export interface ServerOptions {
@@ -93,7 +95,7 @@ export class KubeApiServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'https://localhost');
-    const record: RequestRecord = { method: req.method ?? 'GET', verb: 'discovery', resource: '', namespace: null, name: null, code: 200 };
+    const record: RequestRecord = { method: req.method ?? 'GET', verb: 'discovery', resource: '', namespace: null, name: null, code: 200, ms: performance.now() };
     try {
       if (req.headers.authorization !== `Bearer ${this.opts.token}`) throw new StatusError(401, 'Unauthorized', 'Unauthorized');
       const discovery = this.discovery(url.pathname);
@@ -197,6 +199,7 @@ export class KubeApiServer {
     };
     const start = this.opts.store.watch(t, sel, q.get('resourceVersion') ?? undefined, (e) => write(e.type, e.object));
     record.code = 'gone' in start ? 410 : 200; // the HTTP status is 200 either way; the record says what happened
+    record.ms = performance.now() - record.ms;
     this.requests.push(record);
     res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache, private' });
     res.flushHeaders();
@@ -220,6 +223,7 @@ export class KubeApiServer {
 
   private send(res: ServerResponse, code: number, body: JsonObject, record: RequestRecord, warnings: string[] = []): void {
     record.code = code;
+    record.ms = performance.now() - record.ms;
     this.requests.push(record);
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     // Warnings go in Warning headers (RFC 7234 code 299), as the API server sends them.

@@ -1,0 +1,410 @@
+// The operator benchmark: a burst of Branches applied at once, against the Kubernetes API double (in a
+// process of its own, as an API server is) and real PGX runtimes standing in for runtime pods (each its
+// own `pgx start` process, reached through its control API). The operator runs here with its production
+// settings (work queues, resync, lease); this process also plays kubectl and watches what happens.
+//
+// Measured per Branch, from a watch on Branches and by polling the runtimes:
+//   apply -> Ready       from the create call's return (the object is stored, as `kubectl apply`
+//                        returns) to the watch event carrying condition Ready=True
+//   expiry -> dropped    from status.expiresAt (createdAt + ttl) to the database's absence from its
+//                        runtime's /v1/databases (polled every 50 ms from just before the first expiry)
+//   expiry -> gone       to the Branch's DELETED event (the finalizer goes only after the drop)
+// For profiling: the phase times on the way to Ready (finalizer added, Creating, Ready), the reconciles
+// the operator ran and their mean time, the API requests by verb and the double's own time for them,
+// the runtimes' mint counters, and the CPU each process used during the burst.
+
+import { CoreV1Api, CustomObjectsApi, Watch } from '@kubernetes/client-node';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiClient } from '../src/api/client.js';
+import { systemClock } from '../src/clock.js';
+import { PgxError } from '../src/errors.js';
+import { silentLogger } from '../src/log.js';
+import { MERGE_PATCH, type CustomObject } from '../src/operator/kube.js';
+import { DEFAULT_WORKERS, Operator } from '../src/operator/operator.js';
+import { API_TOKEN_KEY, API_URL_ANNOTATION, ENGINE_HOST_ANNOTATION, ENGINE_PORT_ANNOTATION, RUNTIME_LABEL, runtimeSecretName } from '../src/operator/pods.js';
+import type { RequestRecord } from '../test/helpers/kube-api/index.js';
+import { NS, PGX, TOKEN } from '../test/operator/harness.js';
+import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
+import type { Cleanup } from './lib/cleanup.js';
+import { ownCpuMs, processCpuMs, treeCpuMs } from './lib/cpu.js';
+import { startKubeApiProcess } from './lib/kube-api-process.js';
+import { startRuntimeProcess, type RuntimeProcess } from './lib/runtime-process.js';
+import { median, percentile } from './lib/stats.js';
+import { formatTable, markdownTable } from './lib/table.js';
+
+const HELP = `Usage: npm run bench -- operator [options]
+
+A burst of Branches applied at once: apply -> Ready, and TTL expiry -> database dropped, against the
+Kubernetes API double and real runtime processes.
+
+Options:
+  --branches N   Branches applied at once per round                               [200]
+  --pods N       runtime pods (each a pgx start process)                           [2]
+  --rounds N     bursts, one after the other (each waits for the last to be gone)  [3]
+  --ttl S        the Branches' ttl in seconds (all must be Ready before it runs out)  [90]
+  --workers N    reconciles at once per controller                  [the operator's default, 16]
+  --quick        smoke run: 20 Branches, 1 round, ttl 30 s; results to a temp file, docs untouched
+  --report FILE  redraw the table and docs section from a results JSON
+  -h, --help     this help
+`;
+
+const RUNTIME = 'bench';
+const TEMPLATE = 'app';
+const SCHEMA = "CREATE TABLE items (id int PRIMARY KEY, label text); INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100) g;";
+const READY_TIMEOUT_MS = 300_000;
+const POLL_MS = 50;
+
+interface Options {
+  branches: number;
+  pods: number;
+  rounds: number;
+  ttlSeconds: number;
+  workers: number | null;
+}
+
+interface Sample {
+  round: number;
+  branch: string;
+  pod: string;
+  /** Milliseconds from the round's start (the first create sent). */
+  createMs: number;
+  appliedMs: number;
+  finalizerMs: number | null;
+  creatingMs: number | null;
+  readyMs: number | null;
+  /** Wall-clock ms: when the Branch expires (status.expiresAt), and what was seen after. */
+  expiresAt: number | null;
+  expiredSeenAt: number | null;
+  droppedAt: number | null;
+  goneAt: number | null;
+}
+
+interface RoundProfile {
+  round: number;
+  readyWindowMs: number;
+  /** CPU milliseconds each process used from the first create to the last Ready. */
+  cpu: { operator: number; kubeApi: number; runtimes: number };
+  reconciles: Record<string, { count: number; seconds: number }>;
+  requests: { verb: string; resource: string; count: number; p50Ms: number; p99Ms: number }[];
+  mints: { warm: number; cold: number }[];
+}
+
+interface Body {
+  options: Options;
+  operatorQueue: { workers: number };
+  /** The same burst straight to the runtimes' API (create + credential), no operator: ms per call. */
+  runtimeFloor: { ms: number[]; doneMs: number[] };
+  samples: Sample[];
+  profiles: RoundProfile[];
+}
+
+interface Tracked {
+  sample: Sample;
+  database?: string;
+}
+
+async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
+  progress('starting the Kubernetes API double in its own process');
+  const kubeApi = await startKubeApiProcess(cleanup);
+  const kc = kubeApi.kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+
+  progress(`starting ${opts.pods} runtime processes`);
+  const tokenFile = path.join(workDir, 'api-token');
+  writeFileSync(tokenFile, `${TOKEN}\n`, { mode: 0o644 });
+  const runtimes: RuntimeProcess[] = await Promise.all(
+    Array.from({ length: opts.pods }, async (_, i) => {
+      const dir = path.join(workDir, `pod-${i}`);
+      mkdirSync(dir);
+      chmodSync(dir, 0o755);
+      return startRuntimeProcess({ workDir: dir, flags: ['--api-token-file', tokenFile] }, cleanup);
+    }),
+  );
+  const apis = runtimes.map((r) => new ApiClient({ url: r.api.url, token: TOKEN, timeoutMs: 120_000 }));
+
+  // The Runtime, its token Secret and one ready Pod per runtime process (annotated with its ports).
+  await custom.createNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'runtimes', body: { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: RUNTIME }, spec: { replicas: opts.pods, image: 'ghcr.io/pgx/pgx:bench' } } });
+  await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: runtimeSecretName(RUNTIME) }, stringData: { [API_TOKEN_KEY]: TOKEN } } });
+  for (const [i, rt] of runtimes.entries()) {
+    const name = `${RUNTIME}-${i}`;
+    await core.createNamespacedPod({
+      namespace: NS,
+      body: {
+        metadata: { name, labels: { [RUNTIME_LABEL]: RUNTIME }, annotations: { [API_URL_ANNOTATION]: rt.api.url.replace(/\/v1\/?$/, ''), [ENGINE_HOST_ANNOTATION]: rt.engine.host, [ENGINE_PORT_ANNOTATION]: String(rt.engine.port) } },
+        spec: { containers: [{ name: 'runtime', image: 'ghcr.io/pgx/pgx:bench' }] },
+      },
+    });
+    await core.patchNamespacedPodStatus({ name, namespace: NS, body: { status: { phase: 'Running', podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } }, MERGE_PATCH);
+  }
+
+  progress('starting the operator (production queue, resync and lease settings)');
+  const op = new Operator({ kc, namespace: NS, leaseNamespace: NS, leaseName: 'pgx-operator', logger: silentLogger, ...(opts.workers !== null ? { queue: { workers: opts.workers } } : {}) });
+  await op.start();
+  cleanup.add('operator', () => op.stop());
+  await until('the operator to lead', 30_000, async () => op.isLeader);
+
+  await custom.createNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'templates', body: { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name: TEMPLATE }, spec: { runtimeRef: { name: RUNTIME }, source: { sql: SCHEMA } } } });
+  await until('the Template to be sealed on every pod', 120_000, async () => {
+    const t = (await custom.getNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'templates', name: TEMPLATE })) as CustomObject;
+    return readyReason(t) === 'Sealed';
+  });
+
+  // The floor: what the runtimes take for the same burst without the operator, through their API (a
+  // create and a credential per Branch, all at once, spread evenly over the pods).
+  progress(`runtimes alone: ${opts.branches} creates + credentials at once through their API`);
+  const directStart = systemClock.monotonic();
+  const direct = await Promise.all(
+    Array.from({ length: opts.branches }, async (_, i) => {
+      const api = apis[i % apis.length]!;
+      const t0 = systemClock.monotonic();
+      const made = await api.createDatabase({ template: TEMPLATE, pinned: true });
+      await api.createCredential(made.name, {});
+      return { ms: systemClock.monotonic() - t0, doneMs: systemClock.monotonic() - directStart, api, name: made.name };
+    }),
+  );
+  for (const d of direct) await d.api.dropDatabase(d.name);
+  await until('the warm pools to refill', 120_000, async () => (await Promise.all(apis.map(async (a) => Object.values((await a.status()).pool).every((p) => p.ready >= p.size)))).every(Boolean));
+  const runtimeFloor = { ms: direct.map((d) => d.ms), doneMs: direct.map((d) => d.doneMs) };
+  progress(`  p50 ${median(runtimeFloor.ms).toFixed(0)} ms, p99 ${percentile(runtimeFloor.ms, 99).toFixed(0)} ms`);
+
+  // One watch on Branches for the whole run: every sample's phase times come from it.
+  const tracked = new Map<string, Tracked>();
+  let roundStart = 0;
+  const watch = await new Watch(kc).watch(
+    `/apis/pgx.dev/v1alpha1/namespaces/${NS}/branches`,
+    {},
+    (type: string, obj: CustomObject) => {
+      const t = tracked.get(obj.metadata?.name ?? '');
+      if (!t) return;
+      const now = systemClock.monotonic() - roundStart;
+      const s = t.sample;
+      if (type === 'DELETED') {
+        s.goneAt ??= systemClock.now();
+        return;
+      }
+      const status = (obj.status ?? {}) as { phase?: string; pod?: string; database?: string; expiresAt?: string };
+      if (s.finalizerMs === null && (obj.metadata?.finalizers ?? []).length > 0) s.finalizerMs = now;
+      if (s.creatingMs === null && status.phase === 'Creating') s.creatingMs = now;
+      if (s.readyMs === null && readyReason(obj) === 'DatabaseReady') {
+        s.readyMs = now;
+        s.pod = status.pod ?? '';
+        t.database = status.database;
+        s.expiresAt = status.expiresAt ? Date.parse(status.expiresAt) : null;
+      }
+      if (s.expiredSeenAt === null && status.phase === 'Expired') s.expiredSeenAt = systemClock.now();
+    },
+    (err: unknown) => {
+      if (err) progress(`branch watch ended: ${(err as Error).message}`);
+    },
+  );
+  cleanup.add('branch watch', () => watch.abort());
+
+  const samples: Sample[] = [];
+  const profiles: RoundProfile[] = [];
+  for (let round = 0; round < opts.rounds; round++) {
+    tracked.clear();
+    const names = Array.from({ length: opts.branches }, (_, i) => `r${round}-b${i}`);
+    for (const branch of names) {
+      tracked.set(branch, {
+        sample: { round, branch, pod: '', createMs: 0, appliedMs: 0, finalizerMs: null, creatingMs: null, readyMs: null, expiresAt: null, expiredSeenAt: null, droppedAt: null, goneAt: null },
+      });
+    }
+    const before = {
+      requests: (await kubeApi.requests()).length,
+      reconciles: await reconcileTotals(op),
+      cpu: { operator: ownCpuMs(), kubeApi: processCpuMs(kubeApi.pid), runtimes: await runtimesCpu(runtimes) },
+    };
+    progress(`round ${round + 1}/${opts.rounds}: applying ${opts.branches} Branches at once (ttl ${opts.ttlSeconds}s)`);
+    roundStart = systemClock.monotonic();
+    await Promise.all(
+      names.map(async (branch) => {
+        const s = tracked.get(branch)!.sample;
+        s.createMs = systemClock.monotonic() - roundStart;
+        await custom.createNamespacedCustomObject({
+          ...PGX,
+          namespace: NS,
+          plural: 'branches',
+          body: { apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name: branch }, spec: { templateRef: { name: TEMPLATE }, ttl: `${opts.ttlSeconds}s` } },
+          fieldValidation: 'Strict',
+        });
+        s.appliedMs = systemClock.monotonic() - roundStart;
+      }),
+    );
+    const all = [...tracked.values()];
+    await until(`${opts.branches} Branches to be Ready`, READY_TIMEOUT_MS, async () => all.every((t) => t.sample.readyMs !== null));
+    const readyWindowMs = systemClock.monotonic() - roundStart;
+    const cpu = { operator: ownCpuMs() - before.cpu.operator, kubeApi: processCpuMs(kubeApi.pid) - before.cpu.kubeApi, runtimes: (await runtimesCpu(runtimes)) - before.cpu.runtimes };
+    const ready = all.map((t) => t.sample.readyMs! - t.sample.appliedMs).sort((a, b) => a - b);
+    progress(`  all Ready after ${(readyWindowMs / 1000).toFixed(2)} s; apply -> Ready p50 ${median(ready).toFixed(0)} ms, p99 ${percentile(ready, 99).toFixed(0)} ms`);
+
+    // Expiry: poll each runtime's databases from just before the first expiresAt until all are gone.
+    const firstExpiry = Math.min(...all.map((t) => t.sample.expiresAt ?? Infinity));
+    const late = all.filter((t) => t.sample.expiresAt !== null && t.sample.expiresAt < systemClock.now()).length;
+    if (late > 0) progress(`  ${late} Branches were Ready only after their expiresAt: raise --ttl`);
+    await sleep(Math.max(0, firstExpiry - systemClock.now() - 500));
+    progress('  waiting for the TTLs: polling the runtimes for the drops');
+    const podIndex = (pod: string): number => Number(pod.slice(RUNTIME.length + 1));
+    await until('every database to be dropped', opts.ttlSeconds * 1000 + READY_TIMEOUT_MS, async () => {
+      const pending = all.filter((t) => t.sample.droppedAt === null);
+      for (const [i, api] of apis.entries()) {
+        const mine = pending.filter((t) => podIndex(t.sample.pod) === i);
+        if (mine.length === 0) continue;
+        const present = new Set((await api.listDatabases()).map((d) => d.name));
+        const at = systemClock.now();
+        for (const t of mine) if (t.database !== undefined && !present.has(t.database)) t.sample.droppedAt = at;
+      }
+      return all.every((t) => t.sample.droppedAt !== null);
+    }, POLL_MS);
+    await until('every Branch to be gone', READY_TIMEOUT_MS, async () => all.every((t) => t.sample.goneAt !== null));
+    for (const t of all) samples.push(t.sample);
+
+    const log = (await kubeApi.requests()).slice(before.requests);
+    const afterReconciles = await reconcileTotals(op);
+    const reconciles: RoundProfile['reconciles'] = {};
+    for (const [k, v] of Object.entries(afterReconciles)) reconciles[k] = { count: v.count - (before.reconciles[k]?.count ?? 0), seconds: v.seconds - (before.reconciles[k]?.seconds ?? 0) };
+    profiles.push({ round, readyWindowMs, cpu, reconciles, requests: requestProfile(log), mints: await Promise.all(apis.map(async (a) => { const m = (await a.status()).mints; return { warm: m.warm, cold: m.cold }; })) });
+    // The warm pools refill in the background after a burst; let them, so rounds start alike.
+    await until('the warm pools to refill', 120_000, async () => (await Promise.all(apis.map(async (a) => Object.values((await a.status()).pool).every((p) => p.ready >= p.size)))).every(Boolean));
+  }
+  return { options: opts, operatorQueue: { workers: opts.workers ?? DEFAULT_WORKERS }, runtimeFloor, samples, profiles };
+}
+
+function readyReason(obj: CustomObject): string | undefined {
+  return ((obj.status as { conditions?: { type: string; status: string; reason: string }[] } | undefined)?.conditions ?? []).find((c) => c.type === 'Ready' && c.status === 'True')?.reason;
+}
+
+async function until(what: string, timeoutMs: number, fn: () => Promise<boolean>, intervalMs = 20): Promise<void> {
+  const deadline = systemClock.monotonic() + timeoutMs;
+  while (!(await fn())) {
+    if (systemClock.monotonic() > deadline) throw new PgxError('INTERNAL', `timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+async function runtimesCpu(runtimes: RuntimeProcess[]): Promise<number> {
+  return (await Promise.all(runtimes.map((r) => treeCpuMs(r.pid)))).reduce((a, b) => a + b, 0);
+}
+
+async function reconcileTotals(op: Operator): Promise<Record<string, { count: number; seconds: number }>> {
+  const out: Record<string, { count: number; seconds: number }> = {};
+  for (const m of await op.metrics.registry.getMetricsAsJSON()) {
+    if (m.name !== 'pgx_operator_reconcile_duration_seconds') continue;
+    for (const v of (m as unknown as { values: { metricName?: string; labels: { controller?: string }; value: number }[] }).values) {
+      const c = v.labels.controller ?? '';
+      out[c] ??= { count: 0, seconds: 0 };
+      if (v.metricName?.endsWith('_count')) out[c].count = v.value;
+      if (v.metricName?.endsWith('_sum')) out[c].seconds = v.value;
+    }
+  }
+  return out;
+}
+
+function requestProfile(log: RequestRecord[]): RoundProfile['requests'] {
+  const groups = new Map<string, number[]>();
+  for (const r of log) {
+    if (r.verb === 'discovery' || r.verb === 'watch') continue;
+    const k = `${r.verb} ${r.resource}`;
+    (groups.get(k) ?? groups.set(k, []).get(k)!).push(r.ms);
+  }
+  return [...groups.entries()]
+    .map(([k, ms]) => ({ verb: k.split(' ')[0]!, resource: k.split(' ')[1]!, count: ms.length, p50Ms: median(ms), p99Ms: percentile(ms, 99) }))
+    .sort((a, b) => b.count - a.count);
+}
+
+function render(r: Meta & Body) {
+  const ms = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(0)} ms` : '-');
+  const stat = (values: number[]): { p50: number; p99: number; n: number } => ({ p50: median(values), p99: percentile(values, 99), n: values.length });
+  const s = r.samples;
+  const applyReady = stat(s.flatMap((x) => (x.readyMs !== null ? [x.readyMs - x.appliedMs] : [])));
+  const create = stat(s.map((x) => x.appliedMs - x.createMs));
+  const toFinalizer = stat(s.flatMap((x) => (x.finalizerMs !== null ? [x.finalizerMs - x.appliedMs] : [])));
+  const toCreating = stat(s.flatMap((x) => (x.creatingMs !== null && x.finalizerMs !== null ? [x.creatingMs - x.finalizerMs] : [])));
+  const creatingReady = stat(s.flatMap((x) => (x.readyMs !== null && x.creatingMs !== null ? [x.readyMs - x.creatingMs] : [])));
+  const onTime = s.filter((x) => x.expiresAt !== null && x.readyMs !== null);
+  const expirySeen = stat(onTime.flatMap((x) => (x.expiredSeenAt !== null ? [x.expiredSeenAt - x.expiresAt!] : [])));
+  const dropped = stat(onTime.flatMap((x) => (x.droppedAt !== null ? [x.droppedAt - x.expiresAt!] : [])));
+  const gone = stat(onTime.flatMap((x) => (x.goneAt !== null ? [x.goneAt - x.expiresAt!] : [])));
+  const header = ['interval', 'p50', 'p99', 'samples'];
+  const row = (label: string, v: { p50: number; p99: number; n: number }): string[] => [label, ms(v.p50), ms(v.p99), String(v.n)];
+  const floor = stat(r.runtimeFloor.ms);
+  const rows = [
+    row('runtimes alone: create + credential, same burst, no operator', floor),
+    row('apply -> Ready', applyReady),
+    row('  create call (apply returns)', create),
+    row('  applied -> finalizer added', toFinalizer),
+    row('  finalizer -> Creating (placed)', toCreating),
+    row('  Creating -> Ready (mint, credential, Secret)', creatingReady),
+    row('TTL expiry -> database dropped', dropped),
+    row('  expiry -> Expired seen', expirySeen),
+    row('  expiry -> Branch gone', gone),
+  ];
+  const bars: Bar[] = [{ text: 'apply -> Ready p50 <= 200 ms', measured: `${ms(applyReady.p50)} (p99 ${ms(applyReady.p99)})`, pass: applyReady.p50 <= 200 }];
+
+  const perRound = r.profiles.map((p) => {
+    const rs = s.filter((x) => x.round === p.round);
+    const ar = rs.flatMap((x) => (x.readyMs !== null ? [x.readyMs - x.appliedMs] : []));
+    const dr = rs.flatMap((x) => (x.droppedAt !== null && x.expiresAt !== null ? [x.droppedAt - x.expiresAt] : []));
+    const window = p.readyWindowMs / 1000;
+    const share = (v: number): string => `${((v / p.readyWindowMs) * 100).toFixed(0)}%`;
+    const rec = Object.entries(p.reconciles).map(([c, v]) => `${c} ${v.count} (mean ${v.count ? ((v.seconds / v.count) * 1000).toFixed(0) : '-'} ms)`).join(', ');
+    return [
+      String(p.round + 1),
+      ms(median(ar)),
+      ms(percentile(ar, 99)),
+      `${window.toFixed(2)} s`,
+      ms(median(dr)),
+      ms(percentile(dr, 99)),
+      `${share(p.cpu.operator)} / ${share(p.cpu.kubeApi)} / ${share(p.cpu.runtimes)}`,
+      rec,
+      p.mints.map((m) => `${m.warm}w+${m.cold}c`).join(', '),
+    ];
+  });
+  const roundHeader = ['round', 'apply->Ready p50', 'p99', 'all Ready after', 'expiry->dropped p50', 'p99', 'CPU of one core during the burst: operator / API double / runtimes', 'reconciles (mean time)', 'mints per pod (warm+cold, cumulative)'];
+  const reqs = r.profiles[r.profiles.length - 1]?.requests ?? [];
+  const reqHeader = ['request', 'count', 'double p50', 'double p99'];
+  const reqRows = reqs.slice(0, 12).map((q) => [`${q.verb} ${q.resource}`, String(q.count), `${q.p50Ms.toFixed(1)} ms`, `${q.p99Ms.toFixed(1)} ms`]);
+  const o = r.options;
+  const about = [
+    `${describeMachine(r.machine, r.durationSeconds)}.`,
+    `${o.branches} Branches applied at once per round, ${o.rounds} round${o.rounds === 1 ? '' : 's'}, ttl ${o.ttlSeconds}s; ${o.pods} runtime pods (pgx start processes, default warm pool of 2 per template);` +
+      ` the API double in its own process; the operator with ${r.operatorQueue.workers} workers per controller${o.workers === null ? ' (its default)' : ''}, resync 300 s.`,
+  ];
+  return {
+    bars,
+    terminal: [...about, '', formatTable(header, rows), '', formatTable(roundHeader, perRound), '', `API requests of the last round (server time in the double):`, formatTable(reqHeader, reqRows)].join('\n'),
+    markdown: (raw: string) =>
+      [
+        `Latest run: ${about.join(' ')}`,
+        '',
+        markdownTable(header, rows, ['l', 'r', 'r', 'r']),
+        '',
+        ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
+        '',
+        markdownTable(roundHeader, perRound, ['r', 'r', 'r', 'r', 'r', 'r', 'l', 'l', 'l']),
+        '',
+        'API requests of the last round, with the time the double took to answer each:',
+        '',
+        markdownTable(reqHeader, reqRows, ['l', 'r', 'r', 'r']),
+        '',
+        `Timers: apply -> Ready from the create call's return to the watch event with Ready=True; expiry -> dropped from status.expiresAt to the database's absence in its runtime's /v1/databases (polled every ${POLL_MS} ms). Raw samples: [${raw}](../${raw}).`,
+      ].join('\n'),
+  };
+}
+
+export const main = benchMain<Options, Body>({
+  name: 'operator',
+  help: HELP,
+  options: ['branches', 'pods', 'rounds', 'ttl', 'workers'],
+  parse: (v, quick) => ({
+    branches: intOption(v, 'branches', quick ? 20 : 200, 1),
+    pods: intOption(v, 'pods', 2, 1),
+    rounds: intOption(v, 'rounds', quick ? 1 : 3, 1),
+    ttlSeconds: intOption(v, 'ttl', quick ? 30 : 90, 1),
+    workers: v.workers === undefined ? null : intOption(v, 'workers', 4, 1),
+  }),
+  measure,
+  render,
+});
