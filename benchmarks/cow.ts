@@ -28,8 +28,9 @@ import type pg from 'pg';
 import { PgxError } from '../src/errors.js';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import type { Cleanup } from './lib/cleanup.js';
-import { runChecked, runCommand, type CommandResult } from './lib/exec.js';
+import { runChecked, runCommand } from './lib/exec.js';
 import { fileExtents, filesIn, type FileExtents } from './lib/file-extents.js';
+import { ioCounters, ioDelta, type IoCounters } from './lib/io-counters.js';
 import { freeBytes, makeXfsImage, syncFs, usedBytes, type LoopImage } from './lib/loop-image.js';
 import { monotonicMs, traceSyscall } from './lib/perf-syscalls.js';
 import { newClient, quoteIdent, timeFirstQuery, withClient, type Endpoint } from './lib/pg-connect.js';
@@ -54,7 +55,7 @@ Options:
   --warm yes|no         also the warm path (runtime restarted with --pool-size 2)       [yes]
   --neighbour yes|no    the neighbour write-latency part, on the largest template       [yes]
   --neighbour-rate N    the neighbour's pgbench -N rate, transactions per second        [100]
-  --neighbour-windows N quiet and clone windows each (alternating)                      [3]
+  --neighbour-windows N rounds of windows: quiet, checkpoints, clones, after            [3]
   --window-seconds S    length of each window                                           [20]
   --dir DIR             where the image file and its mount point go                     [${os.tmpdir()}]
   --keep-image yes|no   keep the image file afterwards (it is always unmounted)          [no]
@@ -174,6 +175,8 @@ interface DirectCreate {
   buffersWritten: number;
   ckptWriteMs: number;
   ckptSyncMs: number;
+  /** XFS transactions committed while it ran (the filesystem's counters; nothing else writes then). */
+  xfsTransactions: number;
 }
 
 interface TracedCreate {
@@ -187,6 +190,9 @@ interface TracedCreate {
   calls: number;
   /** Calls that returned 0: one per file. */
   files: number;
+  /** Bytes cloned, and the largest one call cloned (PostgreSQL 18 asks for 1 MB a call). */
+  bytes: number;
+  maxCallBytes: number;
   /** Last copy_file_range returned to the CREATE DATABASE answer: WAL record, second checkpoint, commit. */
   afterCloneMs: number;
 }
@@ -196,9 +202,17 @@ interface Profile {
   direct: DirectCreate[];
   /** First connect + SELECT 1 to a fresh clone after its files under 16 MB were read into the page cache. */
   cachedFirstConnectMs: number[];
+  /**
+   * First connect + SELECT 1 to a clone of a database that has a relation cache init file (a branch
+   * that has had a session), and whether the clone got the file: what sealing a template with the
+   * file in place would give every branch.
+   */
+  initFileFirstConnectMs: number[];
+  initFileInherited: boolean | null;
   traced: TracedCreate[];
   tracedError: string | null;
   cpReflinkMs: number[];
+  cpReflinkTransactions: number[];
 }
 
 interface SizeResult {
@@ -225,22 +239,42 @@ interface LatencyStats {
   max: number;
 }
 
-/** quiet: nothing; clones: branches minted back to back; checkpoints: CHECKPOINT alone, at the clone windows' rate. */
-type WindowKind = 'quiet' | 'clones' | 'checkpoints';
+/**
+ * Each round, in this order: quiet (nothing but the neighbour), checkpoints (CHECKPOINT alone, two per
+ * cold branch at the quiet branch rate: what the clones' FILE_COPY checkpoints would be without the
+ * cloning), clones (cold branches minted back to back), after (quiet again, right after the clones).
+ */
+const WINDOW_KINDS = ['quiet', 'checkpoints', 'clones', 'after'] as const;
+type WindowKind = (typeof WINDOW_KINDS)[number];
+
+interface NeighbourWindow extends IoCounters {
+  kind: WindowKind;
+  startMs: number;
+  endMs: number;
+  checkpoints: number;
+  buffersWritten: number;
+}
+
+interface WindowSummary extends IoCounters {
+  seconds: number;
+  checkpoints: number;
+  buffersWritten: number;
+  /** The neighbour through the engine, and the control one directly on PostgreSQL's socket. */
+  engine: LatencyStats;
+  direct: LatencyStats;
+}
 
 interface NeighbourResult {
   template: string;
   branchTemplate: string;
-  rate: number;
-  clients: number;
-  pgbench: string;
-  windows: { kind: WindowKind; startMs: number; endMs: number; checkpoints: number; buffersWritten: number }[];
+  pgbench: { engine: string; direct: string };
+  checkpointEveryMs: number;
+  windows: NeighbourWindow[];
+  byKind: Record<WindowKind, WindowSummary>;
   clones: { startMs: number; endMs: number; readyMs: number }[];
-  quiet: LatencyStats;
-  cloneWindows: LatencyStats;
-  checkpointWindows: LatencyStats;
+  /** Engine neighbour transactions overlapping a branch being minted. */
   overlapping: LatencyStats;
-  transactions: number;
+  transactions: { engine: number; direct: number };
   failedClones: number;
 }
 
@@ -561,7 +595,7 @@ class Bench {
 
   // --- profile -------------------------------------------------------------------------------------
 
-  async profile(tpl: string): Promise<Profile> {
+  async profile(tpl: string, branch: string): Promise<Profile> {
     const made: string[] = [];
     const checkpointMs: number[] = [];
     await this.settled();
@@ -575,12 +609,15 @@ class Bench {
       const name = `cow_direct_${++this.seq}`;
       await this.settled();
       const ck0 = await this.checkpointer();
+      let io0 = ioCounters(this.img.device);
       const createMs = await withClient(this.rt.postgres, 'postgres', async (c) => {
         await c.query('SET file_copy_method = clone');
+        io0 = ioCounters(this.img.device);
         const t = performance.now();
         await c.query(`CREATE DATABASE ${name} TEMPLATE ${tpl} STRATEGY FILE_COPY`);
         return performance.now() - t;
       });
+      const io = ioDelta(io0, ioCounters(this.img.device));
       made.push(name);
       const ck1 = await this.checkpointer();
       const firstConnectMs = await timeFirstQuery(this.rt.postgres, name);
@@ -593,6 +630,7 @@ class Bench {
         buffersWritten: ck1.buffers - ck0.buffers,
         ckptWriteMs: ck1.writeMs - ck0.writeMs,
         ckptSyncMs: ck1.syncMs - ck0.syncMs,
+        xfsTransactions: io.xfsTransactions,
       });
     }
     // The same first connect once the clone's catalog files are in the page cache: a clone is a new
@@ -609,36 +647,55 @@ class Bench {
       for (const f of filesIn(await this.dbDir(name))) if (statSync(f).size < 16 * MB) readFileSync(f);
       cachedFirstConnectMs.push(round1(await timeFirstQuery(this.rt.postgres, name)));
     }
+    const initFileFirstConnectMs: number[] = [];
+    let initFileInherited: boolean | null = null;
+    for (let i = 0; i < PROFILE_SAMPLES; i++) {
+      const name = `cow_init_${++this.seq}`;
+      await this.settled();
+      await withClient(this.rt.postgres, 'postgres', async (c) => {
+        // The engine keeps idle backends on the branch; CREATE DATABASE needs its source alone.
+        await c.query(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '${branch}'`);
+        await c.query('SET file_copy_method = clone');
+        await c.query(`CREATE DATABASE ${name} TEMPLATE ${branch} STRATEGY FILE_COPY`);
+      });
+      made.push(name);
+      initFileInherited = existsSync(path.join(await this.dbDir(name), 'pg_internal.init'));
+      initFileFirstConnectMs.push(round1(await timeFirstQuery(this.rt.postgres, name)));
+    }
     const traced: TracedCreate[] = [];
     let tracedError: string | null = null;
-    for (let i = 0; i < PROFILE_SAMPLES && tracedError === null; i++) {
+    for (let i = 0; i < PROFILE_SAMPLES; i++) {
       const name = `cow_traced_${++this.seq}`;
       await this.settled();
       try {
         traced.push(await this.tracedCreate(tpl, name));
       } catch (err) {
+        // Kept, and the next sample tried: on a loaded machine perf is sometimes not attached in time.
         tracedError = (err as Error).message.slice(0, 300);
-        progress(`  perf trace failed: ${tracedError}`);
+        progress(`  perf trace ${i + 1} failed: ${tracedError}`);
       }
       made.push(name);
     }
     const cpReflinkMs: number[] = [];
+    const cpReflinkTransactions: number[] = [];
     const src = await this.dbDir(tpl);
     for (let i = 0; i < PROFILE_SAMPLES; i++) {
       const dest = path.join(this.img.mountPoint, `reflink-copy-${++this.seq}`);
       await this.settled();
+      const io0 = ioCounters(this.img.device);
       const r = await runChecked('cp', ['-a', '--reflink=always', src, dest], { env: process.env });
+      cpReflinkTransactions.push(ioDelta(io0, ioCounters(this.img.device)).xfsTransactions);
       cpReflinkMs.push(Math.round(r.ms * 10) / 10);
       await runChecked('rm', ['-rf', dest], { env: process.env });
     }
     for (const name of made) await this.admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    const p: Profile = { checkpointMs, direct, cachedFirstConnectMs, traced, tracedError, cpReflinkMs };
+    const p: Profile = { checkpointMs, direct, cachedFirstConnectMs, initFileFirstConnectMs, initFileInherited, traced, tracedError, cpReflinkMs, cpReflinkTransactions };
     progress(
       `  profile: CHECKPOINT alone ${median(checkpointMs).toFixed(1)} ms; CREATE DATABASE (clone) directly ${median(direct.map((d) => d.createMs)).toFixed(1)} ms` +
         (traced.length > 0
           ? ` = before clone ${median(traced.map((t) => t.beforeCloneMs)).toFixed(1)} + cloning ${median(traced.map((t) => t.cloneMs)).toFixed(1)} (${traced[0]!.files} files) + after ${median(traced.map((t) => t.afterCloneMs)).toFixed(1)} ms (traced)`
           : '') +
-        `; first connect ${median(direct.map((d) => d.firstConnectMs)).toFixed(1)} ms (catalog files cached: ${median(cachedFirstConnectMs).toFixed(1)} ms), later ${median(direct.map((d) => d.secondConnectMs)).toFixed(1)} ms; cp --reflink ${median(cpReflinkMs).toFixed(1)} ms`,
+        `; first connect ${median(direct.map((d) => d.firstConnectMs)).toFixed(1)} ms (catalog files cached: ${median(cachedFirstConnectMs).toFixed(1)} ms; cloned with an init file: ${median(initFileFirstConnectMs).toFixed(1)} ms), later ${median(direct.map((d) => d.secondConnectMs)).toFixed(1)} ms; cp --reflink ${median(cpReflinkMs).toFixed(1)} ms`,
     );
     return p;
   }
@@ -676,6 +733,8 @@ class Bench {
         callsMs: round1(calls.reduce((s, x) => s + (x.exitMs - x.enterMs), 0)),
         calls: calls.length,
         files: calls.filter((x) => x.result === 0).length,
+        bytes: calls.reduce((s, x) => s + Math.max(0, x.result), 0),
+        maxCallBytes: calls.reduce((m, x) => Math.max(m, x.result), 0),
         afterCloneMs: round1(t1 - last.exitMs),
       };
     });
@@ -736,39 +795,48 @@ class Bench {
 
   // --- neighbour -----------------------------------------------------------------------------------
 
-  async neighbour(branchTemplate: string): Promise<NeighbourResult> {
+  async neighbour(branchTemplate: string, coldReadyMs: number): Promise<NeighbourResult> {
     const o = this.opts;
-    progress(`neighbour: ${NEIGHBOUR_TEMPLATE} (pgbench -i -s ${NEIGHBOUR_SCALE}), sealed; a neighbour minted from it runs pgbench -N at ${o.neighbourRate} tps`);
+    progress(`neighbour: ${NEIGHBOUR_TEMPLATE} (pgbench -i -s ${NEIGHBOUR_SCALE}), sealed; a neighbour minted from it runs pgbench -N at ${o.neighbourRate} tps through the engine`);
     await this.admin.query(`CREATE DATABASE ${NEIGHBOUR_TEMPLATE}`);
     await runChecked('pgbench', ['-i', '-q', '-s', String(NEIGHBOUR_SCALE)], { env: pgEnv(this.rt.postgres, NEIGHBOUR_TEMPLATE) });
     await withClient(this.rt.engine, 'postgres', (c) => c.query(`SELECT pgx_seal_template('${NEIGHBOUR_TEMPLATE}')`));
-    const neighbourDb = `tdb_${NEIGHBOUR_TEMPLATE}__neighbour`;
-    await timeFirstQuery(this.rt.engine, neighbourDb);
-    await this.mints.next();
+    const engineDb = `tdb_${NEIGHBOUR_TEMPLATE}__neighbour`;
+    const directDb = `tdb_${NEIGHBOUR_TEMPLATE}__direct`;
+    for (const db of [engineDb, directDb]) {
+      await timeFirstQuery(this.rt.engine, db);
+      await this.mints.next();
+    }
     const logDir = path.join(this.workDir, 'pgbench-log');
     mkdirSync(logDir, { recursive: true });
-    const prefix = path.join(logDir, 'neighbour');
     const warmupS = 10;
-    const seconds = warmupS + 3 * o.neighbourWindows * o.windowSeconds + 30;
-    const args = ['-n', '-N', '-c', String(NEIGHBOUR_CLIENTS), '-j', '2', '-R', String(o.neighbourRate), '-T', String(seconds), '-l', `--log-prefix=${prefix}`];
-    const pgbench: Promise<CommandResult> = runCommand('pgbench', args, { env: pgEnv(this.rt.engine, neighbourDb) });
-    let pgbenchDone = false;
-    void pgbench.then(() => (pgbenchDone = true));
+    const seconds = warmupS + WINDOW_KINDS.length * o.neighbourWindows * o.windowSeconds + 30;
+    const common = ['-n', '-N', '-T', String(seconds), '-l'];
+    const engineArgs = [...common, '-c', String(NEIGHBOUR_CLIENTS), '-j', '2', '-R', String(o.neighbourRate)];
+    // A second, smaller neighbour straight on PostgreSQL's socket: if it stalls too, the engine is not the cause.
+    const directArgs = [...common, '-c', '2', '-j', '1', '-R', String(Math.max(1, Math.round(o.neighbourRate / 3)))];
+    const runs = [
+      runCommand('pgbench', [...engineArgs, `--log-prefix=${path.join(logDir, 'engine')}`], { env: pgEnv(this.rt.engine, engineDb) }),
+      runCommand('pgbench', [...directArgs, `--log-prefix=${path.join(logDir, 'direct')}`], { env: pgEnv(this.rt.postgres, directDb) }),
+    ];
+    let ended = false;
+    void Promise.race(runs).then(() => (ended = true));
     await sleep(warmupS * 1000);
-    if (pgbenchDone) throw new PgxError('INTERNAL', `pgbench ended early: ${(await pgbench).stderr.trim().slice(-1500)}`);
-    const windows: NeighbourResult['windows'] = [];
+    if (ended) throw new PgxError('INTERNAL', `pgbench ended early: ${(await Promise.race(runs)).stderr.trim().slice(-1500)}`);
+    const windows: NeighbourWindow[] = [];
     const clones: NeighbourResult['clones'] = [];
     const names: string[] = [];
     let failedClones = 0;
-    let checkpointEveryMs = 1000;
+    // FILE_COPY checkpoints twice per branch; at the quiet cold rate that is one every readyMs / 2.
+    const checkpointEveryMs = Math.max(50, coldReadyMs / 2);
     for (let w = 0; w < o.neighbourWindows; w++) {
-      for (const kind of ['quiet', 'clones', 'checkpoints'] as const) {
+      for (const kind of WINDOW_KINDS) {
         const ck0 = await this.checkpointer();
+        const io0 = ioCounters(this.img.device);
         const startMs = epochMs();
         const end = startMs + o.windowSeconds * 1000;
-        if (kind === 'quiet') await sleep(o.windowSeconds * 1000);
+        if (kind === 'quiet' || kind === 'after') await sleep(o.windowSeconds * 1000);
         else if (kind === 'checkpoints') {
-          // The clone windows' checkpoints without the clones: is it the checkpoints that hurt?
           for (let next = startMs; next < end; next += checkpointEveryMs) {
             if (next > epochMs()) await sleep(next - epochMs());
             await this.admin.query('CHECKPOINT');
@@ -789,36 +857,56 @@ class Bench {
           }
         }
         const endMs = epochMs();
+        const io = ioDelta(io0, ioCounters(this.img.device));
         const ck1 = await this.checkpointer();
-        windows.push({ kind, startMs, endMs, checkpoints: ck1.done - ck0.done, buffersWritten: ck1.buffers - ck0.buffers });
-        if (kind === 'clones') checkpointEveryMs = (endMs - startMs) / Math.max(1, ck1.done - ck0.done);
-        progress(`  window ${w + 1}/${o.neighbourWindows} ${kind}: ${((endMs - startMs) / 1000).toFixed(0)} s${kind === 'clones' ? `, ${clones.length} branches so far` : ''}`);
+        windows.push({ kind, startMs, endMs, checkpoints: ck1.done - ck0.done, buffersWritten: ck1.buffers - ck0.buffers, ...io });
+        progress(
+          `  round ${w + 1}/${o.neighbourWindows} ${kind}: ${((endMs - startMs) / 1000).toFixed(0)} s, ${ck1.done - ck0.done} checkpoints, ` +
+            `${io.xfsTransactions} XFS transactions, ${mbs(io.writtenBytes)} MB written${kind === 'clones' ? `, ${clones.length} branches so far` : ''}`,
+        );
       }
     }
-    const result = await pgbench;
-    if (result.code !== 0) throw new PgxError('INTERNAL', `pgbench ${args.join(' ')} failed (exit ${result.code}): ${(result.stderr + result.stdout).trim().slice(-1500)}`);
-    const txs = readPgbenchLogs(prefix);
-    progress(`  pgbench: ${txs.length} transactions logged; dropping ${names.length} branches`);
+    const [engineRun, directRun] = await Promise.all(runs);
+    for (const [r, args] of [[engineRun!, engineArgs], [directRun!, directArgs]] as const) {
+      if (r.code !== 0) throw new PgxError('INTERNAL', `pgbench ${args.join(' ')} failed (exit ${r.code}): ${(r.stderr + r.stdout).trim().slice(-1500)}`);
+    }
+    const engineTx = readPgbenchLogs(path.join(logDir, 'engine'));
+    const directTx = readPgbenchLogs(path.join(logDir, 'direct'));
+    progress(`  pgbench: ${engineTx.length} + ${directTx.length} transactions logged; dropping ${names.length} branches`);
     for (const n of names) await this.rt.api.dropDatabase(n);
-    await this.rt.api.dropDatabase(neighbourDb);
+    for (const db of [engineDb, directDb]) await this.rt.api.dropDatabase(db);
     await this.dropTemplate(NEIGHBOUR_TEMPLATE);
-    const inWindows = (kind: WindowKind): Transaction[] =>
+    const inWindows = (txs: Transaction[], kind: WindowKind): Transaction[] =>
       txs.filter((t) => windows.some((w) => w.kind === kind && t.startMs >= w.startMs && t.endMs <= w.endMs));
-    const overlapping = txs.filter((t) => clones.some((c) => t.startMs < c.endMs && t.endMs > c.startMs));
-    const seconds_ = (kind: WindowKind): number => windows.filter((w) => w.kind === kind).reduce((s, w) => s + (w.endMs - w.startMs) / 1000, 0);
+    const byKind = Object.fromEntries(
+      WINDOW_KINDS.map((kind) => {
+        const ws = windows.filter((w) => w.kind === kind);
+        const secs = ws.reduce((s, w) => s + (w.endMs - w.startMs) / 1000, 0);
+        const sum = (k: keyof IoCounters | 'checkpoints' | 'buffersWritten'): number => ws.reduce((s, w) => s + w[k], 0);
+        const summary: WindowSummary = {
+          seconds: Math.round(secs),
+          checkpoints: sum('checkpoints'),
+          buffersWritten: sum('buffersWritten'),
+          writtenBytes: sum('writtenBytes'),
+          busyMs: sum('busyMs'),
+          xfsTransactions: sum('xfsTransactions'),
+          xfsLogWrites: sum('xfsLogWrites'),
+          engine: latencyStats(inWindows(engineTx, kind), secs),
+          direct: latencyStats(inWindows(directTx, kind), secs),
+        };
+        return [kind, summary];
+      }),
+    ) as Record<WindowKind, WindowSummary>;
     return {
       template: NEIGHBOUR_TEMPLATE,
       branchTemplate,
-      rate: o.neighbourRate,
-      clients: NEIGHBOUR_CLIENTS,
-      pgbench: `pgbench ${args.filter((a) => !a.startsWith('--log-prefix')).join(' ')}`,
+      pgbench: { engine: `pgbench ${engineArgs.join(' ')}`, direct: `pgbench ${directArgs.join(' ')}` },
+      checkpointEveryMs: Math.round(checkpointEveryMs),
       windows,
+      byKind,
       clones,
-      quiet: latencyStats(inWindows('quiet'), seconds_('quiet')),
-      cloneWindows: latencyStats(inWindows('clones'), seconds_('clones')),
-      checkpointWindows: latencyStats(inWindows('checkpoints'), seconds_('checkpoints')),
-      overlapping: latencyStats(overlapping, NaN),
-      transactions: txs.length,
+      overlapping: latencyStats(engineTx.filter((t) => clones.some((c) => t.startMs < c.endMs && t.endMs > c.startMs)), NaN),
+      transactions: { engine: engineTx.length, direct: directTx.length },
       failedClones,
     };
   }
@@ -869,12 +957,12 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
     const updates = await b.updates(cold[0]!.name, template.rows);
     progress(`  ${UPDATED_ROWS} rows in ${updates.heapBlocks} heap blocks updated in ${updates.ms} ms: new storage ${mbs(updates.newBytes)} MB (branch's own blocks ${mbs(updates.ownBefore)} -> ${mbs(updates.ownAfter)} MB)`);
     progress(`${template.name}: profile of a cold branch`);
-    const profile = await b.profile(template.name);
+    const profile = await b.profile(template.name, cold[0]!.name);
     progress(`${template.name}: full copies`);
     const skipped: string[] = [];
     const fullCopies = await b.fullCopies(template, skipped);
     for (const s of cold) await b.rt.api.dropDatabase(s.name);
-    if (last && opts.neighbour) neighbour = await b.neighbour(template.name);
+    if (last && opts.neighbour) neighbour = await b.neighbour(template.name, median(cold.map((x) => x.readyMs)));
     let warm: BranchSample[] = [];
     let warmMints = { warm: 0, cold: 0 };
     if (opts.warm) {
@@ -968,14 +1056,20 @@ function render(r: Meta & Body) {
     pr('the same branch again through the engine (an existing database)', (s) => ms(med(s.cold.map((x) => x.againMs)))),
     pr('CREATE DATABASE ... FILE_COPY (clone), directly', (s) => ms(med(prof(s).direct.map((d) => d.createMs)))),
     pr('  checkpoints it ran / buffers they wrote', (s) => `${med(prof(s).direct.map((d) => d.checkpoints))} / ${med(prof(s).direct.map((d) => d.buffersWritten))}`),
+    pr('  XFS transactions it took', (s) => (prof(s).direct[0]?.xfsTransactions !== undefined ? med(prof(s).direct.map((d) => d.xfsTransactions)).toLocaleString('en-US') : '-')),
     pr('CREATE DATABASE traced (perf on copy_file_range)', (s) => (prof(s).traced.length ? ms(tr(s, 'createMs')) : '-')),
     pr('  before the first clone call (checkpoint 1, catalog)', (s) => (prof(s).traced.length ? ms(tr(s, 'beforeCloneMs')) : '-')),
     pr('  cloning: first call to last return', (s) => (prof(s).traced.length ? `${ms(tr(s, 'cloneMs'))} (${tr(s, 'files')} files, ${tr(s, 'calls')} calls, ${ms(tr(s, 'callsMs'))} in the calls)` : '-')),
+    pr('  bytes per copy_file_range call, at most', (s) => (prof(s).traced.length && prof(s).traced[0]!.maxCallBytes !== undefined ? mb(tr(s, 'maxCallBytes')) : '-')),
     pr('  after the last clone call (WAL, checkpoint 2, commit)', (s) => (prof(s).traced.length ? ms(tr(s, 'afterCloneMs')) : '-')),
     pr('a CHECKPOINT alone, nothing dirty', (s) => ms(med(prof(s).checkpointMs))),
-    pr('cp -a --reflink=always of the template directory', (s) => ms(med(prof(s).cpReflinkMs))),
+    pr('cp -a --reflink=always of the template directory (FICLONE, whole files)', (s) => ms(med(prof(s).cpReflinkMs))),
+    pr('  XFS transactions it took', (s) => (prof(s).cpReflinkTransactions ? med(prof(s).cpReflinkTransactions).toLocaleString('en-US') : '-')),
     pr('first connect + SELECT 1 to the new database, directly', (s) => ms(med(prof(s).direct.map((d) => d.firstConnectMs)))),
     pr('  the same with the clone\'s catalog files read into the page cache first', (s) => ms(med(prof(s).cachedFirstConnectMs ?? []))),
+    pr('  the same for a clone of a database that has pg_internal.init', (s) =>
+      prof(s).initFileFirstConnectMs ? `${ms(med(prof(s).initFileFirstConnectMs))} (file ${prof(s).initFileInherited ? 'inherited' : 'not inherited'})` : '-',
+    ),
     pr('a later connect + SELECT 1, directly', (s) => ms(med(prof(s).direct.map((d) => d.secondConnectMs)))),
   ];
 
@@ -1018,27 +1112,41 @@ function render(r: Meta & Body) {
   }
 
   const n = r.neighbour;
-  const nbHeader = ['neighbour transactions (pgbench -N)', 'count', 'tps', 'p50', 'p90', 'p99', 'max'];
-  const nbRow = (name: string, s: LatencyStats): string[] => [name, String(s.n), Number.isFinite(s.tps) ? s.tps.toFixed(1) : '-', ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max)];
-  const windowsOf = (kind: WindowKind) => (n ? n.windows.filter((w) => w.kind === kind) : []);
-  const sumOf = (kind: WindowKind, k: 'checkpoints' | 'buffersWritten'): number => windowsOf(kind).reduce((s, w) => s + w[k], 0);
+  const KIND_LABEL: Record<WindowKind, string> = {
+    quiet: 'quiet: nothing but the neighbours',
+    checkpoints: 'CHECKPOINT alone, at the cold clones\' rate',
+    clones: 'cold branches minted back to back',
+    after: 'quiet, right after the clones',
+  };
+  const nbHeader = ['window (each ~' + r.options.windowSeconds + ' s, x' + r.options.neighbourWindows + ')', 'engine p50', 'engine p90', 'engine p99', 'engine max', 'direct p50', 'direct p99', 'tps (engine)', 'checkpoints', 'XFS transactions/s', 'device writes', 'device busy'];
   const nbRows = n
-    ? [
-        nbRow(`quiet windows (no clones), ${windowsOf('quiet').length} x ~${r.options.windowSeconds} s`, n.quiet),
-        nbRow(`clone windows (branches minted back to back), ${windowsOf('clones').length} x ~${r.options.windowSeconds} s`, n.cloneWindows),
-        nbRow('  of those, overlapping a branch being minted', n.overlapping),
-        ...(n.checkpointWindows ? [nbRow(`checkpoint windows (CHECKPOINT alone at the clone windows' rate), ${windowsOf('checkpoints').length} x ~${r.options.windowSeconds} s`, n.checkpointWindows)] : []),
-      ]
+    ? WINDOW_KINDS.map((k) => {
+        const w = n.byKind[k];
+        return [
+          KIND_LABEL[k],
+          ms(w.engine.p50),
+          ms(w.engine.p90),
+          ms(w.engine.p99),
+          ms(w.engine.max),
+          ms(w.direct.p50),
+          ms(w.direct.p99),
+          w.engine.tps.toFixed(1),
+          String(w.checkpoints),
+          (w.xfsTransactions / Math.max(1, w.seconds)).toFixed(0),
+          `${(w.writtenBytes / MB / Math.max(1, w.seconds)).toFixed(1)} MB/s`,
+          `${((w.busyMs / 1000 / Math.max(1, w.seconds)) * 100).toFixed(0)} %`,
+        ];
+      })
     : [];
   const nbLines = n
     ? [
-        `${n.clones.length} branches of ${n.branchTemplate} minted in the clone windows (${n.failedClones} failed), ready ${ms(median(n.clones.map((c) => c.readyMs)))} p50, ${ms(percentile(n.clones.map((c) => c.readyMs), 99))} p99 under the neighbour's load. ` +
-          `Checkpoints in the clone windows: ${sumOf('clones', 'checkpoints')} (${sumOf('clones', 'buffersWritten')} buffers written); ` +
-          `in the checkpoint windows: ${sumOf('checkpoints', 'checkpoints')} (${sumOf('checkpoints', 'buffersWritten')} buffers); ` +
-          `in the quiet windows: ${sumOf('quiet', 'checkpoints')} (${sumOf('quiet', 'buffersWritten')} buffers). ` +
-          `Neighbour p99 against the quiet windows: ${(n.cloneWindows.p99 / n.quiet.p99).toFixed(2)}x in the clone windows, ${(n.overlapping.p99 / n.quiet.p99).toFixed(2)}x overlapping a mint` +
-          `${n.checkpointWindows ? `, ${(n.checkpointWindows.p99 / n.quiet.p99).toFixed(2)}x with the checkpoints alone` : ''}.`,
-        `Workload: \`${n.pgbench}\` through the engine on \`tdb_${n.template}__neighbour\` (scale ${NEIGHBOUR_SCALE}), ${n.transactions} transactions logged; latency from each transaction's scheduled start (pgbench --rate), so a stall shows as latency.`,
+        `${n.clones.length} branches of ${n.branchTemplate} minted in the clone windows (${n.failedClones} failed), ready ${ms(median(n.clones.map((c) => c.readyMs)))} p50, ${ms(percentile(n.clones.map((c) => c.readyMs), 99))} p99 with the neighbours running. ` +
+          `Engine neighbour p99 against the quiet windows: ${(n.byKind.checkpoints.engine.p99 / n.byKind.quiet.engine.p99).toFixed(2)}x with the checkpoints alone, ` +
+          `${(n.byKind.clones.engine.p99 / n.byKind.quiet.engine.p99).toFixed(2)}x during the clones (${(n.overlapping.p99 / n.byKind.quiet.engine.p99).toFixed(2)}x for transactions overlapping a mint), ` +
+          `${(n.byKind.after.engine.p99 / n.byKind.quiet.engine.p99).toFixed(2)}x in the quiet window after them.`,
+        `Neighbours: \`${n.pgbench.engine}\` through the engine on \`tdb_${n.template}__neighbour\`, and \`${n.pgbench.direct}\` directly on PostgreSQL's socket on \`tdb_${n.template}__direct\` ` +
+          `(both scale ${NEIGHBOUR_SCALE}; ${n.transactions.engine} + ${n.transactions.direct} transactions logged). Latency runs from each transaction's scheduled start (pgbench --rate), so a stall shows as latency. ` +
+          `Checkpoint windows: one CHECKPOINT every ${n.checkpointEveryMs} ms. XFS transactions from /sys/fs/xfs/<dev>/stats, device figures from /sys/block/<dev>/stat of the loop device.`,
       ]
     : [];
 
@@ -1083,17 +1191,10 @@ function render(r: Meta & Body) {
     ...(n
       ? [
           {
-            title: 'Neighbour write latency',
-            subtitle: 'pgbench -N ms: quiet, clones, checkpoints',
-            bars: [
-              { label: 'p50 q', value: n.quiet.p50, color: palette.copy },
-              { label: 'p50 c', value: n.cloneWindows.p50, color: palette.cold },
-              ...(n.checkpointWindows ? [{ label: 'p50 ck', value: n.checkpointWindows.p50, color: palette.upd }] : []),
-              { label: 'p99 q', value: n.quiet.p99, color: palette.copy },
-              { label: 'p99 c', value: n.cloneWindows.p99, color: palette.cold },
-              ...(n.checkpointWindows ? [{ label: 'p99 ck', value: n.checkpointWindows.p99, color: palette.upd }] : []),
-            ],
-            format: (v: number) => v.toFixed(1),
+            title: 'Neighbour p99 (pgbench -N)',
+            subtitle: 'ms, engine: quiet, ckpt, clones, after',
+            bars: WINDOW_KINDS.map((k) => ({ label: k === 'checkpoints' ? 'ckpt' : k, value: n.byKind[k].engine.p99, color: k === 'clones' ? palette.cold : k === 'checkpoints' ? palette.upd : palette.copy })),
+            format: (v: number) => v.toFixed(0),
           },
         ]
       : []),

@@ -44,7 +44,8 @@ export async function traceSyscall(pid: number, syscall: string, file: string): 
     if (gone) throw new Error(`perf record exited: ${stderr.trim()}`);
     await sleep(20);
   }
-  await sleep(200);
+  // The header is written before the events are enabled on the process; give perf a moment more.
+  await sleep(1000);
   return {
     async stop() {
       child.kill('SIGINT');
