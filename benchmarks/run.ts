@@ -31,6 +31,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: '10,000 create -> query -> drop lifecycles: memory retained per lifecycle, lifecycles/s',
     load: () => import('./churn.js'),
   },
+  isolation: {
+    about: 'victim p50/p99 beside a 50-connection migration neighbour, no cap vs --max-active-per-db 1/2/5; runaway query to 53200',
+    load: () => import('./isolation.js'),
+  },
   cow: {
     about: 'branches of 1-10 GB templates on XFS reflink: ready time, new storage, vs full copies; neighbour latency',
     load: () => import('./cow.js'),
