@@ -401,6 +401,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     engine: {
       terminateSessions: (database, message, hint) => engine.terminateSessions(database, message, hint),
       sessionsPerDatabase: () => engine.sessionsPerDatabase(),
+      closeIdleBackends: (database) => engine.closeIdleBackends(database),
     },
     settings: databaseSettings,
     version: PGX_VERSION,

@@ -119,6 +119,11 @@ export class Engine {
     return n;
   }
 
+  /** Closes the idle pooled backends on a database about to be dropped; returns how many. */
+  closeIdleBackends(database: string): number {
+    return this.ctx.pool.closeIdleOf(database);
+  }
+
   /** Client sessions per database, counting only those past authentication. */
   sessionsPerDatabase(): Map<string, number> {
     const counts = new Map<string, number>();

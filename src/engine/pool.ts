@@ -150,6 +150,21 @@ export class BackendPool {
     );
   }
 
+  /** Closes the idle backends on `database` (it is about to be dropped); returns how many. */
+  closeIdleOf(database: string): number {
+    const prefix = `${database}\0`;
+    let n = 0;
+    for (const [key, list] of [...this.idle]) {
+      if (!key.startsWith(prefix)) continue;
+      for (const conn of [...list]) {
+        this.removeIdle(conn);
+        this.drop(conn);
+        n++;
+      }
+    }
+    return n;
+  }
+
   private takeIdle(key: string): BackendConnection | undefined {
     const list = this.idle.get(key);
     if (!list) return undefined;

@@ -53,6 +53,7 @@ export async function startHarness(
       return engine.terminateSessions(database, message, hint);
     },
     sessionsPerDatabase: () => engine.sessionsPerDatabase(),
+    closeIdleBackends: (database) => engine.closeIdleBackends(database),
   };
   const dbs = new DisposableDatabases({
     connect: (database, user = 'postgres') => supervisor.connect(database, user),
