@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { AdminConnection } from './admin-connection.js';
 import { Counters } from './counters.js';
 import { DatabaseCommands } from './database-commands.js';
 import { DEFAULT_DATABASE_SETTINGS, type DatabaseSettings } from './database-settings.js';
@@ -101,6 +102,8 @@ export class DisposableDatabases {
   private readonly metadata: MetadataStore;
   private readonly permissions: Permissions;
   private readonly queue: MintQueue;
+  /** The connection warm claims run on (mint.ts). */
+  private readonly claims: AdminConnection;
   private readonly pool: WarmPool;
   private readonly minter: Minter;
   private readonly templates: Templates;
@@ -123,8 +126,8 @@ export class DisposableDatabases {
 
   /** Admin connections it holds at most: size PostgreSQL's max_connections with this on top. */
   static adminConnections(settings: Partial<DatabaseSettings> = {}): number {
-    // metadata + pool refill + dropper + a seal's VACUUM connection, and the mint workers.
-    return 4 + (settings.mintWorkers ?? DEFAULT_DATABASE_SETTINGS.mintWorkers);
+    // metadata + pool refill + dropper + warm claims + a seal's VACUUM connection, and the mint workers.
+    return 5 + (settings.mintWorkers ?? DEFAULT_DATABASE_SETTINGS.mintWorkers);
   }
 
   constructor(private readonly opts: DisposableDatabasesOptions) {
@@ -145,6 +148,7 @@ export class DisposableDatabases {
     this.queue = new MintQueue({ workers: s.mintWorkers, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control });
     const { registry, counters, metadata, permissions, queue } = this;
     this.pool = new WarmPool({ size: s.poolSize, connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, clock, logger: log });
+    this.claims = new AdminConnection(control);
     this.minter = new Minter({
       maxDatabases: s.maxDatabases,
       maxDatabasesPerRole: s.maxDatabasesPerRole,
@@ -152,6 +156,7 @@ export class DisposableDatabases {
       metadata,
       pool: this.pool,
       queue,
+      claims: this.claims,
       permissions,
       counters,
       clock,
@@ -245,6 +250,7 @@ export class DisposableDatabases {
     this.state = 'stopping';
     await this.janitor.stop();
     await this.queue.stop();
+    await this.claims.close();
     await this.pool.stop();
     await Promise.all([...this.writes]);
     await flushCountersTask(this.counters, this.metadata).run().catch((err: unknown) => this.log.warn('counters-not-saved', { err }));

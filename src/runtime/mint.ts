@@ -10,6 +10,7 @@ import type { Counters, MintSource } from './counters.js';
 import { claimSpareSql, createDatabase, createDatabaseSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
 import type { MintQueue } from './mint-queue.js';
+import type { AdminConnection } from './admin-connection.js';
 import { databaseDoesNotExist, type MintName } from './names.js';
 import type { Permissions } from './permissions.js';
 import { newDatabaseRecord, type TemplateRecord } from './records.js';
@@ -26,6 +27,11 @@ export interface MinterOptions {
   metadata: MetadataStore;
   pool: WarmPool;
   queue: MintQueue;
+  /**
+   * The connection claims run on when a spare is ready at once: a claim is three catalog updates, and
+   * must not wait behind the mint workers' creates (hundreds of ms each in a burst).
+   */
+  claims: AdminConnection;
   permissions: Permissions;
   counters: Counters;
   clock: Clock;
@@ -92,7 +98,8 @@ export class Minter {
     }
     this.accept(name.name, user);
     try {
-      const source = await this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user));
+      const source =
+        (await this.claimAtOnce(name, template, user)) ?? (await this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user)));
       const ms = clock.monotonic() - started;
       counters.recordMint(source, ms);
       this.opts.logger.debug('database-minted', { database: name.name, template: template.name, owner: user, source, ms: Math.round(ms) });
@@ -133,28 +140,40 @@ export class Minter {
     else this.acceptedPerRole.set(user, mine);
   }
 
-  /** On a mint worker: claim a spare if one is ready, else copy the template. */
-  private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource> {
+  /** A spare ready now, claimed on the claims connection; null when none is (or the claim failed). */
+  private async claimAtOnce(name: MintName, template: TemplateRecord, user: string): Promise<MintSource | null> {
+    if (!this.opts.pool.hasReady(template)) return null;
+    return this.claim(await this.opts.claims.get(), name, template, user);
+  }
+
+  /** Claims a ready spare for `name`: 'warm', or null when there is none or the claim failed. */
+  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource | null> {
     const { pool, logger } = this.opts;
     const spare = pool.take(template);
-    if (spare) {
-      try {
-        await client.query(claimSpareSql(spare.name, name.name, user));
-        await this.record(name, template, user, spare.generation, spare.name);
-        pool.handedOut(spare);
-        return 'warm';
-      } catch (err) {
-        // The claim is one transaction: on 42P04 (the name exists already) the spare is untouched and
-        // goes back. Anything else makes it suspect (gone, or the connection died mid-way): the janitor
-        // drops it IF EXISTS, and the create below answers 42P04 if the rename did go through.
-        if (err instanceof PostgresError && err.sqlstate === '42P04') pool.giveBack(spare);
-        else pool.discard(spare);
-        logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
-      }
+    if (!spare) return null;
+    try {
+      await client.query(claimSpareSql(spare.name, name.name, user));
+      await this.record(name, template, user, spare.generation, spare.name);
+      pool.handedOut(spare);
+      return 'warm';
+    } catch (err) {
+      // The claim is one transaction: on 42P04 (the name exists already) the spare is untouched and
+      // goes back. Anything else makes it suspect (gone, or the connection died mid-way): the janitor
+      // drops it IF EXISTS, and the create that follows answers 42P04 if the rename did go through.
+      if (err instanceof PostgresError && err.sqlstate === '42P04') pool.giveBack(spare);
+      else pool.discard(spare);
+      logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
+      return null;
     }
+  }
+
+  /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
+  private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource> {
+    const claimed = await this.claim(client, name, template, user);
+    if (claimed) return claimed;
     await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
     await this.record(name, template, user, template.generation, null);
-    pool.kick();
+    this.opts.pool.kick();
     return 'cold';
   }
 

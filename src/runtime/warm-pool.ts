@@ -62,6 +62,11 @@ export class WarmPool {
   }
 
   /** Takes a ready spare of the template's current generation, or null; refilling starts behind it. */
+  /** A spare of `template` is ready to be claimed. */
+  hasReady(template: TemplateRecord): boolean {
+    return this.opts.registry.freshSpares(template.name).length > 0;
+  }
+
   take(template: TemplateRecord): DatabaseRecord | null {
     const spare = this.opts.registry.freshSpares(template.name)[0];
     if (!spare) return null;
