@@ -1171,7 +1171,12 @@ function render(r: Meta & Body) {
       ? [{ title: 'Branch ready, warm spare', subtitle: 'ms p50, --pool-size 2', bars: r.sizes.map((s) => bar(s, med(s.warm.map((x) => x.readyMs)), palette.warm)), format: (v: number) => v.toFixed(0) }]
       : []),
     { title: 'Branch: new storage', subtitle: 'MB p50 (cold); bar 5 MB at 10 GB', bars: r.sizes.map((s) => bar(s, med(s.cold.map((x) => x.newBytes)) / MB, palette.cold)), format: (v) => v.toFixed(1) },
-    { title: `After ${UPDATED_ROWS} scattered updates`, subtitle: 'MB more in the branch', bars: r.sizes.map((s) => bar(s, (s.updates?.newBytes ?? NaN) / MB, palette.upd)), format: (v) => v.toFixed(1) },
+    {
+      title: `After ${UPDATED_ROWS} scattered updates`,
+      subtitle: 'MB more, XFS preallocation trimmed',
+      bars: r.sizes.map((s) => bar(s, (s.updates?.newBytesTrimmed ?? NaN) / MB, palette.upd)),
+      format: (v) => v.toFixed(1),
+    },
     ...(['FILE_COPY (file_copy_method = copy)', 'WAL_LOG'] as const)
       .filter((st) => r.sizes.some((s) => s.fullCopies.some((c) => c.strategy === st)))
       .flatMap((st): Panel[] => [
