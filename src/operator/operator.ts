@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import type { KubeConfig, KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { systemClock, type Clock } from '../clock.js';
 import { silentLogger, type Logger } from '../log.js';
+import { shareConnections } from './connections.js';
 import { Controller } from './controller.js';
 import { reconcileBranch } from './controllers/branch.js';
 import { reconcileRuntime } from './controllers/runtime.js';
@@ -70,6 +71,7 @@ export class Operator {
     this.identity = opts.identity ?? `${os.hostname()}-${crypto.randomBytes(3).toString('hex')}`;
     this.logger = (opts.logger ?? silentLogger).child({ component: 'operator', identity: this.identity });
     this.metrics = opts.metrics ?? new OperatorMetrics();
+    shareConnections(opts.kc, clock);
     this.kube = makeKube(opts.kc);
     this.resyncMs = opts.resyncMs ?? 300_000;
     const queue: QueueOptions = { workers: DEFAULT_WORKERS, baseDelayMs: 500, maxDelayMs: 60_000, ...opts.queue };

@@ -1,7 +1,8 @@
 // What the operator does per event, counted, with the periodic resync out of the way (300 s): a change
 // of a Template's status that Branches do not read (its Branch count, rewritten on every Branch added or
-// deleted) does not requeue its Branches, while a change they do read does; and the runtime's API token
-// is read from its Secret once for a burst of Branches, not once per call to a pod.
+// deleted) does not requeue its Branches, while a change they do read does; the runtime's API token is
+// read from its Secret once for a burst of Branches, not once per call to a pod; and the calls to the
+// API server share a few kept connections rather than opening one each.
 
 import { expect } from 'chai';
 import type { Operator } from '../../src/operator/operator.js';
@@ -36,15 +37,21 @@ describe('operator: what an event requeues, and what a burst reads', function ()
 
   const branch = (name: string) => ({ apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name }, spec: { templateRef: { name: 'app' } } });
 
-  it('reads the Runtime token Secret once for a burst of Branches', async function () {
+  it('reads the Runtime token Secret once for a burst of Branches, over connections it keeps', async function () {
     const tokenReads = (): number => c.api.requests.filter((r) => r.verb === 'get' && r.resource === 'secrets' && r.name === runtimeSecretName('main')).length;
     const before = tokenReads();
+    const connections = c.api.connections();
+    const requests = c.api.requests.length;
     const names = Array.from({ length: 6 }, (_, i) => `b${i}`);
     await Promise.all(names.map((n) => apply(c, 'branches', branch(n))));
     for (const n of names) await waitForCondition(c, 'branches', n, 'Ready', 'DatabaseReady');
     // Each Branch calls its pod at least four times (status, get, create, credential); reading the token
     // for each call made 15 reads here, even with concurrent reads shared.
     expect(tokenReads() - before).to.be.at.most(2);
+    // client-node alone opens a TLS connection per request (connections.ts); shared, a few serve them all.
+    const served = c.api.requests.length - requests;
+    expect(served).to.be.greaterThan(50);
+    expect(c.api.connections() - connections, `${served} requests`).to.be.below(served / 4);
   });
 
   it("requeues a Template's Branches when their placement facts change, not when only its Branch count does", async function () {

@@ -42,6 +42,8 @@ export interface KubeApi {
   store: ObjectStore;
   /** Every request served, in order. */
   requests: RequestRecord[];
+  /** TLS connections accepted so far. */
+  connections(): number;
   /** A client-side KubeConfig loaded from kubeconfigPath. */
   kubeConfig(): KubeConfig;
   /** Requests that wrote (create, update, patch, delete), optionally only for one resource (plural). */
@@ -78,6 +80,7 @@ export async function startKubeApi(opts: KubeApiOptions = {}): Promise<KubeApi> 
     caPem: tls.caPem,
     store,
     requests: server.requests,
+    connections: () => server.connections,
     kubeConfig() {
       const kc = new KubeConfig();
       kc.loadFromFile(kubeconfigPath);

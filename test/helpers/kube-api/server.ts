@@ -59,10 +59,13 @@ export class KubeApiServer {
   /** Open watch streams, each with what stops it. */
   private readonly watches = new Map<ServerResponse, () => void>();
   private readonly sockets = new Set<Socket>();
+  /** TLS connections accepted so far (a client that reuses connections opens few). */
+  connections = 0;
 
   constructor(private readonly opts: ServerOptions) {
     this.server = https.createServer({ cert: opts.certPem, key: opts.keyPem }, (req, res) => void this.handle(req, res));
     this.server.on('secureConnection', (s: Socket) => {
+      this.connections++;
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
     });
