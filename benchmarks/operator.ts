@@ -45,6 +45,7 @@ Options:
   --rounds N     bursts, one after the other (each waits for the last to be gone)  [3]
   --ttl S        the Branches' ttl in seconds (all should be Ready before it runs out) [180]
   --workers N    reconciles at once per controller                  [the operator's default, 16]
+  --pool-size N  the runtimes' warm spares per template (pgx start --pool-size)   [the runtime's default, 2]
   --quick        smoke run: 20 Branches, 1 round, ttl 30 s; results to a temp file, docs untouched
   --report FILE  redraw the table and docs section from a results JSON
   -h, --help     this help
@@ -55,6 +56,7 @@ const TEMPLATE = 'app';
 const SCHEMA = "CREATE TABLE items (id int PRIMARY KEY, label text); INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100) g;";
 const READY_TIMEOUT_MS = 300_000;
 const POLL_MS = 50;
+const POOL_TIMEOUT_MS = 600_000;
 
 interface Options {
   branches: number;
@@ -62,6 +64,7 @@ interface Options {
   rounds: number;
   ttlSeconds: number;
   workers: number | null;
+  poolSize: number | null;
 }
 
 interface Sample {
@@ -87,6 +90,8 @@ interface RoundProfile {
   readyWindowMs: number;
   /** CPU milliseconds each process used from the first create to the last Ready. */
   cpu: { operator: number; kubeApi: number; runtimes: number };
+  /** The runtimes' control API during the burst, probed by this process: GET /v1/status and a GET of a database (404). */
+  runtimeApi: { statusP50Ms: number; getP50Ms: number; probes: number };
   reconciles: Record<string, { count: number; seconds: number }>;
   requests: { verb: string; resource: string; count: number; p50Ms: number; p99Ms: number }[];
   mints: { warm: number; cold: number }[];
@@ -96,7 +101,7 @@ interface Body {
   options: Options;
   operatorQueue: { workers: number };
   /** The same burst straight to the runtimes' API (create + credential), no operator: ms from its start. */
-  runtimeFloor: { workers: number; doneMs: number[] };
+  runtimeFloor: { workers: number; doneMs: number[]; dropMs: number[] };
   samples: Sample[];
   profiles: RoundProfile[];
 }
@@ -121,7 +126,7 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
       const dir = path.join(workDir, `pod-${i}`);
       mkdirSync(dir);
       chmodSync(dir, 0o755);
-      return startRuntimeProcess({ workDir: dir, flags: ['--api-token-file', tokenFile] }, cleanup);
+      return startRuntimeProcess({ workDir: dir, flags: ['--api-token-file', tokenFile, ...(opts.poolSize !== null ? ['--pool-size', String(opts.poolSize)] : [])] }, cleanup);
     }),
   );
   const apis = runtimes.map((r) => new ApiClient({ url: r.api.url, token: TOKEN, timeoutMs: 120_000 }));
@@ -157,6 +162,8 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   // credential per Branch, all queued at once and spread evenly over the pods, with as many in flight as
   // the operator has workers (200 at once would only wait in the runtimes' mint queues, past their
   // --mint-timeout). Each is timed from the burst's start, as apply -> Ready is from the apply.
+  const poolsFull = async (): Promise<boolean> => (await Promise.all(apis.map(async (a) => Object.values((await a.status()).pool).every((p) => p.ready >= p.size)))).every(Boolean);
+  await until('the warm pools to fill', POOL_TIMEOUT_MS, poolsFull, 250);
   const workers = opts.workers ?? DEFAULT_WORKERS;
   progress(`runtimes alone: ${opts.branches} creates + credentials, ${workers} at a time, through their API`);
   const directStart = systemClock.monotonic();
@@ -172,43 +179,61 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
       }
     }),
   );
-  for (const d of direct) await d.api.dropDatabase(d.name);
-  await until('the warm pools to refill', 120_000, async () => (await Promise.all(apis.map(async (a) => Object.values((await a.status()).pool).every((p) => p.ready >= p.size)))).every(Boolean));
-  const runtimeFloor = { workers, doneMs: direct.map((d) => d.doneMs) };
-  progress(`  p50 ${median(runtimeFloor.doneMs).toFixed(0)} ms, p99 ${percentile(runtimeFloor.doneMs, 99).toFixed(0)} ms from the start of the burst`);
+  // And the drops, the same way: what expiry -> dropped cannot go below.
+  const dropStart = systemClock.monotonic();
+  const dropMs: number[] = [];
+  let nextDrop = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(workers, direct.length) }, async () => {
+      for (let i = nextDrop++; i < direct.length; i = nextDrop++) {
+        await direct[i]!.api.dropDatabase(direct[i]!.name);
+        dropMs.push(systemClock.monotonic() - dropStart);
+      }
+    }),
+  );
+  await until('the warm pools to refill', POOL_TIMEOUT_MS, async () => (await Promise.all(apis.map(async (a) => Object.values((await a.status()).pool).every((p) => p.ready >= p.size)))).every(Boolean));
+  const runtimeFloor = { workers, doneMs: direct.map((d) => d.doneMs), dropMs };
+  progress(`  p50 ${median(runtimeFloor.doneMs).toFixed(0)} ms, p99 ${percentile(runtimeFloor.doneMs, 99).toFixed(0)} ms from the start of the burst; drops p50 ${median(dropMs).toFixed(0)} ms`);
 
   // One watch on Branches for the whole run: every sample's phase times come from it.
   const tracked = new Map<string, Tracked>();
   let roundStart = 0;
-  const watch = await new Watch(kc).watch(
-    `/apis/pgx.dev/v1alpha1/namespaces/${NS}/branches`,
-    {},
-    (type: string, obj: CustomObject) => {
-      const t = tracked.get(obj.metadata?.name ?? '');
-      if (!t) return;
-      const now = systemClock.monotonic() - roundStart;
-      const s = t.sample;
-      if (type === 'DELETED') {
-        s.goneAt ??= systemClock.now();
-        return;
-      }
-      const status = (obj.status ?? {}) as { phase?: string; pod?: string; database?: string; expiresAt?: string };
-      if (s.finalizerMs === null && (obj.metadata?.finalizers ?? []).length > 0) s.finalizerMs = now;
-      if (s.creatingMs === null && status.phase === 'Creating') s.creatingMs = now;
-      if (s.readyMs === null && readyReason(obj) === 'DatabaseReady') {
-        s.readyMs = now;
-        s.readyAt = systemClock.now();
-        s.pod = status.pod ?? '';
-        t.database = status.database;
-        s.expiresAt = status.expiresAt ? Date.parse(status.expiresAt) : null;
-      }
-      if (s.expiredSeenAt === null && status.phase === 'Expired') s.expiredSeenAt = systemClock.now();
-    },
-    (err: unknown) => {
-      if (err) progress(`branch watch ended: ${(err as Error).message}`);
-    },
-  );
-  cleanup.add('branch watch', () => watch.abort());
+  // client-node ends a watch that has been quiet for a while (an inactivity timeout), as it ends the
+  // operator's informers' watches: it is resumed from the last resourceVersion seen.
+  let lastRv: string | undefined;
+  let watching = true;
+  let current: AbortController | undefined;
+  const onEvent = (type: string, obj: CustomObject): void => {
+    if (obj.metadata?.resourceVersion) lastRv = obj.metadata.resourceVersion;
+    const t = tracked.get(obj.metadata?.name ?? '');
+    if (!t) return;
+    const now = systemClock.monotonic() - roundStart;
+    const s = t.sample;
+    if (type === 'DELETED') {
+      s.goneAt ??= systemClock.now();
+      return;
+    }
+    const status = (obj.status ?? {}) as { phase?: string; pod?: string; database?: string; expiresAt?: string };
+    if (s.finalizerMs === null && (obj.metadata?.finalizers ?? []).length > 0) s.finalizerMs = now;
+    if (s.creatingMs === null && status.phase === 'Creating') s.creatingMs = now;
+    if (s.readyMs === null && readyReason(obj) === 'DatabaseReady') {
+      s.readyMs = now;
+      s.readyAt = systemClock.now();
+      s.pod = status.pod ?? '';
+      t.database = status.database;
+      s.expiresAt = status.expiresAt ? Date.parse(status.expiresAt) : null;
+    }
+    if (s.expiredSeenAt === null && status.phase === 'Expired') s.expiredSeenAt = systemClock.now();
+  };
+  const startWatch = async (): Promise<void> => {
+    if (!watching) return;
+    current = await new Watch(kc).watch(`/apis/pgx.dev/v1alpha1/namespaces/${NS}/branches`, lastRv ? { resourceVersion: lastRv } : {}, onEvent, () => void startWatch());
+  };
+  await startWatch();
+  cleanup.add('branch watch', () => {
+    watching = false;
+    current?.abort();
+  });
 
   const samples: Sample[] = [];
   const profiles: RoundProfile[] = [];
@@ -242,7 +267,25 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
       }),
     );
     const all = [...tracked.values()];
+    // How long the runtimes' control API takes to answer while the burst runs (what every reconcile waits on).
+    const probes: { statusMs: number[]; getMs: number[] } = { statusMs: [], getMs: [] };
+    let probing = true;
+    const probe = (async () => {
+      while (probing) {
+        for (const api of apis) {
+          const t0 = systemClock.monotonic();
+          await api.status();
+          probes.statusMs.push(systemClock.monotonic() - t0);
+          const t1 = systemClock.monotonic();
+          await api.getDatabase('no_such_database').catch(() => undefined);
+          probes.getMs.push(systemClock.monotonic() - t1);
+        }
+        await sleep(250);
+      }
+    })();
     await until(`${opts.branches} Branches to be Ready`, READY_TIMEOUT_MS, async () => all.every((t) => t.sample.readyMs !== null));
+    probing = false;
+    await probe;
     const readyWindowMs = systemClock.monotonic() - roundStart;
     const cpu = { operator: ownCpuMs() - before.cpu.operator, kubeApi: processCpuMs(kubeApi.pid) - before.cpu.kubeApi, runtimes: (await runtimesCpu(runtimes)) - before.cpu.runtimes };
     const ready = all.map((t) => t.sample.readyMs! - t.sample.appliedMs).sort((a, b) => a - b);
@@ -273,9 +316,9 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
     const afterReconciles = await reconcileTotals(op);
     const reconciles: RoundProfile['reconciles'] = {};
     for (const [k, v] of Object.entries(afterReconciles)) reconciles[k] = { count: v.count - (before.reconciles[k]?.count ?? 0), seconds: v.seconds - (before.reconciles[k]?.seconds ?? 0) };
-    profiles.push({ round, readyWindowMs, cpu, reconciles, requests: requestProfile(log), mints: await Promise.all(apis.map(async (a) => { const m = (await a.status()).mints; return { warm: m.warm, cold: m.cold }; })) });
+    profiles.push({ round, readyWindowMs, cpu, runtimeApi: { statusP50Ms: median(probes.statusMs), getP50Ms: median(probes.getMs), probes: probes.statusMs.length }, reconciles, requests: requestProfile(log), mints: await Promise.all(apis.map(async (a) => { const m = (await a.status()).mints; return { warm: m.warm, cold: m.cold }; })) });
     // The warm pools refill in the background after a burst; let them, so rounds start alike.
-    await until('the warm pools to refill', 120_000, async () => (await Promise.all(apis.map(async (a) => Object.values((await a.status()).pool).every((p) => p.ready >= p.size)))).every(Boolean));
+    await until('the warm pools to refill', POOL_TIMEOUT_MS, async () => (await Promise.all(apis.map(async (a) => Object.values((await a.status()).pool).every((p) => p.ready >= p.size)))).every(Boolean));
   }
   return { options: opts, operatorQueue: { workers: opts.workers ?? DEFAULT_WORKERS }, runtimeFloor, samples, profiles };
 }
@@ -347,11 +390,21 @@ function render(r: Meta & Body) {
     row('  applied -> finalizer added', toFinalizer),
     row('  finalizer -> Creating (placed)', toCreating),
     row('  Creating -> Ready (mint, credential, Secret)', creatingReady),
+    row(`runtimes alone: drop, the same databases, ${r.runtimeFloor.workers} at a time, no operator`, stat(r.runtimeFloor.dropMs)),
     row(`TTL expiry -> database dropped${lateCount ? ` (${lateCount} Ready only after their expiry left out)` : ''}`, dropped),
     row('  expiry -> Expired seen', expirySeen),
     row('  expiry -> Branch gone', gone),
   ];
   const bars: Bar[] = [{ text: 'apply -> Ready p50 <= 200 ms', measured: `${ms(applyReady.p50)} (p99 ${ms(applyReady.p99)})`, pass: applyReady.p50 <= 200 }];
+  const perSecond = (n: number, windowMs: number): string => `${((n / windowMs) * 1000).toFixed(1)}/s`;
+  const floorWindow = Math.max(...r.runtimeFloor.doneMs);
+  const readyWindows = r.profiles.map((p) => p.readyWindowMs);
+  const diagnosis =
+    `The bar asks for about ${Math.ceil(r.options.branches / 2)} of ${r.options.branches} Branches to be Ready within 200 ms, i.e. ${perSecond(Math.ceil(r.options.branches / 2), 200)} new databases. ` +
+    `The runtimes alone, without the operator, made the same burst's databases and credentials at ${perSecond(r.runtimeFloor.doneMs.length, floorWindow)} (p50 ${ms(floor.p50)} from the burst's start); ` +
+    `through the operator the rounds took ${readyWindows.map((w) => `${(w / 1000).toFixed(1)} s`).join(', ')} to get every Branch Ready (${readyWindows.map((w) => perSecond(r.options.branches, w)).join(', ')}), ` +
+    `so apply -> Ready p50 is ${ms(applyReady.p50 - floor.p50)} above the floor; of the steps, Creating -> Ready (the runtime's mint, then credential and Secret) takes ${ms(creatingReady.p50)} at p50. ` +
+    `Dropping the same number of databases straight through the runtimes' API took p50 ${ms(median(r.runtimeFloor.dropMs))} from the first drop; TTL expiry -> dropped p50 is ${ms(dropped.p50)}.`;
 
   const perRound = r.profiles.map((p) => {
     const rs = s.filter((x) => x.round === p.round);
@@ -368,23 +421,24 @@ function render(r: Meta & Body) {
       ms(median(dr)),
       ms(percentile(dr, 99)),
       `${share(p.cpu.operator)} / ${share(p.cpu.kubeApi)} / ${share(p.cpu.runtimes)}`,
+      `${ms(p.runtimeApi.statusP50Ms)} / ${ms(p.runtimeApi.getP50Ms)}`,
       rec,
       p.mints.map((m) => `${m.warm}w+${m.cold}c`).join(', '),
     ];
   });
-  const roundHeader = ['round', 'apply->Ready p50', 'p99', 'all Ready after', 'expiry->dropped p50', 'p99', 'CPU of one core during the burst: operator / API double / runtimes', 'reconciles (mean time)', 'mints per pod (warm+cold, cumulative)'];
+  const roundHeader = ['round', 'apply->Ready p50', 'p99', 'all Ready after', 'expiry->dropped p50', 'p99', 'CPU of one core during the burst: operator / API double / runtimes', 'runtime API p50 during the burst: status / get', 'reconciles (mean time)', 'mints per pod (warm+cold, cumulative)'];
   const reqs = r.profiles[r.profiles.length - 1]?.requests ?? [];
   const reqHeader = ['request', 'count', 'double p50', 'double p99'];
   const reqRows = reqs.slice(0, 12).map((q) => [`${q.verb} ${q.resource}`, String(q.count), `${q.p50Ms.toFixed(1)} ms`, `${q.p99Ms.toFixed(1)} ms`]);
   const o = r.options;
   const about = [
     `${describeMachine(r.machine, r.durationSeconds)}.`,
-    `${o.branches} Branches applied at once per round, ${o.rounds} round${o.rounds === 1 ? '' : 's'}, ttl ${o.ttlSeconds}s; ${o.pods} runtime pods (pgx start processes, default warm pool of 2 per template);` +
+    `${o.branches} Branches applied at once per round, ${o.rounds} round${o.rounds === 1 ? '' : 's'}, ttl ${o.ttlSeconds}s; ${o.pods} runtime pods (pgx start processes, ${o.poolSize === null || o.poolSize === undefined ? 'default warm pool of 2' : `--pool-size ${o.poolSize}`} per template);` +
       ` the API double in its own process; the operator with ${r.operatorQueue.workers} workers per controller${o.workers === null ? ' (its default)' : ''}, resync 300 s.`,
   ];
   return {
     bars,
-    terminal: [...about, '', formatTable(header, rows), '', formatTable(roundHeader, perRound), '', `API requests of the last round (server time in the double):`, formatTable(reqHeader, reqRows)].join('\n'),
+    terminal: [...about, '', formatTable(header, rows), '', diagnosis, '', formatTable(roundHeader, perRound), '', `API requests of the last round (server time in the double):`, formatTable(reqHeader, reqRows)].join('\n'),
     markdown: (raw: string) =>
       [
         `Latest run: ${about.join(' ')}`,
@@ -393,7 +447,9 @@ function render(r: Meta & Body) {
         '',
         ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
         '',
-        markdownTable(roundHeader, perRound, ['r', 'r', 'r', 'r', 'r', 'r', 'l', 'l', 'l']),
+        diagnosis,
+        '',
+        markdownTable(roundHeader, perRound, ['r', 'r', 'r', 'r', 'r', 'r', 'l', 'l', 'l', 'l']),
         '',
         'API requests of the last round, with the time the double took to answer each:',
         '',
@@ -407,13 +463,14 @@ function render(r: Meta & Body) {
 export const main = benchMain<Options, Body>({
   name: 'operator',
   help: HELP,
-  options: ['branches', 'pods', 'rounds', 'ttl', 'workers'],
+  options: ['branches', 'pods', 'rounds', 'ttl', 'workers', 'pool-size'],
   parse: (v, quick) => ({
     branches: intOption(v, 'branches', quick ? 20 : 200, 1),
     pods: intOption(v, 'pods', 2, 1),
     rounds: intOption(v, 'rounds', quick ? 1 : 3, 1),
     ttlSeconds: intOption(v, 'ttl', quick ? 30 : 180, 1),
     workers: v.workers === undefined ? null : intOption(v, 'workers', 4, 1),
+    poolSize: v['pool-size'] === undefined ? null : intOption(v, 'pool-size', 2, 0),
   }),
   measure,
   render,
