@@ -44,6 +44,11 @@ interface Exit {
   signal: NodeJS.Signals | null;
 }
 
+function releasePipes(child: Child): void {
+  child.proc.stdout?.destroy();
+  child.proc.stderr?.destroy();
+}
+
 interface Child {
   proc: ChildProcess;
   pid: number;
@@ -97,6 +102,8 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
   private lastLines: string[] = [];
   /** Level of the last postgres log line, for its DETAIL/HINT/continuation lines. */
   private lastLevel: Level = 'info';
+  /** The postmaster that died last, while its restart is pending: its children may still hold its pipes. */
+  private crashed: Child | undefined;
   /** The running postmaster was started with oom_score_adj -1000 (oom.ts). */
   oomProtected = false;
 
@@ -197,6 +204,10 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     this.abort.abort();
     await this.work?.catch(() => undefined);
     await this.terminate(this.child);
+    // A stop while a restart is pending: the dead postmaster's children (exiting on their own) may
+    // still hold its pipes; do not wait for them.
+    if (this.crashed) releasePipes(this.crashed);
+    this.crashed = undefined;
     await this.releaseOwnership();
     // The private socket directory is ours alone; PostgreSQL removed its socket, leave no empty dir.
     await rm(this.socketDir, { recursive: true, force: true });
@@ -478,6 +489,7 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
   private onChildExit(child: Child): void {
     if (child !== this.child) return;
     this.child = undefined;
+    this.crashed = child;
     // Starting or stopping: whoever is waiting on this child reports it.
     if (this.current !== 'ready') return;
     const uptimeMs = child.readyAt === undefined ? 0 : Math.round(this.opts.clock.monotonic() - child.readyAt);
@@ -560,8 +572,7 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     await child.exited;
     this.log.info('postgres-stopped', { pid: child.pid, exit: describeExit(child.exit), ms: Math.round(this.opts.clock.monotonic() - started) });
     // Our pipes: if a killed postmaster's children still hold them, do not wait for them.
-    child.proc.stdout?.destroy();
-    child.proc.stderr?.destroy();
+    releasePipes(child);
   }
 
   /** Resolves after exit or `ms`, whichever is first; the timer never outlives the call. */
