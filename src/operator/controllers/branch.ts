@@ -177,7 +177,7 @@ async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
   return {};
 }
 
-/** What placement weighs of a pod, from its /v1/status (at most a second old); nulls when it does not answer. */
+/** What placement weighs of a pod, from its /v1/status (shared with concurrent placements); nulls when it does not answer. */
 async function podStatus(p: Pass, pod: V1Pod, runtime: string): Promise<Omit<Candidate, 'placed'>> {
   const name = pod.metadata!.name!;
   const api = await podApi(p.ctx, pod, runtime);
