@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
-import { branch, KINDS, parseDuration, parseObject, parseQuantity, renderCrdFiles, runtime, template, templateDatabaseName } from '../../src/operator/crds/index.js';
+import { branch, KINDS, memoryLimitMb, parseDuration, parseObject, parseQuantity, renderCrdFiles, runtime, template, templateDatabaseName } from '../../src/operator/crds/index.js';
 import { isObject, type Json, type JsonObject } from '../helpers/kube-api/patch.js';
 import { applyDefaults, prune, validate } from '../helpers/kube-api/schema.js';
 
@@ -201,6 +201,24 @@ describe('pgx.dev/v1alpha1 schemas', () => {
     expect(parseQuantity(2)).to.equal(2);
     expect(parseQuantity('lots')).to.equal(null);
     expect(templateDatabaseName('my-app')).to.equal('my_app');
+  });
+
+  it('turn a memory quantity into the whole MB (MiB) the runtime takes, rounding up, and refuse one under 1Mi', () => {
+    const mb = (q: string | number) => memoryLimitMb('limits.memory', q);
+    expect(mb('64Mi')).to.deep.equal({ ok: true, mb: 64 });
+    expect(mb('1Gi')).to.deep.equal({ ok: true, mb: 1024 });
+    expect(mb('100M')).to.deep.equal({ ok: true, mb: 96 }); // 95.37 MiB
+    expect(mb('1.5Mi')).to.deep.equal({ ok: true, mb: 2 });
+    expect(mb('1Mi')).to.deep.equal({ ok: true, mb: 1 });
+    expect(mb(64 * 2 ** 20)).to.deep.equal({ ok: true, mb: 64 });
+    expect(mb('1048577')).to.deep.equal({ ok: true, mb: 2 });
+    for (const small of ['0', 0, '512Ki', '500m', '1048575']) {
+      const r = mb(small);
+      expect(r.ok, String(small)).to.equal(false);
+      expect(r.ok ? '' : r.message).to.contain(`limits.memory "${small}" is under 1Mi`);
+    }
+    expect(mb('1e30').ok).to.equal(false);
+    expect(mb('lots').ok).to.equal(false);
   });
 });
 

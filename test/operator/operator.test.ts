@@ -213,6 +213,45 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     for (const rt of runtimes) expect((await apiOf(rt).listTemplates()).find((t) => t.name === 'held')?.sealed ?? false).to.equal(false);
   });
 
+  it('applies limits.memory and limits.connections on the runtime, and follows changes to them', async function () {
+    await apply(c, 'branches', branchBody('limited', 'app', { limits: { memory: '64Mi', connections: 7 } }));
+    const ready = await waitForCondition(c, 'branches', 'limited', 'Ready', 'DatabaseReady');
+    const s = statusOf<BranchStatus>(ready);
+    const api = apiOf(runtimeOf(s.pod!));
+    expect(await api.getDatabase(s.database!)).to.include({ memory_limit_mb: 64, connection_limit: 7 });
+
+    const patch = (limits: Record<string, unknown>) =>
+      c.custom.patchNamespacedCustomObject({ group: 'pgx.dev', version: 'v1alpha1', namespace: NS, plural: 'branches', name: 'limited', body: { spec: { limits } } }, MERGE_PATCH);
+    // 100M is 95.4 MiB: rounded up, so the limit is never tighter than what was written.
+    await patch({ memory: '100M', connections: 9 });
+    await waitFor('the new limits on the runtime', async () => {
+      const db = await api.getDatabase(s.database!);
+      return db.memory_limit_mb === 96 && db.connection_limit === 9 ? db : null;
+    });
+    // Taken out of the spec: back to the runtime's defaults (none here).
+    await patch({ memory: null, connections: null });
+    await waitFor('the limits back to the runtime defaults', async () => {
+      const db = await api.getDatabase(s.database!);
+      return db.memory_limit_mb === null && db.connection_limit === null ? db : null;
+    });
+    expect(condition(await read(c, 'branches', 'limited'), 'Ready')?.reason).to.equal('DatabaseReady');
+
+    // Under 1Mi is no limit a runtime can hold: Failed, saying why, and no database is made.
+    await apply(c, 'branches', branchBody('tiny-memory', 'app', { limits: { memory: '512Ki' } }));
+    const tiny = await waitForCondition(c, 'branches', 'tiny-memory', 'Ready', 'InvalidMemoryLimit');
+    expect(statusOf<BranchStatus>(tiny).phase).to.equal('Failed');
+    expect(statusOf<BranchStatus>(tiny).database).to.equal(undefined);
+    expect(condition(tiny, 'Ready')?.message).to.contain('limits.memory "512Ki" is under 1Mi');
+    expect(await eventReasons('tiny-memory')).to.include('InvalidMemoryLimit');
+    // Fixed, it is made with the limit.
+    await c.custom.patchNamespacedCustomObject({ group: 'pgx.dev', version: 'v1alpha1', namespace: NS, plural: 'branches', name: 'tiny-memory', body: { spec: { limits: { memory: '1Mi' } } } }, MERGE_PATCH);
+    const fixed = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'tiny-memory', 'Ready', 'DatabaseReady'));
+    expect((await apiOf(runtimeOf(fixed.pod!)).getDatabase(fixed.database!)).memory_limit_mb).to.equal(1);
+
+    for (const name of ['limited', 'tiny-memory']) await remove(c, 'branches', name);
+    for (const name of ['limited', 'tiny-memory']) await waitForGone(c, 'branches', name);
+  });
+
   it('reports bad specs in conditions a person understands, without a crash loop', async function () {
     // Refused by the schema at apply time, as kubectl would show it.
     const refused = await apply(c, 'branches', branchBody('bad-ttl', 'app', { ttl: '-1h' })).then(

@@ -5,6 +5,7 @@
 
 import { AppsV1Api, PolicyV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { parseStartArgs } from '../../src/cli/start.js';
 import { MERGE_PATCH } from '../../src/operator/kube.js';
 import type { Operator } from '../../src/operator/operator.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -85,6 +86,36 @@ describe('operator: Runtime controller', function () {
       return condition(r, 'Ready')?.message.startsWith('1 of 3') ? r : null;
     });
     expect(condition(o, 'Ready')).to.include({ status: 'False', reason: 'PodsStarting', observedGeneration: 2 });
+  });
+
+  it('passes engine.databaseDefaults to pgx start as it reads them, and refuses a memory default under 1Mi', async () => {
+    await apply(c, 'runtimes', {
+      apiVersion: 'pgx.dev/v1alpha1',
+      kind: 'Runtime',
+      metadata: { name: 'limits' },
+      spec: { image: 'ghcr.io/pgx/runtime:1', engine: { databaseDefaults: { memory: '100M', connections: 5 } } },
+    });
+    const apps = c.kc.makeApiClient(AppsV1Api);
+    const set = await waitFor('the StatefulSet', () => apps.readNamespacedStatefulSet({ name: 'limits', namespace: NS }).catch(() => null));
+    const args = set.spec!.template.spec!.containers[0]!.args!;
+    // 100M is 95.4 MiB, rounded up to whole MB (the runtime's MB are MiB).
+    expect(args[args.indexOf('--database-memory-limit') + 1]).to.equal('96');
+    // The real `pgx start` parser takes them (--config names a file only the pod has).
+    const i = args.indexOf('--config');
+    const config = parseStartArgs([...args.slice(1, i), ...args.slice(i + 2)]);
+    expect(config).to.include({ databaseMemoryLimit: 96, maxSessionsPerDb: 5 });
+
+    await apply(c, 'runtimes', {
+      apiVersion: 'pgx.dev/v1alpha1',
+      kind: 'Runtime',
+      metadata: { name: 'tiny' },
+      spec: { image: 'ghcr.io/pgx/runtime:1', engine: { databaseDefaults: { memory: '512Ki' } } },
+    });
+    const tiny = await waitForCondition(c, 'runtimes', 'tiny', 'Ready', 'InvalidSpec');
+    expect(condition(tiny, 'Ready')?.message).to.contain('engine.databaseDefaults.memory "512Ki" is under 1Mi');
+    expect(await apps.readNamespacedStatefulSet({ name: 'tiny', namespace: NS }).then(() => 'exists', () => 'absent')).to.equal('absent');
+    await remove(c, 'runtimes', 'limits');
+    await remove(c, 'runtimes', 'tiny');
   });
 
   it('leaves its objects to the garbage collector when the Runtime is deleted', async () => {

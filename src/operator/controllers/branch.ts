@@ -14,6 +14,7 @@ import { findCondition, isoSeconds, setCondition, type ConditionInput } from '..
 import { podApi, runtimePods, runtimeRefOf, type OperatorContext } from '../context.js';
 import {
   branch as branchSchema,
+  memoryLimitMb,
   parseDuration,
   parseObject,
   runtime as runtimeSchema,
@@ -65,9 +66,24 @@ export async function reconcileBranch(ctx: OperatorContext, key: string): Promis
   if (spec.ttl !== undefined && (ttlMs === null || ttlMs <= 0)) {
     return setPhase(p, 'Failed', { reason: 'InvalidTTL', message: `ttl "${spec.ttl}" is not a positive duration: write it as 30m, 2h, 7d or 1h30m` });
   }
+  const memory = spec.limits?.memory === undefined ? null : memoryLimitMb('limits.memory', spec.limits.memory);
+  if (memory !== null && !memory.ok) {
+    // Not applied, and not retried until the spec changes; a Branch that has a database still goes at its TTL.
+    const at = expiresAt(p.old.createdAt, ttlMs);
+    if (at !== null && at <= ctx.clock.now()) return expire(p, 'TTLExpired', `the ttl (${spec.ttl}) ran out at ${isoSeconds(at)}`);
+    await setPhase(p, 'Failed', { reason: 'InvalidMemoryLimit', message: memory.message });
+    return requeueAtExpiry(ctx, at);
+  }
+  const limits: Limits = { connections: spec.limits?.connections ?? null, memoryMb: memory?.mb ?? null };
   if (p.old.phase === 'Lost') return expiryOnly(p, ttlMs);
   if (!p.old.database || !p.old.pod) return place(p, spec);
-  return converge(p, spec, ttlMs);
+  return converge(p, spec, ttlMs, limits);
+}
+
+/** What the database's limits should be; null: the runtime's default (--max-sessions-per-db, --database-memory-limit). */
+interface Limits {
+  connections: number | null;
+  memoryMb: number | null;
 }
 
 // --- status helpers ---
@@ -192,7 +208,7 @@ async function podStatus(p: Pass, pod: V1Pod, runtime: string): Promise<Omit<Can
 
 // --- a placed Branch: create, then keep it as the spec says ---
 
-async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null): Promise<ReconcileResult> {
+async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null, limits: Limits): Promise<ReconcileResult> {
   const { ctx, old } = p;
   const namespace = p.obj.metadata!.namespace!;
   const podName = old.pod!;
@@ -222,15 +238,16 @@ async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null): Promis
       if (!spec.pinned) return expire(p, 'DroppedWhenIdle', `the runtime dropped ${database} a grace period after its last session (pinned: false)`);
       return setPhase(p, 'Lost', { reason: 'DatabaseGone', message: `database ${database} no longer exists on pod ${podName}; no new database is made in its place: delete this Branch and create another` });
     }
-    const created = await create(p, api.client, spec, templateDatabaseName(tplName), database);
+    const created = await create(p, api.client, spec, limits, templateDatabaseName(tplName), database);
     if (created !== null) return created;
     db = await api.client.getDatabase(database);
   }
 
-  // The spec may have changed since creation: pinned and the connection limit follow it.
+  // The spec may have changed since creation: pinned and the limits follow it; a limit taken out of the
+  // spec goes back to the runtime's default (null), as it would have been had it never been set.
   if (db.pinned !== spec.pinned) db = spec.pinned ? await api.client.pin(database) : await api.client.unpin(database);
-  const limit = spec.limits?.connections ?? null;
-  if (limit !== null && db.connection_limit !== limit) db = await api.client.setConnectionLimit(database, limit);
+  if (db.connection_limit !== limits.connections) db = await api.client.setConnectionLimit(database, limits.connections);
+  if (db.memory_limit_mb !== limits.memoryMb) db = await api.client.setMemoryLimit(database, limits.memoryMb);
 
   const secretName = old.secretName ?? branchSecretName(p.obj.metadata!.name!);
   let madeSecret = false;
@@ -269,14 +286,14 @@ function requeueAtExpiry(ctx: OperatorContext, at: number | null): ReconcileResu
 }
 
 /** Creates the database; null when it exists now, else what to return from the reconcile. */
-async function create(p: Pass, client: ApiClient, spec: BranchSpec, template: string, database: string): Promise<ReconcileResult | null> {
-  const limit = spec.limits?.connections;
+async function create(p: Pass, client: ApiClient, spec: BranchSpec, limits: Limits, template: string, database: string): Promise<ReconcileResult | null> {
   try {
     const made = await client.createDatabase({
       template,
       name: database,
       pinned: spec.pinned,
-      ...(limit !== undefined ? { connection_limit: limit } : {}),
+      ...(limits.connections !== null ? { connection_limit: limits.connections } : {}),
+      ...(limits.memoryMb !== null ? { memory_limit_mb: limits.memoryMb } : {}),
       // Safe to retry: the same request id and body answer the first result.
       request_id: `branch-${p.obj.metadata!.uid}-${database}`,
     });

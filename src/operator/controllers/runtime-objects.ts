@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 import type { V1OwnerReference, V1PodDisruptionBudget, V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import type { Runtime } from '../crds/index.js';
-import { parseDuration } from '../crds/index.js';
+import { memoryLimitMb, parseDuration } from '../crds/index.js';
 import { API_TOKEN_KEY, headlessServiceName, RUNTIME_LABEL, runtimeSecretName, type PodNetwork } from '../pods.js';
 
 export const ADMIN_PASSWORD_KEY = 'admin-password';
@@ -82,6 +82,27 @@ export function disruptionBudget(rt: Runtime): V1PodDisruptionBudget {
   };
 }
 
+/**
+ * engine.databaseDefaults.memory in the whole MB `pgx start --database-memory-limit` takes; null when
+ * absent. Throws on a quantity under 1Mi: the controller reports that (runtimeSpecProblem) and makes
+ * no StatefulSet from it.
+ */
+export function databaseMemoryDefaultMb(rt: Runtime): number | null {
+  const q = rt.spec.engine.databaseDefaults?.memory;
+  if (q === undefined) return null;
+  const r = memoryLimitMb('engine.databaseDefaults.memory', q);
+  if (!r.ok) throw new Error(r.message);
+  return r.mb;
+}
+
+/** What in a Runtime's spec the schema lets through but no pod could run with; null when none. */
+export function runtimeSpecProblem(rt: Runtime): string | null {
+  const q = rt.spec.engine.databaseDefaults?.memory;
+  if (q === undefined) return null;
+  const r = memoryLimitMb('engine.databaseDefaults.memory', q);
+  return r.ok ? null : r.message;
+}
+
 export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
   const s = rt.spec;
   const secret = runtimeSecretName(rt.metadata.name);
@@ -103,6 +124,7 @@ export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
     '--pool-size', String(s.engine.poolSize),
     '--log-format', 'json',
     ...(s.engine.databaseDefaults?.connections !== undefined ? ['--max-sessions-per-db', String(s.engine.databaseDefaults.connections)] : []),
+    ...(s.engine.databaseDefaults?.memory !== undefined ? ['--database-memory-limit', String(databaseMemoryDefaultMb(rt)!)] : []),
   ];
   const resources = s.resources ? { ...(s.resources.requests ? { requests: stringify(s.resources.requests) } : {}), ...(s.resources.limits ? { limits: stringify(s.resources.limits) } : {}) } : undefined;
   const set: V1StatefulSet = {

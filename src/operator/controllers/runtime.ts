@@ -12,7 +12,7 @@ import type { ReconcileResult } from '../controller.js';
 import { isNotFound, splitKey } from '../kube.js';
 import { podReady, runtimeSecretName, headlessServiceName } from '../pods.js';
 import { writeStatus } from '../status.js';
-import { clientService, disruptionBudget, headlessService, runtimeSecret, SPEC_HASH_ANNOTATION, statefulSet } from './runtime-objects.js';
+import { clientService, disruptionBudget, headlessService, runtimeSecret, runtimeSpecProblem, SPEC_HASH_ANNOTATION, statefulSet } from './runtime-objects.js';
 
 type PodEntry = NonNullable<RuntimeStatus['pods']>[number];
 
@@ -75,9 +75,14 @@ export async function reconcileRuntime(ctx: OperatorContext, key: string): Promi
   const generation = obj.metadata!.generation;
   const old = (obj.status ?? {}) as RuntimeStatus;
   const parsed = parseObject(runtimeSchema, obj);
-  if (!parsed.ok) {
-    const conditions = setCondition(old.conditions, { type: 'Ready', status: 'False', reason: 'InvalidSpec', message: `the Runtime's spec is invalid: ${parsed.message}` }, generation, ctx.clock);
+  const problem = parsed.ok ? runtimeSpecProblem(parsed.value) : parsed.message;
+  if (!parsed.ok || problem !== null) {
+    // Nothing is written from a spec no pod could run with: the StatefulSet stays as it was.
+    const message = `the Runtime's spec is invalid: ${problem}`;
+    const was = findCondition(old.conditions, 'Ready');
+    const conditions = setCondition(old.conditions, { type: 'Ready', status: 'False', reason: 'InvalidSpec', message }, generation, ctx.clock);
     await writeStatus(ctx.kube, 'runtimes', obj, { ...old, observedGeneration: generation, conditions });
+    if (was?.reason !== 'InvalidSpec' || was.message !== message) await ctx.events.record(obj, 'Warning', 'InvalidSpec', message);
     return {};
   }
   const rt = parsed.value;

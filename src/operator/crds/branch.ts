@@ -19,7 +19,7 @@ export const branchSpec = z
       ),
     limits: z
       .object({
-        memory: quantity('limits.memory').optional().describe('Memory limit of the database, e.g. 256Mi.'),
+        memory: quantity('limits.memory').optional().describe('Memory limit of the database, e.g. 256Mi: what its backends may hold together (past it a statement is canceled with 53200). Rounded up to whole Mi; at least 1Mi.'),
         connections: z.number().int().min(1, 'limits.connections must be at least 1').max(10000).optional().describe('Connection limit of the database.'),
       })
       .strict()

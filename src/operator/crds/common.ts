@@ -100,6 +100,25 @@ export function parseQuantity(q: string | number): number | null {
   return Number(q); // decimal exponent: 1e9
 }
 
+/** The runtime's memory unit: its MB are MiB (it reads /proc in kB and divides by 1024). */
+const MIB = 2 ** 20;
+
+/**
+ * A memory quantity as the whole MB (MiB) the runtime's memory limits take, rounded up (100M is 95.4 MiB:
+ * 96), so a limit is never tighter than what was written. A quantity under 1 MiB (0, 512Ki, 500m) or too
+ * large to count is an error a person can act on, not a limit.
+ */
+export function memoryLimitMb(what: string, q: string | number): { ok: true; mb: number } | { ok: false; message: string } {
+  const bytes = parseQuantity(q);
+  if (bytes === null) return { ok: false, message: `${what} "${q}" is not a Kubernetes quantity: write it as 64Mi, 512Mi or 2Gi` };
+  const mb = Math.ceil(bytes / MIB);
+  if (bytes < MIB) {
+    return { ok: false, message: `${what} "${q}" is under 1Mi, the smallest memory limit a database can have (the runtime counts whole MiB): write it as 64Mi, 512Mi or 2Gi, or leave it out for no limit` };
+  }
+  if (!Number.isSafeInteger(mb)) return { ok: false, message: `${what} "${q}" is too large to be a memory limit: write it as 64Mi, 512Mi or 2Gi, or leave it out for no limit` };
+  return { ok: true, mb };
+}
+
 /**
  * A non-negative Kubernetes quantity, written as a string (`512Mi`) or a bare integer (`2`), like the
  * `resources` of a Pod. In the CRD it is x-kubernetes-int-or-string with the same pattern and minimum.

@@ -39,7 +39,7 @@ export const runtimeSpec = z
         poolSize: z.number().int().min(0).max(1000).default(2).describe('Warm spare databases kept per sealed template (pgx start --pool-size).'),
         databaseDefaults: z
           .object({
-            memory: quantity('engine.databaseDefaults.memory').optional().describe('Memory limit of a database unless its Branch sets one.'),
+            memory: quantity('engine.databaseDefaults.memory').optional().describe('Memory limit of a database unless its Branch sets one (pgx start --database-memory-limit). Rounded up to whole Mi; at least 1Mi.'),
             connections: z.number().int().min(1).max(10000).optional().describe('Connection limit of a database unless its Branch sets one.'),
           })
           .strict()
