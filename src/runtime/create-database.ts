@@ -40,12 +40,16 @@ export function createSpareSql(name: string, template: string, strategy: CreateS
 /**
  * A spare becomes the client's database: renamed, given to the client's role, opened for connections.
  * Sent as one query string, which PostgreSQL runs as one transaction: all of it happens or none.
+ * `renameAsOwner` renames as the new owner, so PostgreSQL's own rule for that (superuser, or CREATEDB)
+ * decides whether the role may have it; refused, the transaction fails with 42501 and the spare stays.
  */
-export function claimSpareSql(spare: string, name: string, owner: string): string {
+export function claimSpareSql(spare: string, name: string, owner: string, renameAsOwner: boolean): string {
   const target = quoteIdent(name);
+  const role = quoteIdent(owner);
+  const rename = `ALTER DATABASE ${quoteIdent(spare)} RENAME TO ${target}; `;
   return (
-    `ALTER DATABASE ${quoteIdent(spare)} RENAME TO ${target}; ` +
-    `ALTER DATABASE ${target} OWNER TO ${quoteIdent(owner)}; ` +
+    `ALTER DATABASE ${quoteIdent(spare)} OWNER TO ${role}; ` +
+    (renameAsOwner ? `SET LOCAL ROLE ${role}; ${rename}RESET ROLE; ` : rename) +
     `ALTER DATABASE ${target} ALLOW_CONNECTIONS true`
   );
 }

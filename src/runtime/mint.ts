@@ -88,22 +88,22 @@ export class Minter {
           : `There is no sealed template "${name.template}"; create that database and seal it with SELECT pgx_seal_template('${name.template}').`,
       });
     }
-    if (!(await permissions.mayMint(user))) {
-      if (await permissions.databaseExists(name.name)) return 'existing';
-      const err = databaseDoesNotExist(name.name, {
-        hint: `Role "${user}" may not create databases on connect. Connect as a role with CREATEDB, or add it to the runtime's mint roles (--mint-roles).`,
-      });
-      this.roleRefusals.add(err);
-      throw err;
+    // A claim of a ready spare can check the mint rule itself (claimCheck), saving a catalog lookup.
+    const check = permissions.claimCheck(user);
+    let verified = check === 'none';
+    if (!verified && !(check === 'rename' && this.opts.pool.hasReady(template))) {
+      if (!(await permissions.mayMint(user))) return this.refusal(name, user);
+      verified = true;
     }
     this.accept(name.name, user);
     try {
-      const source =
-        (await this.claimAtOnce(name, template, user)) ?? (await this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user)));
-      const ms = clock.monotonic() - started;
-      counters.recordMint(source, ms);
-      this.opts.logger.debug('database-minted', { database: name.name, template: template.name, owner: user, source, ms: Math.round(ms) });
-      return source;
+      const source = await this.obtain(name, template, user, verified);
+      if (source !== 'refused') {
+        const ms = clock.monotonic() - started;
+        counters.recordMint(source, ms);
+        this.opts.logger.debug('database-minted', { database: name.name, template: template.name, owner: user, source, ms: Math.round(ms) });
+        return source;
+      }
     } catch (err) {
       counters.add('mints.failures');
       this.opts.logger.warn('mint-failed', { database: name.name, template: template.name, owner: user, err });
@@ -111,6 +111,27 @@ export class Minter {
     } finally {
       this.release(user);
     }
+    return this.refusal(name, user);
+  }
+
+  /** A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not mint. */
+  private async obtain(name: MintName, template: TemplateRecord, user: string, verified: boolean): Promise<MintSource | 'refused'> {
+    if (this.opts.pool.hasReady(template)) {
+      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, !verified);
+      if (claimed !== null) return claimed;
+    }
+    if (!verified && !(await this.opts.permissions.mayMint(user))) return 'refused';
+    return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user));
+  }
+
+  /** The role may not mint: a database of that name made outside PGX is still reachable, else 3D000. */
+  private async refusal(name: MintName, user: string): Promise<'existing'> {
+    if (await this.opts.permissions.databaseExists(name.name)) return 'existing';
+    const err = databaseDoesNotExist(name.name, {
+      hint: `Role "${user}" may not create databases on connect. Connect as a role with CREATEDB, or add it to the runtime's mint roles (--mint-roles).`,
+    });
+    this.roleRefusals.add(err);
+    throw err;
   }
 
   /** Counts the mint against the caps, or refuses it with 53400 naming the setting. */
@@ -140,28 +161,28 @@ export class Minter {
     else this.acceptedPerRole.set(user, mine);
   }
 
-  /** A spare ready now, claimed on the claims connection; null when none is (or the claim failed). */
-  private async claimAtOnce(name: MintName, template: TemplateRecord, user: string): Promise<MintSource | null> {
-    if (!this.opts.pool.hasReady(template)) return null;
-    return this.claim(await this.opts.claims.get(), name, template, user);
-  }
-
-  /** Claims a ready spare for `name`: 'warm', or null when there is none or the claim failed. */
-  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource | null> {
+  /**
+   * Claims a ready spare for `name`: 'warm'; null when there is none or the claim failed; 'refused' when
+   * `checkRole` and PostgreSQL refused the role the rename (see claimSpareSql).
+   */
+  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: boolean): Promise<MintSource | 'refused' | null> {
     const { pool, logger } = this.opts;
     const spare = pool.take(template);
     if (!spare) return null;
     try {
-      await client.query(claimSpareSql(spare.name, name.name, user));
-      await this.record(name, template, user, spare.generation, spare.name);
+      await client.query(claimSpareSql(spare.name, name.name, user, checkRole));
+      this.record(name, template, user, spare.generation, spare.name);
       pool.handedOut(spare);
       return 'warm';
     } catch (err) {
-      // The claim is one transaction: on 42P04 (the name exists already) the spare is untouched and
-      // goes back. Anything else makes it suspect (gone, or the connection died mid-way): the janitor
-      // drops it IF EXISTS, and the create that follows answers 42P04 if the rename did go through.
-      if (err instanceof PostgresError && err.sqlstate === '42P04') pool.giveBack(spare);
+      // The claim is one transaction: on 42P04 (the name exists already) or 42501 (the role may not
+      // have it) the spare is untouched and goes back. Anything else makes it suspect (gone, or the
+      // connection died mid-way): the janitor drops it IF EXISTS, and the create that follows answers
+      // 42P04 if the rename did go through.
+      const sqlstate = err instanceof PostgresError ? err.sqlstate : null;
+      if (sqlstate === '42P04' || sqlstate === '42501') pool.giveBack(spare);
       else pool.discard(spare);
+      if (sqlstate === '42501' && checkRole) return 'refused';
       logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
       return null;
     }
@@ -169,26 +190,25 @@ export class Minter {
 
   /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
   private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource> {
-    const claimed = await this.claim(client, name, template, user);
-    if (claimed) return claimed;
+    if ((await this.claim(client, name, template, user, false)) === 'warm') return 'warm';
     await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
-    await this.record(name, template, user, template.generation, null);
+    this.record(name, template, user, template.generation, null);
     this.opts.pool.kick();
     return 'cold';
   }
 
-  /** In memory at once (routing sees it); on disk after, a failed write only logged: the database exists. */
-  private async record(name: MintName, template: TemplateRecord, user: string, generation: number, spare: string | null): Promise<void> {
+  /**
+   * In memory at once (routing sees it); on disk without waiting: the write is queued on the metadata
+   * connection ahead of any later change to the record, and a failure is only logged, since the
+   * database exists either way and reconcile adopts a minted name missing from pgx_control.
+   */
+  private record(name: MintName, template: TemplateRecord, user: string, generation: number, spare: string | null): void {
     const { registry, metadata, clock, logger } = this.opts;
     const now = clock.now();
     const record = newDatabaseRecord({ name: name.name, kind: 'ephemeral', template: template.name, generation, owner: user, createdAt: now });
     registry.put(record);
     registry.lastRouted.set(name.name, now);
-    try {
-      if (spare === null) await metadata.saveDatabase(record);
-      else await metadata.replaceDatabase(spare, record);
-    } catch (err) {
-      logger.error('metadata-write-failed', { database: name.name, err });
-    }
+    const written = spare === null ? metadata.saveDatabase(record) : metadata.replaceDatabase(spare, record);
+    written.catch((err: unknown) => logger.error('metadata-write-failed', { database: name.name, err }));
   }
 }

@@ -25,10 +25,21 @@ export class Permissions {
     private readonly mintRoles: MintRoles,
   ) {}
 
+  /**
+   * How a warm claim for `user` checks the mint rule without a catalog lookup first: 'none' when the
+   * settings alone allow it (--mint-roles any, or a listed role); 'rename' under --mint-roles createdb,
+   * whose rule (superuser, or CREATEDB) is PostgreSQL's own for renaming a database one owns, so the
+   * claim renames as that role and PostgreSQL checks (claimSpareSql); null when only mayMint can tell.
+   */
+  claimCheck(user: string): 'none' | 'rename' | null {
+    if (this.mintRoles.kind === 'any') return 'none';
+    if (this.mintRoles.kind === 'list') return this.mintRoles.roles.includes(user) ? 'none' : null;
+    return 'rename';
+  }
+
   /** Whether `user` may create databases by connecting to a name under the prefix. */
   async mayMint(user: string): Promise<boolean> {
-    if (this.mintRoles.kind === 'any') return true;
-    if (this.mintRoles.kind === 'list' && this.mintRoles.roles.includes(user)) return true;
+    if (this.claimCheck(user) === 'none') return true;
     const { rows } = await (await this.client()).query(
       `SELECT rolsuper, rolcreatedb FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(user)}`,
     );

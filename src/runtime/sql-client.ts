@@ -1,6 +1,9 @@
 // A minimal SQL client for the runtime's own admin work (readiness probes, CREATE/DROP DATABASE,
 // reading catalogs) over PostgreSQL's private Unix socket. Trust authentication only, the simple query
-// protocol, text values, one query on the wire at a time. Client traffic never goes through here.
+// protocol, text values. Queries are pipelined: each goes on the wire at once and PostgreSQL answers
+// them in order, each in its own implicit transaction, so callers sharing a connection (a burst of
+// mints recording their databases) wait one round trip, not one per query ahead of them. Client
+// traffic never goes through here.
 
 import { connect as netConnect, type Socket } from 'node:net';
 
@@ -142,7 +145,8 @@ export class SqlClient {
     }
     return new Promise<QueryResult>((resolve, reject) => {
       this.queue.push({ sql, resolve, reject });
-      if (this.queue.length === 1) this.socket.write(serialize.query(sql));
+      // Until the handshake's ReadyForQuery the server may still ask for a password; finishHead sends these.
+      if (this.queue[0]!.sql !== null) this.socket.write(serialize.query(sql));
     });
   }
 
@@ -176,6 +180,13 @@ export class SqlClient {
         this.socket.destroy();
         return;
       case 'copyInResponse':
+        if (this.queue.length > 1) {
+          // The server, now reading COPY data, swallows the next pipelined Query as a protocol
+          // violation: its answer would never come, so the connection is out of step. Give it up.
+          this.socketError ??= new PgxError('POSTGRES_FAILED', 'COPY FROM STDIN is not supported by the runtime admin client');
+          this.socket.destroy();
+          return;
+        }
         // Nothing to send: fail the COPY so the server moves on to ErrorResponse and ReadyForQuery.
         this.socket.write(serialize.copyFail('COPY FROM STDIN is not supported by the runtime admin client'));
         return;
@@ -207,17 +218,18 @@ export class SqlClient {
     }
   }
 
-  /** ReadyForQuery: the head query is done; settle it and put the next one on the wire. */
+  /** ReadyForQuery: the head query is done; settle it. After the handshake, send what queued behind it. */
   private finishHead(): void {
     const head = this.queue.shift();
     const { error, last } = this;
     this.resetResult();
+    if (head?.sql === null && !this.ending) {
+      for (const q of this.queue) this.socket.write(serialize.query(q.sql!));
+    }
     if (head) {
       if (error) head.reject(error);
       else head.resolve(last);
     }
-    const next = this.queue[0];
-    if (next && next.sql !== null && !this.ending) this.socket.write(serialize.query(next.sql));
   }
 
   private onClose(): void {

@@ -40,6 +40,13 @@ export interface PoolStats {
 
 /** How often a held-back refill looks again whether clients still wait. */
 const YIELD_MS = 20;
+/**
+ * A refill waits this long after a handout: the client that claimed is starting its first backend
+ * and queries, and a create (a copy of the whole template) beside it would slow it down on a small
+ * machine. A burst of claims holds refills back until it pauses, for at most HOLD_MAX_MS in a row.
+ */
+const SETTLE_MS = 100;
+const HOLD_MAX_MS = 1000;
 const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
 
@@ -52,6 +59,8 @@ export class WarmPool {
   private backoffMs = 0;
   private wake: (() => void) | null = null;
   private timer: NodeJS.Timeout | undefined;
+  private lastHandout = -Infinity;
+  private heldSince: number | null = null;
 
   constructor(private readonly opts: WarmPoolOptions) {
     this.conn = new AdminConnection(opts.connect);
@@ -61,12 +70,12 @@ export class WarmPool {
     return this.opts.size;
   }
 
-  /** Takes a ready spare of the template's current generation, or null; refilling starts behind it. */
   /** A spare of `template` is ready to be claimed. */
   hasReady(template: TemplateRecord): boolean {
     return this.opts.registry.freshSpares(template.name).length > 0;
   }
 
+  /** Takes a ready spare of the template's current generation, or null; refilling starts behind it. */
   take(template: TemplateRecord): DatabaseRecord | null {
     const spare = this.opts.registry.freshSpares(template.name)[0];
     if (!spare) return null;
@@ -80,6 +89,7 @@ export class WarmPool {
   handedOut(spare: DatabaseRecord): void {
     this.busy.delete(spare.name);
     this.opts.counters.add(`pool.${spare.template}.handouts`);
+    this.lastHandout = this.opts.clock.monotonic();
     this.kick();
   }
 
@@ -131,6 +141,11 @@ export class WarmPool {
       if (!template) return;
       if (this.opts.mintsWaiting()) {
         await this.pause(YIELD_MS);
+        continue;
+      }
+      const settle = this.settleMs();
+      if (settle > 0) {
+        await this.pause(settle);
         continue;
       }
       try {
@@ -196,6 +211,22 @@ export class WarmPool {
     } finally {
       await conn.query(`ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS false`);
     }
+  }
+
+  /** How long to wait for the last handout's client to settle; 0 once it has, or after HOLD_MAX_MS held. */
+  private settleMs(): number {
+    const now = this.opts.clock.monotonic();
+    const left = this.lastHandout + SETTLE_MS - now;
+    if (left <= 0) {
+      this.heldSince = null;
+      return 0;
+    }
+    this.heldSince ??= now;
+    if (now - this.heldSince >= HOLD_MAX_MS) {
+      this.heldSince = null;
+      return 0;
+    }
+    return left;
   }
 
   private pause(ms: number): Promise<void> {

@@ -133,6 +133,11 @@ describe('runtime: mint on connect', function () {
       expect(await new Permissions(client, { kind: 'list', roles: ['bob'] }).mayMint('alice')).to.equal(false);
       expect(await new Permissions(client, { kind: 'list', roles: [] }).mayMint('postgres')).to.equal(true);
       expect(await new Permissions(client, { kind: 'createdb' }).mayMint('no_such_role')).to.equal(false);
+      // Which claims may skip the lookup: the settings decide, or PostgreSQL's rename rule does.
+      expect(new Permissions(client, { kind: 'any' }).claimCheck('bob')).to.equal('none');
+      expect(new Permissions(client, { kind: 'list', roles: ['bob'] }).claimCheck('bob')).to.equal('none');
+      expect(new Permissions(client, { kind: 'list', roles: ['bob'] }).claimCheck('alice')).to.equal(null);
+      expect(new Permissions(client, { kind: 'createdb' }).claimCheck('bob')).to.equal('rename');
     });
 
     it('serves 100 concurrent routes to 100 new names: each exists once, counters agree', async function () {
@@ -181,7 +186,7 @@ describe('runtime: mint on connect', function () {
 
     before(async function () {
       h = await startHarness({ settings: { ...KEEP, poolSize: 2 }, wire: true });
-      await h.admin.query('CREATE ROLE alice LOGIN CREATEDB');
+      await h.admin.query('CREATE ROLE alice LOGIN CREATEDB; CREATE ROLE bob LOGIN');
       await createTemplateDatabase(h, 'tpl_app');
       await h.dbs.seal('tpl_app', 'postgres');
       await waitFor('2 spares', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
@@ -206,6 +211,24 @@ describe('runtime: mint on connect', function () {
       await c.end();
       await waitFor('the pool to refill', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
       expect((await h.dbs.status()).pool.tpl_app!.refills).to.be.at.least(3);
+    });
+
+    it('refuses a role without CREATEDB while spares are ready: 3D000, the spare untouched and still ready', async function () {
+      await waitFor('the pool to be full', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
+      const spares = async () => (await h.admin.query(`SELECT datname, pg_get_userbyid(datdba), datallowconn FROM pg_database WHERE starts_with(datname, 'pgx_spare_') ORDER BY 1`)).rows;
+      const before = await spares();
+      const err = await rejection(h.dbs.route({ user: 'bob', database: 'tdb_tpl_app__bob_warm' }));
+      expect(err.sqlstate).to.equal('3D000');
+      expect(err.hint).to.match(/Role "bob" may not create databases on connect/);
+      expect(await databaseExists(h, 'tdb_tpl_app__bob_warm')).to.equal(false);
+      expect(await spares()).to.deep.equal(before);
+      const status = await h.dbs.status();
+      expect(status.pool.tpl_app!.ready).to.equal(2);
+      expect(status.mints.failures).to.equal(0);
+      // Refused for bob, the same name is there for a role that may mint.
+      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__bob_warm' });
+      expect(await owner(h, 'tdb_tpl_app__bob_warm')).to.equal('alice');
+      await waitFor('the pool to refill', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
     });
 
     it('keeps spares out of sight: not routable, closed to connections, not counted as databases', async function () {

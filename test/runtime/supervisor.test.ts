@@ -346,6 +346,20 @@ describe('runtime/supervisor (real PostgreSQL 18)', function () {
       expect(results.map((r) => (r.status === 'fulfilled' ? r.value.rows[0]?.[0] : (r.reason as PostgresError).sqlstate))).to.deep.equal(['1', '42P01', '3']);
     });
 
+    it('refuses COPY FROM STDIN: alone the session survives; with queries pipelined behind it the connection is given up, nothing hangs', async () => {
+      await client.query('CREATE TEMP TABLE c (x int)');
+      const alone = (await client.query('COPY c FROM STDIN').then(() => undefined, (e: unknown) => e)) as PostgresError;
+      expect(alone.sqlstate).to.equal('57014');
+      expect((await client.query('SELECT 4')).rows).to.deep.equal([['4']]);
+
+      const other = await sup.connect();
+      await other.query('CREATE TEMP TABLE c (x int)');
+      const results = await Promise.allSettled([other.query('COPY c FROM STDIN'), other.query('SELECT 5')]);
+      expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected']);
+      expect(((results[0] as PromiseRejectedResult).reason as Error).message).to.match(/COPY FROM STDIN is not supported/);
+      await other.closed;
+    });
+
     it('quotes identifiers and literals so PostgreSQL reads them back unchanged', async () => {
       const ident = 'we"ird Name';
       const text = `it's a \\ backslash, "quotes" and ünïcode`;
