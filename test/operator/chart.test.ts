@@ -29,7 +29,7 @@ describe('Helm chart and kustomize manifests', function () {
     await api?.close();
   });
 
-  /** Creates every object the double serves; returns the kinds it does not (RBAC, StorageClass). */
+  /** Creates every object the double serves; returns the kinds it does not (StorageClass). */
   async function applyAll(objs: KubernetesObject[], namespace: string): Promise<string[]> {
     const client = KubernetesObjectApi.makeApiClient(api.kubeConfig());
     const custom = api.kubeConfig().makeApiClient(CustomObjectsApi);
@@ -59,13 +59,13 @@ describe('Helm chart and kustomize manifests', function () {
     expect(plain.map((o) => o.kind).sort()).to.deep.equal(['Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
     const deployment = plain.find((o) => o.kind === 'Deployment') as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } } & KubernetesObject;
     expect(deployment.spec.template.spec.containers[0]!.args).to.include.members(['operator', '--namespace=pgx-system', '--lease-name=pgx-operator']);
-    expect(await applyAll(plain, 'pgx-system')).to.deep.equal(['Role', 'RoleBinding']);
+    expect(await applyAll(plain, 'pgx-system')).to.deep.equal([]);
 
     const all = objects(helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-other', '--include-crds', '--set', 'runtime.create=true', '--set', 'storageClass.create=true', '--set', 'operator.allNamespaces=true', '--set', 'runtime.storage.storageClassName=pgx-zfs'));
     expect(all.map((o) => o.kind).sort()).to.deep.equal(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Runtime', 'Service', 'ServiceAccount', 'StorageClass']);
     expect(all.find((o) => o.kind === 'ClusterRole')?.metadata?.namespace).to.equal(undefined);
     // The chart's Runtime passes the CRD's schema (Strict: no unknown field).
-    expect(await applyAll(all, 'pgx-other')).to.deep.equal(['ClusterRole', 'ClusterRoleBinding', 'StorageClass']);
+    expect(await applyAll(all, 'pgx-other')).to.deep.equal(['StorageClass']);
   });
 
   it('ships the CRDs `npm run crds` writes, in the chart and in the kustomize base', () => {
@@ -81,7 +81,7 @@ describe('Helm chart and kustomize manifests', function () {
     const base = objects(kustomize('manifests/base'));
     expect(base.map((o) => o.kind).sort()).to.deep.equal(['CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
     expect(base.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition').every((o) => o.metadata?.namespace === 'pgx-system')).to.equal(true);
-    expect(await applyAll(base, 'pgx-system')).to.deep.equal(['Role', 'RoleBinding']);
+    expect(await applyAll(base, 'pgx-system')).to.deep.equal([]);
 
     const examples = objects(kustomize('manifests/examples'));
     expect(examples.map((o) => o.kind).sort()).to.deep.equal(['Branch', 'Runtime', 'Template']);

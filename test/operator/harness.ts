@@ -1,14 +1,21 @@
 // The operator's test harness: the Kubernetes API double, real PGX runtimes standing in for runtime pods
 // (the double runs no Pods, so the test creates the Pod objects, marks them Ready and points the operator
 // at each runtime with annotations), and helpers to apply objects as kubectl would and wait for them.
+//
+// The operator runs as the chart's ServiceAccount, with the Role and RoleBinding the real `helm template`
+// renders from charts/pgx, and the double enforces them (RBAC, 403 Forbidden as a real API server): a
+// request the chart grants no rule for fails here as it would in a cluster. stopCluster() fails the
+// test run if the operator was refused anything (some refusals, e.g. of Events, are only logged).
 
-import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, CustomObjectsApi, KubernetesObjectApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import crypto from 'node:crypto';
 import { ApiClient } from '../../src/api/client.js';
 import { MERGE_PATCH, type CustomObject } from '../../src/operator/kube.js';
 import { Operator, type OperatorOptions } from '../../src/operator/operator.js';
 import { API_URL_ANNOTATION, API_TOKEN_KEY, ENGINE_HOST_ANNOTATION, ENGINE_PORT_ANNOTATION, RUNTIME_LABEL, runtimeSecretName } from '../../src/operator/pods.js';
-import { startKubeApi, type KubeApi } from '../helpers/kube-api/index.js';
+import { startKubeApi, type KubeApi, type RequestRecord } from '../helpers/kube-api/index.js';
+import type { JsonObject } from '../helpers/kube-api/patch.js';
+import { helm, yamlObjects } from './kube-tools.js';
 import { startTestRuntime, testLogger, type TestRuntime } from '../helpers/runtime.js';
 
 export const NS = 'default';
@@ -17,15 +24,51 @@ export const TOKEN = crypto.randomBytes(18).toString('hex');
 
 export interface Cluster {
   api: KubeApi;
+  /** The cluster admin (system:masters): what the tests use to play kubectl and the kubelet. */
   kc: KubeConfig;
+  /** The operator's: the chart's ServiceAccount, with only what the chart's Role grants. */
+  operatorKc: KubeConfig;
+  /** The user name the operator's requests carry (system:serviceaccount:NS:NAME). */
+  operatorUser: string;
   core: CoreV1Api;
   custom: CustomObjectsApi;
+}
+
+let renderedChart: JsonObject[] | undefined;
+
+/** `helm template` of charts/pgx into namespace NS, defaults (a Role in NS), rendered once per process. */
+export function chartObjects(): JsonObject[] {
+  return (renderedChart ??= yamlObjects(helm('template', 'pgx', 'charts/pgx', '--namespace', NS)));
 }
 
 export async function startCluster(): Promise<Cluster> {
   const api = await startKubeApi();
   const kc = api.kubeConfig();
-  return { api, kc, core: kc.makeApiClient(CoreV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
+  const core = kc.makeApiClient(CoreV1Api);
+  // The chart's ServiceAccount, Role and RoleBinding, as `helm install` creates them.
+  const rbac = chartObjects().filter((o) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(String(o.kind)));
+  const objects = KubernetesObjectApi.makeApiClient(kc);
+  for (const o of rbac) await objects.create(o as unknown as KubernetesObject);
+  const sa = rbac.find((o) => o.kind === 'ServiceAccount');
+  if (!sa) throw new Error('helm template charts/pgx rendered no ServiceAccount');
+  const saName = String((sa.metadata as JsonObject).name);
+  return { api, kc, operatorKc: api.serviceAccountKubeConfig(NS, saName), operatorUser: `system:serviceaccount:${NS}:${saName}`, core, custom: kc.makeApiClient(CustomObjectsApi) };
+}
+
+/** The operator's requests the API server refused for want of a rule (403). */
+export function forbidden(c: Cluster): RequestRecord[] {
+  return c.api.requests.filter((r) => r.user === c.operatorUser && r.code === 403);
+}
+
+/** Closes the double; fails if the operator was refused any request on the way. */
+export async function stopCluster(c: Cluster | undefined): Promise<void> {
+  if (!c) return;
+  await c.api.close();
+  const refused = forbidden(c);
+  if (refused.length > 0) {
+    const what = [...new Set(refused.map((r) => `${r.verb} ${r.apiGroup === '' ? 'core' : r.apiGroup}/${r.resource}${r.namespace === null ? ' (all namespaces)' : ''}`))];
+    throw new Error(`the chart's RBAC refused the operator ${refused.length} request(s): ${what.join('; ')}`);
+  }
 }
 
 /** kubectl apply of one of our objects: a create with fieldValidation Strict. */
@@ -121,7 +164,7 @@ export function apiOf(rt: TestRuntime): ApiClient {
 /** An operator with short timings, so tests do not wait out production defaults. */
 export async function startOperator(c: Cluster, overrides: Partial<OperatorOptions> = {}): Promise<Operator> {
   const op = new Operator({
-    kc: c.kc,
+    kc: c.operatorKc,
     namespace: NS,
     leaseNamespace: NS,
     leaseName: 'pgx-operator',

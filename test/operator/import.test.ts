@@ -8,7 +8,7 @@ import pg from 'pg';
 import type { Operator } from '../../src/operator/operator.js';
 import { sourceUnavailable, startSourcePostgres, type SourcePostgres } from '../helpers/source-postgres.js';
 import type { TestRuntime } from '../helpers/runtime.js';
-import { apply, condition, makeRuntime, NS, remove, startCluster, startOperator, startRuntimes, statusOf, waitFor, waitForCondition, waitForGone, type Cluster } from './harness.js';
+import { apply, condition, makeRuntime, NS, remove, startCluster, stopCluster, startOperator, startRuntimes, statusOf, waitFor, waitForCondition, waitForGone, type Cluster } from './harness.js';
 
 const SOURCE_PASSWORD = 'source-secret-pw';
 const MASK = "-- pgx:forbid customers.email ~ '@(?!example\\.invalid$)'\nUPDATE customers SET email = 'customer' || id || '@example.invalid';";
@@ -50,7 +50,7 @@ describe('operator: Templates imported from a source database', function () {
   after(async function () {
     await op?.stop();
     await Promise.all(runtimes.map((r) => r.stop()));
-    await c?.api.close();
+    await stopCluster(c);
     await source?.stop();
   });
 

@@ -500,4 +500,52 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
     const forRuntime = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.kind=Runtime,involvedObject.name=main' });
     expect(forRuntime.items.map((e) => e.reason)).to.deep.equal(['Scaled']);
   });
+
+  it('authorizes a service account by RBAC: Roles in their namespace, ClusterRoles everywhere, subresources and names apart', async () => {
+    const rbac = KubernetesObjectApi.makeApiClient(kc);
+    const create = (o: Record<string, unknown>) => rbac.create(o as unknown as KubernetesObject);
+    await core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'robot' } } });
+    const robotKc = api.serviceAccountKubeConfig(ns, 'robot');
+    const robot = robotKc.makeApiClient(CoreV1Api);
+    const robotCustom = robotKc.makeApiClient(CustomObjectsApi);
+    const user = 'system:serviceaccount:default:robot';
+    // Nothing bound yet: everything but discovery is refused.
+    expect((await robotKc.makeApiClient(VersionApi).getCode()).major).to.equal('1');
+    const refused = await failure(robot.listNamespacedConfigMap({ namespace: ns }));
+    expect(refused).to.deep.equal({ code: 403, reason: 'Forbidden', message: `configmaps is forbidden: User "${user}" cannot list resource "configmaps" in API group "" in the namespace "default"` });
+
+    await create({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'r', namespace: ns }, rules: [
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'create'] },
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['get'], resourceNames: ['allowed'] },
+      { apiGroups: ['pgx.dev'], resources: ['branches'], verbs: ['create', 'patch'] },
+    ] });
+    await create({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'r', namespace: ns }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'r' }, subjects: [{ kind: 'ServiceAccount', name: 'robot', namespace: ns }] });
+    expect((await robot.listNamespacedConfigMap({ namespace: ns })).items).to.deep.equal([]);
+    await robot.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'allowed' } } });
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'other' } } });
+    expect((await robot.readNamespacedConfigMap({ name: 'allowed', namespace: ns })).metadata?.name).to.equal('allowed');
+    expect((await failure(robot.readNamespacedConfigMap({ name: 'other', namespace: ns }))).message).to.equal(`configmaps "other" is forbidden: User "${user}" cannot get resource "configmaps" in API group "" in the namespace "default"`);
+    // A Role grants in its namespace only, and not across namespaces.
+    expect((await failure(robot.listNamespacedConfigMap({ namespace: 'elsewhere' }))).code).to.equal(403);
+    expect((await failure(robot.listConfigMapForAllNamespaces())).message).to.contain('at the cluster scope');
+    // branches does not grant branches/status.
+    await robotCustom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('b') });
+    await robotCustom.patchNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', name: 'b', body: { metadata: { labels: { a: 'b' } } } }, merge);
+    expect((await failure(robotCustom.patchNamespacedCustomObjectStatus({ ...PGX, namespace: ns, plural: 'branches', name: 'b', body: { status: { phase: 'Ready' } } }, merge))).message).to.contain('cannot patch resource "branches/status" in API group "pgx.dev"');
+
+    // A ClusterRole bound by a ClusterRoleBinding to a group the account is in: everywhere.
+    await create({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'system:pod-reader' }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }] });
+    await create({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: 'pod-readers' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:pod-reader' }, subjects: [{ kind: 'Group', name: 'system:serviceaccounts:default' }] });
+    expect((await robot.listPodForAllNamespaces()).items).to.deep.equal([]);
+    expect((await robot.listNamespacedPod({ namespace: 'elsewhere' })).items).to.deep.equal([]);
+    // The request log says who asked, and what was refused.
+    const mine = api.requests.filter((r) => r.user === user);
+    expect(mine.filter((r) => r.code === 403).map((r) => `${r.verb} ${r.apiGroup}/${r.resource}`)).to.deep.equal(['list /configmaps', 'get /configmaps', 'list /configmaps', 'list /configmaps', 'patch pgx.dev/branches/status']);
+
+    // A token whose ServiceAccount is gone is no longer accepted.
+    await core.deleteNamespacedServiceAccount({ name: 'robot', namespace: ns });
+    const gone = await robot.listNamespacedPod({ namespace: ns }).then(() => null, (e: unknown) => e);
+    expect(gone).to.be.instanceOf(ApiException);
+    expect((gone as ApiException<unknown>).code).to.equal(401);
+  });
 });

@@ -3,7 +3,7 @@
 
 import { expect } from 'chai';
 import type { Operator } from '../../src/operator/operator.js';
-import { apply, startCluster, startOperator, waitFor, waitForCondition, type Cluster } from './harness.js';
+import { apply, startCluster, stopCluster, startOperator, waitFor, waitForCondition, type Cluster } from './harness.js';
 
 function branchBody(name: string) {
   return { apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name }, spec: { templateRef: { name: 'missing' } } };
@@ -23,7 +23,7 @@ describe('operator leader election (Lease)', function () {
   after(async function () {
     if (sampler) clearInterval(sampler);
     await Promise.all(ops.map((o) => o.stop()));
-    await c.api.close();
+    await stopCluster(c);
   });
 
   it('lets one replica act at a time, and hands over when the leader stops', async function () {

@@ -23,6 +23,7 @@ import {
   read,
   remove,
   startCluster,
+  stopCluster,
   startOperator,
   startRuntimes,
   statusOf,
@@ -88,7 +89,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
   after(async function () {
     await op?.stop();
     await Promise.all(runtimes.map((r) => r.stop()));
-    await c?.api.close();
+    await stopCluster(c);
   });
 
   it('builds and seals a Template on every runtime pod, with status per pod', async function () {

@@ -9,7 +9,7 @@ import { parseStartArgs } from '../../src/cli/start.js';
 import { MERGE_PATCH } from '../../src/operator/kube.js';
 import type { Operator } from '../../src/operator/operator.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
-import { apply, condition, makePod, NS, read, remove, startCluster, startOperator, statusOf, waitFor, waitForCondition, type Cluster } from './harness.js';
+import { apply, condition, makePod, NS, read, remove, startCluster, stopCluster, startOperator, statusOf, waitFor, waitForCondition, type Cluster } from './harness.js';
 
 describe('operator: Runtime controller', function () {
   this.timeout(120_000);
@@ -24,7 +24,7 @@ describe('operator: Runtime controller', function () {
   after(async () => {
     await op.stop();
     await rt?.stop();
-    await c.api.close();
+    await stopCluster(c);
   });
 
   it('creates the StatefulSet, Services, Secret and PodDisruptionBudget, owned by the Runtime', async () => {

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
 import type { Operator } from '../../src/operator/operator.js';
 import type { TestRuntime } from '../helpers/runtime.js';
-import { apiOf, makeRuntime, read, startCluster, startOperator, startRuntimes, statusOf, waitFor, waitForCondition, waitForGone, type Cluster } from './harness.js';
+import { apiOf, makeRuntime, read, startCluster, stopCluster, startOperator, startRuntimes, statusOf, waitFor, waitForCondition, waitForGone, type Cluster } from './harness.js';
 import { kubeTools, root } from './kube-tools.js';
 
 interface Step {
@@ -56,7 +56,7 @@ describe('the GitHub Actions example, run against the API double and the operato
   after(async function () {
     await op?.stop();
     await Promise.all(runtimes.map((r) => r.stop()));
-    await c?.api.close();
+    await stopCluster(c);
     fs.rmSync(home, { recursive: true, force: true });
   });
 

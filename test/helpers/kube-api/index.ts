@@ -13,10 +13,12 @@ import { parseAllDocuments } from 'yaml';
 import { systemClock, type Clock } from '../../../src/clock.js';
 import type { Json, JsonObject } from './patch.js';
 import { isWrite, KubeApiServer, type RequestRecord } from './server.js';
+import { serviceAccountUser } from './rbac.js';
 import { ObjectStore } from './store.js';
 import { makeTestTls } from './tls.js';
 
 export { isWrite, type RequestRecord } from './server.js';
+export { authorize, ruleAllows, rulesFor, serviceAccountUser, type RequestAttributes, type UserInfo } from './rbac.js';
 export { ObjectStore, StatusError } from './store.js';
 export type { Json, JsonObject } from './patch.js';
 
@@ -44,8 +46,14 @@ export interface KubeApi {
   requests: RequestRecord[];
   /** TLS connections accepted so far. */
   connections(): number;
-  /** A client-side KubeConfig loaded from kubeconfigPath. */
+  /** A client-side KubeConfig loaded from kubeconfigPath: the cluster admin (system:masters), allowed everything. */
   kubeConfig(): KubeConfig;
+  /**
+   * A KubeConfig with a new token for the service account `namespace/name` (as a pod's projected token):
+   * its requests are allowed only what the Roles and ClusterRoles bound to the account allow (403
+   * otherwise), and it is refused (401) while the ServiceAccount object does not exist.
+   */
+  serviceAccountKubeConfig(namespace: string, name: string): KubeConfig;
   /** Requests that wrote (create, update, patch, delete), optionally only for one resource (plural). */
   writes(resource?: string): RequestRecord[];
   /** Ends open watch streams, as an API server restart or a load balancer would. */
@@ -84,6 +92,13 @@ export async function startKubeApi(opts: KubeApiOptions = {}): Promise<KubeApi> 
     kubeConfig() {
       const kc = new KubeConfig();
       kc.loadFromFile(kubeconfigPath);
+      return kc;
+    },
+    serviceAccountKubeConfig(namespace: string, name: string) {
+      const saToken = crypto.randomBytes(24).toString('base64url');
+      server.addToken(saToken, serviceAccountUser(namespace, name));
+      const kc = new KubeConfig();
+      kc.loadFromString(kubeconfig(url, tls.caPem, saToken, namespace));
       return kc;
     },
     writes(resource?: string) {

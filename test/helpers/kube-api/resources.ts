@@ -22,7 +22,7 @@ export interface ResourceType {
   /** Installed by a CustomResourceDefinition (which also means: list items carry apiVersion and kind). */
   custom: boolean;
   /** How the API server checks metadata.name: a DNS-1123 subdomain for most, a label or a DNS-1035 label for some. */
-  nameRule: 'subdomain' | 'label' | 'dns1035';
+  nameRule: 'subdomain' | 'label' | 'dns1035' | 'path';
   /** Fields a fieldSelector may use besides metadata.name and metadata.namespace (anything else is 400). */
   fieldLabels: string[];
 }
@@ -63,6 +63,11 @@ export const BUILTIN_TYPES: readonly ResourceType[] = [
   builtin('coordination.k8s.io', 'v1', 'Lease', 'leases', true, false),
   builtin('events.k8s.io', 'v1', 'Event', 'events', true, false, ['ev']),
   builtin('apiextensions.k8s.io', 'v1', 'CustomResourceDefinition', 'customresourcedefinitions', false, true, ['crd', 'crds']),
+  // RBAC: stored as given; the server's authorizer (rbac.ts) reads them for every request of a non-admin user.
+  builtin('rbac.authorization.k8s.io', 'v1', 'Role', 'roles', true, false, [], { nameRule: 'path' }),
+  builtin('rbac.authorization.k8s.io', 'v1', 'RoleBinding', 'rolebindings', true, false, [], { nameRule: 'path' }),
+  builtin('rbac.authorization.k8s.io', 'v1', 'ClusterRole', 'clusterroles', false, false, [], { nameRule: 'path' }),
+  builtin('rbac.authorization.k8s.io', 'v1', 'ClusterRoleBinding', 'clusterrolebindings', false, false, [], { nameRule: 'path' }),
 ];
 
 /** The types a CustomResourceDefinition object declares: one per served version. Throws if it is unusable. */

@@ -5,17 +5,25 @@
 // Paths: /api/v1/..., /apis/{group}/{version}/..., then [namespaces/{ns}/]{plural}[/{name}[/status]].
 // Verbs: GET (get, list, or watch with ?watch=true), POST (create), PUT (update), PATCH (merge or JSON
 // patch), DELETE (delete, or deletecollection on a collection).
+// Every request is authenticated by its bearer token and authorized by RBAC (rbac.ts) before it is
+// served: the admin token (system:masters) may do anything; a service account's token what the Roles
+// and ClusterRoles bound to it allow, else 403 Forbidden as from a real API server.
 
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { isObject, type Json, type JsonObject } from './patch.js';
-import { apiVersionOf, type ResourceType } from './resources.js';
+import { authorize, forbiddenMessage, type RequestAttributes, type UserInfo } from './rbac.js';
+import { apiVersionOf, qualifiedName, type ResourceType } from './resources.js';
 import { StatusError, type ObjectStore, type PatchType, type Selection } from './store.js';
 
 /** One request as the server saw it: tests count writes with this. */
 export interface RequestRecord {
   method: string;
+  /** Who asked: the user its token names ('' when it named nobody). */
+  user: string;
+  /** The resource's API group ('' for the core group and for discovery). */
+  apiGroup: string;
   /** get, list, watch, create, update, patch, delete, deletecollection, or discovery. */
   verb: string;
   /** plural, with /status for the subresource; '' for discovery. */
@@ -25,10 +33,13 @@ export interface RequestRecord {
   code: number;
   /** Milliseconds from the request's arrival to its response (a watch: to its headers). */
   ms: number;
+  /** Which TLS connection carried it: 1 for the first the server accepted, and so on. */
+  connection: number;
 }
 
 export interface ServerOptions {
   store: ObjectStore;
+  /** The admin's token (system:masters). */
   token: string;
   certPem: string;
   keyPem: string;
@@ -59,16 +70,42 @@ export class KubeApiServer {
   /** Open watch streams, each with what stops it. */
   private readonly watches = new Map<ServerResponse, () => void>();
   private readonly sockets = new Set<Socket>();
+  /** Each accepted connection's number (RequestRecord.connection). */
+  private readonly connectionIds = new WeakMap<Socket, number>();
   /** TLS connections accepted so far (a client that reuses connections opens few). */
   connections = 0;
+  /** Bearer tokens and whom they name. */
+  private readonly tokens = new Map<string, UserInfo>();
 
   constructor(private readonly opts: ServerOptions) {
+    this.tokens.set(opts.token, { name: 'pgx-test-admin', groups: ['system:masters', 'system:authenticated'] });
     this.server = https.createServer({ cert: opts.certPem, key: opts.keyPem }, (req, res) => void this.handle(req, res));
     this.server.on('secureConnection', (s: Socket) => {
       this.connections++;
+      this.connectionIds.set(s, this.connections);
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
     });
+  }
+
+  /** Makes `token` name `user` (a token request, or a static token file's line). */
+  addToken(token: string, user: UserInfo): void {
+    this.tokens.set(token, user);
+  }
+
+  /** The user a bearer token names: 401 for an unknown token, or a service account that no longer exists. */
+  private authenticate(header: string | undefined): UserInfo {
+    const user = header?.startsWith('Bearer ') ? this.tokens.get(header.slice(7)) : undefined;
+    if (user === undefined) throw new StatusError(401, 'Unauthorized', 'Unauthorized');
+    if (user.serviceAccount) {
+      const sa = user.serviceAccount;
+      try {
+        this.opts.store.get(this.opts.store.typeFor('', 'v1', 'serviceaccounts')!, sa.namespace, sa.name);
+      } catch {
+        throw new StatusError(401, 'Unauthorized', 'Unauthorized');
+      }
+    }
+    return user;
   }
 
   listen(): Promise<number> {
@@ -98,9 +135,11 @@ export class KubeApiServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'https://localhost');
-    const record: RequestRecord = { method: req.method ?? 'GET', verb: 'discovery', resource: '', namespace: null, name: null, code: 200, ms: performance.now() };
+    const record: RequestRecord = { method: req.method ?? 'GET', user: '', apiGroup: '', verb: 'discovery', resource: '', namespace: null, name: null, code: 200, ms: performance.now(), connection: this.connectionIds.get(req.socket) ?? 0 };
     try {
-      if (req.headers.authorization !== `Bearer ${this.opts.token}`) throw new StatusError(401, 'Unauthorized', 'Unauthorized');
+      const user = this.authenticate(req.headers.authorization);
+      record.user = user.name;
+      // Discovery and OpenAPI: every authenticated user may read them (system:discovery, system:basic-user).
       const discovery = this.discovery(url.pathname);
       if (discovery !== null) {
         if (record.method !== 'GET') throw new StatusError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
@@ -108,8 +147,24 @@ export class KubeApiServer {
       }
       const route = this.route(url.pathname);
       record.resource = route.type.plural + (route.subresource ? `/${route.subresource}` : '');
+      record.apiGroup = route.type.group;
       record.namespace = route.namespace;
       record.name = route.name;
+      const verb = verbOf(record.method, route.name, url.searchParams);
+      if (verb !== null) {
+        record.verb = verb;
+        const attrs: RequestAttributes = {
+          verb,
+          apiGroup: route.type.group,
+          resource: route.type.plural,
+          subresource: route.subresource ?? '',
+          namespace: route.namespace ?? '',
+          name: route.name ?? '',
+        };
+        if (!authorize(this.opts.store, user, attrs)) {
+          throw new StatusError(403, 'Forbidden', forbiddenMessage(user, attrs, qualifiedName(route.type)), { ...(attrs.name ? { name: attrs.name } : {}), group: attrs.apiGroup, kind: attrs.resource });
+        }
+      }
       const body = await readBody(req);
       await this.serve(req, res, url, route, body, record);
     } catch (err) {
@@ -329,6 +384,25 @@ export class KubeApiServer {
       if (t.schema) schemas[`${t.group.split('.').reverse().join('.')}.${t.version}.${t.kind}`] = { ...t.schema, 'x-kubernetes-group-version-kind': [gvk] };
     }
     return { openapi: '3.0.0', info: { title: 'Kubernetes', version: 'v1.34.0-pgx-test-double' }, paths, components: { schemas } };
+  }
+}
+
+/** The RBAC verb of a request; null for a method the server does not serve (answered 405). */
+function verbOf(method: string, name: string | null, q: URLSearchParams): string | null {
+  switch (method) {
+    case 'GET':
+      if (name !== null) return 'get';
+      return q.get('watch') === 'true' || q.get('watch') === '1' ? 'watch' : 'list';
+    case 'POST':
+      return name === null ? 'create' : null;
+    case 'PUT':
+      return name === null ? null : 'update';
+    case 'PATCH':
+      return name === null ? null : 'patch';
+    case 'DELETE':
+      return name === null ? 'deletecollection' : 'delete';
+    default:
+      return null;
   }
 }
 

@@ -82,6 +82,8 @@ const NAME_RULES: Record<ResourceType['nameRule'], { pattern: RegExp; max: numbe
   },
   label: { pattern: /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, max: 63, words: "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character" },
   dns1035: { pattern: /^[a-z]([-a-z0-9]*[a-z0-9])?$/, max: 63, words: "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character" },
+  // RBAC objects: ValidatePathSegmentName (system:controller:... is a valid ClusterRole name).
+  path: { pattern: /^(?!\.{1,2}$)[^/%]+$/, max: 253, words: "may not be '.' or '..' and may not contain '/' or '%'" },
 };
 
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
