@@ -2,7 +2,7 @@
 // client leaves. The state moves one way: startup -> authenticating -> connecting -> active -> closed,
 // changed only by setState(). Clients see errors only through failClient().
 
-import type net from 'node:net';
+import net from 'node:net';
 import tls from 'node:tls';
 import { Msg } from '../wire/codes.js';
 import {
@@ -41,6 +41,43 @@ const CLOSE_GRACE_MS = 5000;
 /** Startup parameters that select the pool and are not sent on as settings. */
 const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
 
+/**
+ * A client socket's read buffer: small at first (PgBouncer's is 4 kB), since every idle session holds
+ * one; a read that fills it moves the session to the larger one, for COPY and big statements.
+ */
+const READ_BUFFER = 8 * 1024;
+const LARGE_READ_BUFFER = 64 * 1024;
+
+/**
+ * Whoever reads the client now (the login phase, then the session's pump). `chunk` is a view of a
+ * buffer the next read overwrites: the reader copies what it keeps, or returns true when something
+ * still refers to it (a write that did not go out at once, bytes held back), and the session then
+ * reads into a fresh buffer from the next read on. Chunks from a TLS socket are the reader's to keep.
+ */
+export type ClientReader = (chunk: Buffer) => boolean;
+
+/**
+ * Moves a connection accepted by a net.Server created with `pauseOnConnect` onto a new net.Socket
+ * that reads with `onread` (net's documented zero-copy read: one buffer, a callback per read, no
+ * Buffer, stream push or 'data' event per read). net.Server has no onread option for the sockets it
+ * accepts (Node 20 to 24), so this takes the accepted socket's handle and gives it to the new socket.
+ * `_handle` and the `handle` option are undocumented, though stable for years: they are how Node
+ * itself builds accepted sockets and moves sockets to child processes. test/engine/client-socket.test.ts
+ * fails if a Node release changes them. Returns null (the caller reads 'data' events instead) when
+ * the accepted socket has no handle to move.
+ */
+export function adoptAccepted(accepted: net.Socket, onread: net.OnReadOpts): net.Socket | null {
+  const holder = accepted as unknown as { _handle?: { readStart?: unknown } | null };
+  const handle = holder._handle;
+  if (handle === null || handle === undefined || typeof handle.readStart !== 'function' || accepted.destroyed) return null;
+  holder._handle = null;
+  const socket = new net.Socket({ handle, onread, readable: true, writable: true } as net.SocketConstructorOpts);
+  // The server counts `accepted` among its connections until it is destroyed (now handle-less, that
+  // only tells the server): keep the count, so net.Server.close() still waits for this connection.
+  socket.once('close', () => accepted.destroy());
+  return socket;
+}
+
 export class ClientSession implements Cancellable {
   state: ClientState = 'startup';
   user = '';
@@ -60,19 +97,50 @@ export class ClientSession implements Cancellable {
   private readonly loginTimer: NodeJS.Timeout;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
   private encrypted = false;
+  private socket: net.Socket;
+  /** Where plain reads land (see ClientReader); replaced when a reader keeps it. */
+  private readBuf: Buffer = Buffer.allocUnsafeSlow(READ_BUFFER);
+  private reader: ClientReader | null = null;
 
+  /**
+   * `accepted` comes from a net.Server with `pauseOnConnect`: the session moves it onto a socket that
+   * reads into `readBuf` (adoptAccepted); a socket that cannot be moved is read through 'data' events.
+   */
   constructor(
-    private socket: net.Socket,
+    accepted: net.Socket,
     private readonly ctx: EngineContext,
     /** Unix socket or loopback: trusted in trust mode. */
     private readonly local: boolean,
   ) {
-    socket.setNoDelay(true);
-    socket.on('data', this.onLoginData);
-    socket.on('close', this.onClose);
-    socket.on('error', this.onSocketError);
+    const socket = adoptAccepted(accepted, { buffer: () => this.readBuf, callback: this.onRead });
+    if (socket === null) {
+      accepted.on('data', this.onStreamData);
+      accepted.resume();
+    }
+    this.socket = socket ?? accepted;
+    this.socket.setNoDelay(true);
+    this.reader = this.onLoginData;
+    this.socket.on('close', this.onClose);
+    this.socket.on('error', this.onSocketError);
     this.loginTimer = setTimeout(() => this.onLoginTimeout(), ctx.options.loginTimeoutMs);
   }
+
+  /** A plain read into `readBuf`: `n` bytes, handed to the reader. Always true (go on reading). */
+  private readonly onRead = (n: number, buf: Uint8Array): boolean => {
+    const reader = this.reader;
+    // The buffer is the one `buffer` returned, a Buffer.
+    if (reader !== null && reader((buf as Buffer).subarray(0, n))) {
+      this.readBuf = Buffer.allocUnsafeSlow(n === buf.length ? LARGE_READ_BUFFER : this.readBuf.length);
+    } else if (n === buf.length && buf.length < LARGE_READ_BUFFER) {
+      this.readBuf = Buffer.allocUnsafeSlow(LARGE_READ_BUFFER);
+    }
+    return true;
+  };
+
+  /** A chunk from a 'data' event (TLS, or a socket adoptAccepted could not move): the reader's to keep. */
+  private readonly onStreamData = (chunk: Buffer): void => {
+    this.reader?.(chunk);
+  };
 
   /** Cancels whatever the session's backend is running (CancelRequest with the backend's key). */
   cancelBackend(): void {
@@ -107,14 +175,16 @@ export class ClientSession implements Cancellable {
 
   // ---- login phase: startup packet and authentication, read from a small buffer ----
 
-  private readonly onLoginData = (chunk: Buffer): void => {
-    this.inbuf = this.inbuf.length === 0 ? chunk : Buffer.concat([this.inbuf, chunk]);
+  /** Login bytes are few: kept as a copy (a chunk may be the reused read buffer). */
+  private readonly onLoginData = (chunk: Buffer): boolean => {
+    this.inbuf = this.inbuf.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.inbuf, chunk]);
     if (this.state === 'connecting' && this.inbuf.length >= MAX_PIPELINED) this.socket.pause();
     try {
       this.processLogin();
     } catch (err) {
       this.failClient(err);
     }
+    return false;
   };
 
   private processLogin(): void {
@@ -222,11 +292,13 @@ export class ClientSession implements Cancellable {
     if (this.inbuf.length > 0) throw new ProtocolError('received unencrypted data after SSL request');
     const raw = this.socket;
     raw.write(ENCRYPTION_ACCEPTED);
-    raw.off('data', this.onLoginData);
+    raw.off('data', this.onStreamData);
     raw.off('close', this.onClose);
     raw.off('error', this.onSocketError);
+    // From here on TLS reads the TCP socket itself (its onread callback hears nothing more); the
+    // plaintext arrives as 'data' events on the TLS socket.
     const secure = new tls.TLSSocket(raw, { isServer: true, secureContext: options.secureContext() });
-    secure.on('data', this.onLoginData);
+    secure.on('data', this.onStreamData);
     secure.on('close', this.onClose);
     secure.on('error', this.onSocketError);
     this.socket = secure;
@@ -358,7 +430,7 @@ export class ClientSession implements Cancellable {
     this.setState('active');
     this.ctx.options.sessionObserver?.sessionStarted(this.database);
     this.observed = true;
-    this.socket.off('data', this.onLoginData);
+    this.reader = null;
     const leftover = this.inbuf.length > 0 ? this.inbuf : null;
     this.inbuf = Buffer.alloc(0);
     const backendLeftover = backend.leftover;
@@ -366,7 +438,7 @@ export class ClientSession implements Cancellable {
     backend.socket.on('close', this.onBackendClose);
     const control = this.ctx.options.control;
     this.pump = new Pump(
-      this.socket,
+      { socket: this.socket, setReader: (reader) => (this.reader = reader) },
       backend,
       {
         terminate: () => this.close(),
@@ -451,7 +523,7 @@ export class ClientSession implements Cancellable {
       this.ctx.pool.release(backend, reusable);
     }
     this.pump = null;
-    this.socket.off('data', this.onLoginData);
+    this.reader = null;
     if (!this.socket.destroyed) {
       this.socket.end();
       // A client that never reads its socket must not hold it open forever.

@@ -79,7 +79,9 @@ export class Engine {
   port = 0;
 
   async start(): Promise<void> {
-    const tcp = net.createServer({ noDelay: true }, (socket) => this.accept(socket, isLoopback(socket.remoteAddress)));
+    // Accepted sockets stay paused: the session moves each onto a socket that reads into a reused
+    // buffer (client.ts, adoptAccepted) before anything is read.
+    const tcp = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.accept(socket, isLoopback(socket.remoteAddress)));
     await listen(tcp, { host: this.options.host, port: this.options.port });
     this.servers.push(tcp);
     this.watchdog?.start();
@@ -89,7 +91,7 @@ export class Engine {
       fs.mkdirSync(this.options.socketDir, { recursive: true });
       const unixPath = path.join(this.options.socketDir, `.s.PGSQL.${this.port}`);
       removeStaleSocket(unixPath);
-      const unix = net.createServer((socket) => this.accept(socket, true));
+      const unix = net.createServer({ pauseOnConnect: true }, (socket) => this.accept(socket, true));
       await listen(unix, { path: unixPath });
       fs.chmodSync(unixPath, 0o777);
       this.unixPath = unixPath;

@@ -16,11 +16,18 @@ import { parseErrorFields } from '../wire/error-response.js';
 import type { Answer, ControlSession, Held } from './control.js';
 import type { ActiveSlots, Waiter } from './active-slots.js';
 import type { BackendReader } from './server.js';
+import type { ClientReader } from './client.js';
 
 /** The backend side as the pump sees it: a socket to write and pause, whose reads come to a reader. */
 export interface BackendPort {
   readonly socket: net.Socket;
   setReader(reader: BackendReader | null): void;
+}
+
+/** The client side, the same way: its reads come to a reader (see ClientReader). */
+export interface ClientPort {
+  readonly socket: net.Socket;
+  setReader(reader: ClientReader | null): void;
 }
 
 /** What the client may send once its session is running; anything else is a protocol violation. */
@@ -216,9 +223,10 @@ export class Pump {
   };
 
   private readonly backend: net.Socket;
+  private readonly client: net.Socket;
 
   constructor(
-    private readonly client: net.Socket,
+    private readonly clientPort: ClientPort,
     private readonly backendPort: BackendPort,
     private readonly events: PumpEvents,
     /** Control functions for this session; null: nothing is intercepted. */
@@ -227,13 +235,14 @@ export class Pump {
     private readonly gate: { slots: ActiveSlots; database: string } | null = null,
   ) {
     this.backend = backendPort.socket;
+    this.client = clientPort.socket;
     this.fromClient = new FrameScanner({
       actions: control ? CONTROL_CLIENT_TABLE : CLIENT_TABLE,
       maxLength: MAX_MESSAGE,
       maxWholeLength: MAX_WHOLE,
     });
-    this.toBackend = new Outbox(this.backend, client);
-    this.toClient = new Outbox(client, this.backend);
+    this.toBackend = new Outbox(this.backend, this.client);
+    this.toClient = new Outbox(this.client, this.backend);
     if (control) {
       // Control counts completions so it can tell its own from the client's (see control.ts).
       this.fromBackend.setAction(PARSE_COMPLETE, FrameAction.Note);
@@ -243,7 +252,7 @@ export class Pump {
 
   /** Starts forwarding; bytes that arrived before (from either side) go first. */
   start(clientLeftover: Buffer | null, backendLeftover: Buffer | null): void {
-    this.client.on('data', this.onClientData);
+    this.clientPort.setReader(this.onClientData);
     this.backendPort.setReader(this.onBackendData);
     if (backendLeftover) this.onBackendData(backendLeftover);
     if (clientLeftover) this.onClientData(clientLeftover);
@@ -259,7 +268,7 @@ export class Pump {
       this.activeHeld = false;
       this.gate!.slots.release(this.gate!.database);
     }
-    this.client.off('data', this.onClientData);
+    this.clientPort.setReader(null);
     this.backendPort.setReader(null);
     if (this.client.isPaused()) this.client.resume();
     if (this.backend.isPaused()) this.backend.resume();
@@ -310,27 +319,31 @@ export class Pump {
     } else this.unsynced = true;
   }
 
-  private readonly onClientData = (chunk: Buffer): void => {
-    if (this.stopped) return;
+  /** Returns true when something still refers to `chunk` past the call (see ClientReader). */
+  private readonly onClientData = (chunk: Buffer): boolean => {
+    if (this.stopped) return false;
     if (this.holding || this.waiting !== null) {
       this.backlog.push(chunk);
       this.client.pause();
-      return;
+      return true;
     }
-    this.admit(chunk);
+    return this.admit(chunk);
   };
 
-  /** Processes a client chunk, first taking an active slot if it starts a transaction (else it waits). */
-  private admit(chunk: Buffer): void {
+  /**
+   * Processes a client chunk, first taking an active slot if it starts a transaction (else it waits).
+   * True when `chunk` is still referred to: kept in the backlog or by a held call, or queued on the backend.
+   */
+  private admit(chunk: Buffer): boolean {
     if (this.gate !== null && !this.activeHeld && this.betweenTransactions) {
       const waiter = this.gate.slots.acquire(this.gate.database);
       if (waiter !== null) {
         this.waitForSlot(waiter, chunk);
-        return;
+        return true;
       }
       this.activeHeld = true;
     }
-    this.process(chunk);
+    return this.process(chunk);
   }
 
   private waitForSlot(waiter: Waiter, chunk: Buffer): void {
@@ -359,9 +372,12 @@ export class Pump {
     if (!this.holding && this.waiting === null && !this.stopped && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
   }
 
-  /** Scans a client chunk, forwarding it in place and sending what control gives for what it holds. */
-  private process(chunk: Buffer): void {
-    if (this.terminated || this.violation) return;
+  /**
+   * Scans a client chunk, forwarding it in place and sending what control gives for what it holds.
+   * True when `chunk` is still referred to (a held call's frame and the rest, or a queued write).
+   */
+  private process(chunk: Buffer): boolean {
+    if (this.terminated || this.violation) return false;
     let pos = 0;
     for (;;) {
       pos = this.fromClient.feed(chunk, this.clientSink, pos);
@@ -371,17 +387,19 @@ export class Pump {
         this.toBackend.add(work, 0, work.length);
         this.syncActions();
       } else {
+        // The held call refers to its frame in `chunk` (a Bind's parameters), the backlog to the rest.
         this.hold(work, pos < chunk.length ? chunk.subarray(pos) : null);
-        return;
+        return true;
       }
       if (pos >= chunk.length) break;
     }
-    this.toBackend.flush();
+    const queued = this.toBackend.flush();
     this.syncActions();
     // Read back through a getter: the sink may have set these during feed().
     const violation = this.currentViolation();
     if (violation) this.events.violation(violation.type, violation.length);
     else if (this.terminated) this.events.terminate();
+    return queued;
   }
 
   private currentViolation(): { type: number; length: number } | null {

@@ -1,0 +1,133 @@
+// Client sockets read into a reused buffer (client.ts, adoptAccepted). Two things are guarded here:
+// that moving an accepted connection onto a socket with `onread` still works on this Node (it relies
+// on net.Socket's undocumented `_handle` and `handle` option), and that bytes the engine keeps past a
+// read (writes queued on a slow backend) are never overwritten by the next read.
+
+import { expect } from 'chai';
+import net from 'node:net';
+import { once } from 'node:events';
+import { serialize } from 'pg-protocol';
+import { adoptAccepted } from '../../src/engine/client.js';
+import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+
+describe('engine: client sockets read with onread', function () {
+  this.timeout(60_000);
+
+  describe('adoptAccepted (guards the undocumented net internals it uses)', () => {
+    it('moves an accepted connection onto a socket that reads into the given buffer, and the server still counts it', async () => {
+      const buf = Buffer.alloc(16);
+      const reads: { n: number; same: boolean; bytes: Buffer }[] = [];
+      let adopted: net.Socket | null = null;
+      const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
+        adopted = adoptAccepted(accepted, {
+          buffer: buf,
+          callback: (n, b) => {
+            reads.push({ n, same: b === buf, bytes: Buffer.from(b.subarray(0, n)) });
+            adopted!.write(Buffer.from(b.subarray(0, n)).reverse());
+            return true;
+          },
+        });
+      });
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      const { port } = server.address() as net.AddressInfo;
+      const client = net.connect(port, '127.0.0.1');
+      const echoed: Buffer[] = [];
+      client.on('data', (d: Buffer) => echoed.push(d));
+      await once(client, 'connect');
+      // More than the buffer holds: the callback sees it in buffer-sized reads, always the same buffer.
+      const sent = Buffer.from('abcdefghijklmnopqrstuvwxyz0123456789');
+      client.write(sent);
+      while (Buffer.concat(echoed).length < sent.length) await once(client, 'data');
+      expect(adopted).to.be.an.instanceOf(net.Socket);
+      expect(adopted!.remoteAddress).to.equal('127.0.0.1');
+      expect(reads.every((r) => r.same && r.n <= buf.length)).to.equal(true);
+      expect(reads.length).to.be.greaterThan(1);
+      expect(Buffer.concat(reads.map((r) => r.bytes)).equals(sent)).to.equal(true);
+
+      // close() waits for the moved connection, as for any accepted one.
+      let closed = false;
+      server.close(() => (closed = true));
+      await new Promise((r) => setTimeout(r, 100));
+      expect(closed).to.equal(false);
+      const adoptedClosed = once(adopted!, 'close');
+      client.end();
+      await adoptedClosed;
+      await new Promise((r) => setTimeout(r, 50));
+      expect(closed).to.equal(true);
+    });
+  });
+
+  describe('through the engine', () => {
+    let rt: TestRuntime;
+
+    before(async function () {
+      rt = await startTestRuntime();
+    });
+
+    after(async function () {
+      await rt?.stop();
+    });
+
+    /** Reads a response stream as it comes: DataRow values (one text column), ReadyForQuery and ErrorResponse counts. */
+    class Responses {
+      values: string[] = [];
+      ready = 0;
+      errors = 0;
+      private rest = Buffer.alloc(0);
+
+      add(chunk: Buffer): void {
+        const stream = this.rest.length > 0 ? Buffer.concat([this.rest, chunk]) : chunk;
+        let pos = 0;
+        while (pos + 5 <= stream.length) {
+          const type = stream[pos]!;
+          const end = pos + 1 + stream.readInt32BE(pos + 1);
+          if (end > stream.length) break;
+          if (type === 0x44) {
+            const len = stream.readInt32BE(pos + 7);
+            this.values.push(stream.toString('utf8', pos + 11, pos + 11 + len));
+          } else if (type === 0x5a) this.ready++;
+          else if (type === 0x45) this.errors++;
+          pos = end;
+        }
+        this.rest = Buffer.from(stream.subarray(pos));
+      }
+    }
+
+    it('a client that sends far ahead of a blocked backend: every query arrives intact, in order', async () => {
+      const conn = net.connect(rt.port, rt.host);
+      const responses = new Responses();
+      conn.on('data', (d: Buffer) => responses.add(d));
+      let closed = false;
+      const ended = once(conn, 'close').then(() => (closed = true));
+      await once(conn, 'connect');
+      conn.write(serialize.startup({ user: 'postgres', database: 'postgres' }));
+      while (responses.ready === 0 && !closed) await Promise.race([once(conn, 'data'), ended]);
+      expect(responses.ready).to.equal(1);
+      responses.ready = 0;
+      // The client stops reading; each answer is over 8 kB, so PostgreSQL soon blocks writing and stops
+      // reading; each query is 3 kB, so the engine's writes to PostgreSQL queue up (12 MB in all, more
+      // than socket buffers hold) while the client's bytes keep coming in reads they refer to.
+      conn.pause();
+      const N = 4000;
+      const text = (i: number): string => `<${i}>`.repeat(3000 / `<${i}>`.length);
+      const queries: Buffer[] = [];
+      for (let i = 0; i < N; i++) queries.push(serialize.query(`SELECT '${text(i)}' || repeat('x', 8000) || ':${i}'`));
+      // Many small writes: the engine reads them in many reads, which the queued writes refer to.
+      for (let i = 0; i < N; i += 50) conn.write(Buffer.concat(queries.slice(i, i + 50)));
+      await new Promise((r) => setTimeout(r, 500));
+      conn.resume();
+      while (responses.ready < N && responses.errors === 0) {
+        // A corrupted stream ends in FATAL 08P01 and a closed connection.
+        if (closed) expect.fail(`the engine closed the connection after ${responses.ready} answers`);
+        await Promise.race([once(conn, 'data'), ended]);
+      }
+      expect(responses.errors).to.equal(0);
+      expect(responses.ready).to.equal(N);
+      expect(responses.values.length).to.equal(N);
+      const expected = (i: number): string => `${text(i)}${'x'.repeat(8000)}:${i}`;
+      for (let i = 0; i < N; i++) if (responses.values[i] !== expected(i)) expect.fail(`answer ${i} is ${responses.values[i]!.slice(0, 40)}...`);
+      conn.end();
+    });
+  });
+});
