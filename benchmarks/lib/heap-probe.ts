@@ -3,12 +3,16 @@
 // full collection. It adds one IPC message listener and nothing else; the runtime's code is untouched.
 // Without --expose-gc the numbers come without a collection first (`gc: false`).
 
+import { getHeapSpaceStatistics } from 'node:v8';
+
 export interface HeapReport {
   gc: boolean;
   heapUsed: number;
   heapTotal: number;
   external: number;
   rss: number;
+  /** Bytes used per V8 heap space (old_space, code_space, ...), after the collection. */
+  spaces: Record<string, number>;
 }
 
 process.on('message', (msg: unknown) => {
@@ -20,6 +24,7 @@ process.on('message', (msg: unknown) => {
     gc();
   }
   const m = process.memoryUsage();
-  const report: HeapReport = { gc: gc !== undefined, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, rss: m.rss };
+  const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name, s.space_used_size]));
+  const report: HeapReport = { gc: gc !== undefined, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, rss: m.rss, spaces };
   process.send?.(report);
 });

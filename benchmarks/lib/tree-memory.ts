@@ -9,10 +9,14 @@ import { processTree } from '../../src/runtime/memory.js';
 export interface KindMemory {
   count: number;
   pss_mb: number;
+  /** The file-backed part of pss_mb (program text, libraries): shared with every other process mapping the same files. */
+  file_mb: number;
 }
 
 export interface TreeBreakdown {
   pss_mb: number;
+  /** The file-backed part of pss_mb (Pss_File): it moves when other processes mapping the same binaries start or exit. */
+  file_mb: number;
   rss_mb: number;
   processes: number;
   byKind: Record<string, KindMemory>;
@@ -40,6 +44,7 @@ export function processKind(cmdline: string, isRoot: boolean): string {
 export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
   const byKind: Record<string, KindMemory> = {};
   let pss = 0;
+  let file = 0;
   let rss = 0;
   let processes = 0;
   for (const pid of await processTree(root)) {
@@ -47,16 +52,19 @@ export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
       const [rollup, cmdline] = await Promise.all([readFile(`/proc/${pid}/smaps_rollup`, 'utf8'), readFile(`/proc/${pid}/cmdline`, 'utf8')]);
       const kind = processKind(cmdline, pid === root);
       const p = kb(rollup, 'Pss');
+      const f = kb(rollup, 'Pss_File');
       pss += p;
+      file += f;
       rss += kb(rollup, 'Rss');
       processes++;
-      const k = (byKind[kind] ??= { count: 0, pss_mb: 0 });
+      const k = (byKind[kind] ??= { count: 0, pss_mb: 0, file_mb: 0 });
       k.count++;
       k.pss_mb += p / 1024;
+      k.file_mb += f / 1024;
     } catch {
       // Ended while we looked.
     }
   }
-  for (const k of Object.values(byKind)) k.pss_mb = Math.round(k.pss_mb * 10) / 10;
-  return { pss_mb: Math.round((pss / 1024) * 10) / 10, rss_mb: Math.round((rss / 1024) * 10) / 10, processes, byKind };
+  for (const k of Object.values(byKind)) (k.pss_mb = Math.round(k.pss_mb * 10) / 10), (k.file_mb = Math.round(k.file_mb * 10) / 10);
+  return { pss_mb: Math.round((pss / 1024) * 10) / 10, file_mb: Math.round((file / 1024) * 10) / 10, rss_mb: Math.round((rss / 1024) * 10) / 10, processes, byKind };
 }
