@@ -214,6 +214,35 @@ describe('engine: session lifecycle', function () {
       }
     });
 
+    it('a backend released while others wait for other databases is closed at once, not reset first', async function () {
+      const pool = new BackendPool({
+        address: backendAddress(rt),
+        maxBackends: 1,
+        maxIdle: 5,
+        idleTimeoutMs: 60_000,
+        waitTimeoutMs: 5_000,
+        clock: systemClock,
+        logger: silentLogger,
+      });
+      try {
+        const a = await pool.acquire('a', { user: 'postgres', database: 'postgres' });
+        const waiting = pool.acquire('b', { user: 'postgres', database: 'template1' });
+        expect(pool.stats().waiting).to.equal(1);
+        pool.release(a, true);
+        // No DISCARD ALL round trip first: the slot goes to the waiter in the same turn.
+        expect(a.state).to.equal('closed');
+        const b = await waiting;
+        expect(b.key).to.equal('b');
+        // With a waiter for the same database, a clean backend is reset and handed over instead.
+        const again = pool.acquire('b', { user: 'postgres', database: 'template1' });
+        pool.release(b, true);
+        expect(b.state).not.to.equal('closed');
+        expect(await again).to.equal(b);
+      } finally {
+        pool.close();
+      }
+    });
+
     it('a client that vanishes mid-transaction leaves no transaction and no lock behind', async function () {
       const setup = await connect(rt.connection());
       await setup.query("DROP TABLE IF EXISTS vanish; CREATE TABLE vanish (id int PRIMARY KEY, v text); INSERT INTO vanish VALUES (1, 'orig')");
