@@ -203,7 +203,7 @@ function owned(m: Memory): number {
 
 function render(r: Meta & Body) {
   const kb = (mb: number, n: number): number => (mb * 1024) / n;
-  const fmtKb = (v: number): string => `${v.toFixed(3)} KB`;
+  const fmtKb = (v: number): string => `${(Math.abs(v) < 0.0005 ? 0 : v).toFixed(3)} KB`;
   const nodeOwned = (m: Memory): number => m.nodeMB - (m.nodeFileMB ?? 0);
   const header = [
     'target', 'lifecycles', 'errors', 'per second', 'PSS before', 'PSS after', 'retained per lifecycle (PSS)', 'of which file-backed',
