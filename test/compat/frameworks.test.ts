@@ -4,8 +4,9 @@
 // Each run asserts what its framework must do (the expected errors among it); a third test then
 // requires what the two runs observed (rows, schema, errors with their SQLSTATEs, notices, CLI output)
 // to be identical. Per-phase times go to stdout, one line per run; PGX_COMPAT_DUMP=DIR writes each
-// run's transcript and times there as JSON. Prisma is not covered: its CLI needs a native engine
-// this environment cannot download (docs/benchmarks.md#frameworks).
+// run's transcript and times there as JSON. Prisma is not covered: every command of its CLI, migrate
+// included, needs Prisma's native schema engine from binaries.prisma.sh, which this environment cannot
+// download (docs/compatibility.md, "Prisma: not covered").
 
 import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
