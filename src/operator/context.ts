@@ -11,6 +11,7 @@ import type { ResourceCache } from './informer.js';
 import type { CustomObject, Kube } from './kube.js';
 import type { OperatorMetrics } from './metrics.js';
 import type { PodCache } from './pod-cache.js';
+import type { OwnWrites } from './own-writes.js';
 import type { PlacementLedger } from './placement.js';
 import { podApiUrl, podClient, type PodNetwork } from './pods.js';
 
@@ -33,6 +34,8 @@ export interface OperatorContext {
   pods: PodCache;
   /** Placements made here that the Branch cache does not show yet. */
   placements: PlacementLedger;
+  /** The resourceVersions of the Branch controller's own writes, to recognise their watch echoes. */
+  writes: OwnWrites;
 }
 
 export type PodApi = { ok: true; client: ApiClient } | { ok: false; reason: string; message: string };

@@ -12,8 +12,9 @@ export function hasFinalizer(obj: CustomObject, finalizer: string): boolean {
   return obj.metadata?.finalizers?.includes(finalizer) ?? false;
 }
 
-async function setFinalizers(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizers: string[]): Promise<void> {
-  await kube.custom.patchNamespacedCustomObject(
+/** Sets the finalizers; the object as stored after the patch (its new resourceVersion). */
+async function setFinalizers(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizers: string[]): Promise<CustomObject> {
+  return (await kube.custom.patchNamespacedCustomObject(
     {
       ...pgxResource(plural),
       namespace: obj.metadata!.namespace!,
@@ -21,13 +22,14 @@ async function setFinalizers(kube: Kube, plural: 'templates' | 'branches', obj: 
       body: { metadata: { finalizers, resourceVersion: obj.metadata!.resourceVersion } },
     },
     MERGE_PATCH,
-  );
+  )) as CustomObject;
 }
 
-export async function addFinalizer(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<void> {
-  await setFinalizers(kube, plural, obj, [...(obj.metadata?.finalizers ?? []), finalizer]);
+/** Adds the finalizer; the object as stored after (a controller may go on with it in the same pass). */
+export async function addFinalizer(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<CustomObject> {
+  return setFinalizers(kube, plural, obj, [...(obj.metadata?.finalizers ?? []), finalizer]);
 }
 
-export async function removeFinalizer(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<void> {
-  await setFinalizers(kube, plural, obj, (obj.metadata?.finalizers ?? []).filter((f) => f !== finalizer));
+export async function removeFinalizer(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<CustomObject> {
+  return setFinalizers(kube, plural, obj, (obj.metadata?.finalizers ?? []).filter((f) => f !== finalizer));
 }

@@ -20,6 +20,7 @@ import { ResourceCache } from './informer.js';
 import { keyOf, makeKube, pgxResource, type CustomObject, type Kube } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { OperatorMetrics } from './metrics.js';
+import { OwnWrites } from './own-writes.js';
 import { PodCache } from './pod-cache.js';
 import { PlacementLedger } from './placement.js';
 import { DEFAULT_POD_NETWORK, RUNTIME_LABEL, type PodNetwork } from './pods.js';
@@ -48,9 +49,13 @@ export interface OperatorOptions {
  * Reconciles at once per controller. Reconciles mostly wait on HTTP (runtime pods, the API server), and
  * the runtimes queue their own mints (2 at a time each): with 4 workers a burst of Branches kept them
  * all waiting on slow mints and drops while the cheap steps of every other key (a finalizer, a
- * placement, an expiry) queued behind them.
+ * placement, an expiry) queued behind them. A new Branch goes from finalizer to Ready in one pass, so a
+ * worker is held for its whole creation: 32 keep 16 creates in flight per pod of a two-pod Runtime.
  */
-export const DEFAULT_WORKERS = 16;
+export const DEFAULT_WORKERS = 32;
+
+/** How long a Template waits after a Branch of it is added or deleted before counting its Branches again. */
+const BRANCH_COUNT_DELAY_MS = 1_000;
 
 export class Operator {
   readonly metrics: OperatorMetrics;
@@ -92,6 +97,7 @@ export class Operator {
       metrics: this.metrics,
       pods: new PodCache(this.kube, clock),
       placements: new PlacementLedger(),
+      writes: new OwnWrites(clock),
     };
     this.runtimes = new Controller('runtime', (key) => reconcileRuntime(ctx, key), queue, this.logger, this.metrics, clock);
     this.templates = new Controller('template', (key) => reconcileTemplate(ctx, key), queue, this.logger, this.metrics, clock);
@@ -192,8 +198,10 @@ export class Operator {
     const ns = b.metadata!.namespace!;
     const tplName = templateRefOf(b);
     const tpl = tplName ? this.caches.templates.get(tplName, ns) : undefined;
-    // The Template counts its Branches and, while deleting, waits for them.
-    if (tpl && (kind !== 'update' || tpl.metadata?.deletionTimestamp)) this.templates.queue.add(keyOf(tpl));
+    // The Template counts its Branches and, while deleting, waits for them. Not at once: a burst of N
+    // Branches added (or expiring) would run N Template passes, each asking every pod for its templates
+    // while the pods are busy minting; one pass a little later counts them all.
+    if (tpl && (kind !== 'update' || tpl.metadata?.deletionTimestamp)) this.templates.queue.addAfter(keyOf(tpl), BRANCH_COUNT_DELAY_MS);
   };
 
   private readonly enqueueForPod = (pod: V1Pod): void => {

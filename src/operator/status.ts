@@ -14,11 +14,20 @@ function plain(v: unknown): unknown {
 
 /** Writes `status` if it differs from the object's; true if it wrote. */
 export async function writeStatus(kube: Kube, plural: 'runtimes' | 'templates' | 'branches', obj: CustomObject, status: object): Promise<boolean> {
-  if (isDeepStrictEqual(plain(obj.status ?? {}), plain(status))) return false;
+  return (await writeStatusObject(kube, plural, obj, status)) !== null;
+}
+
+/**
+ * Writes `status` if it differs from the object's: the object as stored after the write (its new
+ * resourceVersion: a controller may go on acting in the same pass, and write again on top of it), or null
+ * when nothing needed writing.
+ */
+export async function writeStatusObject(kube: Kube, plural: 'runtimes' | 'templates' | 'branches', obj: CustomObject, status: object): Promise<CustomObject | null> {
+  if (isDeepStrictEqual(plain(obj.status ?? {}), plain(status))) return null;
   // A merge patch merges maps: a field we cleared must be sent as null to be removed.
   const body: Record<string, unknown> = { ...(plain(status) as Record<string, unknown>) };
   for (const k of Object.keys((obj.status as Record<string, unknown> | undefined) ?? {})) if (!(k in body)) body[k] = null;
-  await kube.custom.patchNamespacedCustomObjectStatus(
+  return (await kube.custom.patchNamespacedCustomObjectStatus(
     {
       ...pgxResource(plural),
       namespace: obj.metadata!.namespace!,
@@ -26,6 +35,5 @@ export async function writeStatus(kube: Kube, plural: 'runtimes' | 'templates' |
       body: { metadata: { resourceVersion: obj.metadata!.resourceVersion }, status: body },
     },
     MERGE_PATCH,
-  );
-  return true;
+  )) as CustomObject;
 }

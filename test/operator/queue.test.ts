@@ -1,8 +1,10 @@
 // The work queue: keys deduplicated, one worker per key with a rerun when the key is dirtied mid-run,
-// failing keys retried after a growing backoff that resets on success, nothing run while paused.
+// failing keys retried after a growing backoff that resets on success, nothing run while paused; the
+// record of the operator's own writes that recognises their watch echoes.
 
 import { expect } from 'chai';
 import { WorkQueue } from '../../src/operator/queue.js';
+import { OwnWrites } from '../../src/operator/own-writes.js';
 import { choosePod, PlacementLedger } from '../../src/operator/placement.js';
 
 const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -117,5 +119,51 @@ describe('branch placement', () => {
       chosen.push(pod);
     }
     expect(chosen).to.deep.equal(['ns/a', 'ns/b', 'ns/a', 'ns/b', 'ns/a', 'ns/b']);
+  });
+});
+
+describe("the operator's own writes (watch echoes)", () => {
+  const clock = { t: 0, now: () => clock.t, monotonic: () => clock.t };
+
+  it('skips an echo the same pass superseded, trusts the last one once, and nothing else', () => {
+    const writes = new OwnWrites(clock, 60_000);
+    // A pass that wrote the finalizer, then Creating, then Ready.
+    writes.wrote('ns/b', '11');
+    writes.wrote('ns/b', '12');
+    writes.wrote('ns/b', '13');
+    expect(writes.classify('ns/b', '10')).to.equal('none'); // older than the pass: someone else's state
+    writes.wrote('ns/b', '11');
+    writes.wrote('ns/b', '12');
+    writes.wrote('ns/b', '13');
+    expect(writes.classify('ns/b', '11')).to.equal('stale');
+    expect(writes.classify('ns/b', '12')).to.equal('stale');
+    expect(writes.classify('ns/b', '13')).to.equal('latest');
+    // Said once: a resync of the same object later verifies it again.
+    expect(writes.classify('ns/b', '13')).to.equal('none');
+    // A write by someone else after ours: not ours, and the record goes.
+    writes.wrote('ns/b', '20');
+    writes.wrote('ns/b', '21');
+    expect(writes.classify('ns/b', '22')).to.equal('none');
+    expect(writes.classify('ns/b', '20')).to.equal('none');
+    expect(writes.size).to.equal(0);
+    // Other keys are apart.
+    writes.wrote('ns/a', '30');
+    expect(writes.classify('ns/b', '30')).to.equal('none');
+    expect(writes.classify('ns/a', '30')).to.equal('latest');
+  });
+
+  it('stops trusting a record after maxAgeMs (a stalled watch must not keep a key waiting)', () => {
+    const writes = new OwnWrites(clock, 60_000);
+    clock.t = 1_000;
+    writes.wrote('ns/b', '41');
+    writes.wrote('ns/b', '42');
+    clock.t = 30_000;
+    expect(writes.classify('ns/b', '41')).to.equal('stale');
+    clock.t = 61_000;
+    expect(writes.classify('ns/b', '41')).to.equal('none');
+    expect(writes.size).to.equal(0);
+    writes.wrote('ns/b', '43');
+    clock.t = 200_000;
+    expect(writes.classify('ns/b', '43')).to.equal('none');
   });
 });

@@ -58,7 +58,7 @@ export function branchSecret(
   };
 }
 
-/** Creates the Secret; an existing one (a concurrent pass made it) is left as it is. */
+/** Creates the Secret (true); an existing one (an earlier pass made it) is left as it is (false). */
 export async function createBranchSecret(
   kube: Kube,
   branch: CustomObject,
@@ -66,10 +66,12 @@ export async function createBranchSecret(
   endpoint: { host: string; port: number },
   database: string,
   credential: CredentialBody,
-): Promise<void> {
+): Promise<boolean> {
   try {
     await kube.core.createNamespacedSecret({ namespace: branch.metadata!.namespace!, body: branchSecret(branch, secretName, endpoint, database, credential) });
+    return true;
   } catch (err) {
     if (!isConflict(err)) throw err;
+    return false;
   }
 }

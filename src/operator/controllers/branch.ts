@@ -30,7 +30,7 @@ import type { CustomObject } from '../kube.js';
 import { keyOf, kubeMessage, pgxResource, splitKey, isNotFound } from '../kube.js';
 import { choosePod, type Candidate } from '../placement.js';
 import { podEngineEndpoint, podReady } from '../pods.js';
-import { writeStatus } from '../status.js';
+import { writeStatusObject } from '../status.js';
 import { branchSecretName, createBranchSecret, secretExists } from './branch-secret.js';
 
 /** How often a Branch whose drop cannot be confirmed (its pod is gone) looks again. */
@@ -38,9 +38,15 @@ const DROP_PENDING_RETRY_MS = 30_000;
 
 interface Pass {
   ctx: OperatorContext;
+  /** The object as last read or written by this pass. */
   obj: CustomObject;
+  /** Its status, which this pass's writes build on. */
   old: BranchStatus;
   generation: number | undefined;
+  /** The cache shows exactly what this operator last wrote: nobody changed the object since that pass. */
+  echo: boolean;
+  /** This pass placed the Branch: no create for it has reached its pod before this pass's. */
+  placedHere?: boolean;
 }
 
 export async function reconcileBranch(ctx: OperatorContext, key: string): Promise<ReconcileResult> {
@@ -48,16 +54,23 @@ export async function reconcileBranch(ctx: OperatorContext, key: string): Promis
   const obj = ctx.caches.branches.get(name, namespace);
   if (!obj) {
     ctx.placements.forget(key);
+    ctx.writes.forget(key);
     return {};
   }
-  const p: Pass = { ctx, obj, old: (obj.status ?? {}) as BranchStatus, generation: obj.metadata!.generation };
+  // The cache shows one of this operator's own writes that a later one of the same pass superseded: the
+  // echo of that later write is on its way and queues this key again (own-writes.ts).
+  const echo = ctx.writes.classify(key, obj.metadata!.resourceVersion);
+  if (echo === 'stale') return {};
+  const p: Pass = { ctx, obj, old: (obj.status ?? {}) as BranchStatus, generation: obj.metadata!.generation, echo: echo === 'latest' };
   // The cache shows the placement now (or its reset): the ledger need not remember it.
   if (p.old.pod !== undefined) ctx.placements.forget(key);
   // Deletion first: setting deletionTimestamp bumps the generation, which must not look like a spec change.
   if (obj.metadata!.deletionTimestamp) return finalize(p);
   if (!hasFinalizer(obj, BRANCH_FINALIZER)) {
-    await addFinalizer(ctx.kube, 'branches', obj, BRANCH_FINALIZER);
-    return {};
+    // Added first, and the pass goes on with the object as stored: nothing outside the cluster is made
+    // before the finalizer is there, and the Branch does not wait for the echo to be placed.
+    p.obj = await addFinalizer(ctx.kube, 'branches', obj, BRANCH_FINALIZER);
+    ctx.writes.wrote(key, p.obj.metadata?.resourceVersion);
   }
   const parsed = parseObject(branchSchema, obj);
   if (!parsed.ok) return setPhase(p, 'Failed', { reason: 'InvalidSpec', message: `the Branch's spec is invalid: ${parsed.message}` });
@@ -76,7 +89,11 @@ export async function reconcileBranch(ctx: OperatorContext, key: string): Promis
   }
   const limits: Limits = { connections: spec.limits?.connections ?? null, memoryMb: memory?.mb ?? null };
   if (p.old.phase === 'Lost') return expiryOnly(p, ttlMs);
-  if (!p.old.database || !p.old.pod) return place(p, spec);
+  if (!p.old.database || !p.old.pod) {
+    // Placed (status Creating written): go on and create in the same pass.
+    const placed = await place(p, spec);
+    if (placed !== null) return placed;
+  }
   return converge(p, spec, ttlMs, limits);
 }
 
@@ -88,8 +105,14 @@ interface Limits {
 
 // --- status helpers ---
 
+/** Writes the status (when it changed); the pass goes on with the object as stored. */
 async function write(p: Pass, next: BranchStatus, event?: { type: 'Normal' | 'Warning'; reason: string; message: string }): Promise<void> {
-  await writeStatus(p.ctx.kube, 'branches', p.obj, next);
+  const stored = await writeStatusObject(p.ctx.kube, 'branches', p.obj, next);
+  if (stored !== null) {
+    p.obj = stored;
+    p.old = (stored.status ?? {}) as BranchStatus;
+    p.ctx.writes.wrote(keyOf(stored), stored.metadata?.resourceVersion);
+  }
   if (event) await p.ctx.events.record(p.obj, event.type, event.reason, event.message);
 }
 
@@ -135,7 +158,8 @@ async function expiryOnly(p: Pass, ttlMs: number | null): Promise<ReconcileResul
 
 // --- placement ---
 
-async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
+/** Chooses a pod and writes it to status (phase Creating): null when placed, else what the reconcile returns. */
+async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult | null> {
   const { ctx } = p;
   const namespace = p.obj.metadata!.namespace!;
   const tplName = spec.templateRef.name;
@@ -181,6 +205,7 @@ async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
   const database = `${prefix}${tdb}__${p.obj.metadata!.uid!.replace(/-/g, '').slice(0, tokenLength)}`;
   const message = `creating database ${database} on pod ${chosen}`;
   ctx.placements.record(keyOf(p.obj), `${namespace}/${chosen}`);
+  p.placedHere = true;
   await write(p, {
     ...p.old,
     observedGeneration: p.generation,
@@ -190,7 +215,7 @@ async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult> {
     conditions: setCondition(p.old.conditions, { type: 'Ready', status: 'False', reason: 'Creating', message }, p.generation, ctx.clock),
   });
   ctx.logger.info('branch placed', { branch: `${namespace}/${p.obj.metadata!.name}`, pod: chosen, database });
-  return {};
+  return null;
 }
 
 /** What placement weighs of a pod, from its /v1/status (shared with concurrent placements); nulls when it does not answer. */
@@ -226,21 +251,32 @@ async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null, limits:
   const tplName = spec.templateRef.name;
   const runtimeName = runtimeRefOf(ctx.caches.templates.get(tplName, namespace) ?? ({} as CustomObject)) ?? pod.metadata?.labels?.['pgx.dev/runtime'] ?? '';
   if (!podReady(pod)) return old.phase === 'Ready' ? requeueAtExpiry(ctx, at) : { retry: `pod ${podName} is not ready` };
+  // The echo of this operator's own Ready write: the pass that wrote it had just seen the database and
+  // the Secret, and nobody has changed the Branch since. The next event or resync looks at them again.
+  if (p.echo && old.phase === 'Ready') return requeueAtExpiry(ctx, at);
   const api = await podApi(ctx, pod, runtimeName);
   if (!api.ok) return { retry: api.message };
 
   let db;
-  try {
-    db = await api.client.getDatabase(database);
-  } catch (err) {
-    if (!(err instanceof ApiClientError && err.status === 404)) return { retry: `pod ${podName}: ${(err as Error).message}` };
-    if (old.phase === 'Ready') {
-      if (!spec.pinned) return expire(p, 'DroppedWhenIdle', `the runtime dropped ${database} a grace period after its last session (pinned: false)`);
-      return setPhase(p, 'Lost', { reason: 'DatabaseGone', message: `database ${database} no longer exists on pod ${podName}; no new database is made in its place: delete this Branch and create another` });
-    }
+  if (old.phase === 'Creating' && old.createdAt === undefined) {
+    // Not made yet as far as this Branch knows: create straight away (the request id makes a repeat of
+    // an earlier attempt answer that attempt's result, and a database made by it is not made twice).
     const created = await create(p, api.client, spec, limits, templateDatabaseName(tplName), database);
     if (created !== null) return created;
     db = await api.client.getDatabase(database);
+  } else {
+    try {
+      db = await api.client.getDatabase(database);
+    } catch (err) {
+      if (!(err instanceof ApiClientError && err.status === 404)) return { retry: `pod ${podName}: ${(err as Error).message}` };
+      if (old.phase === 'Ready') {
+        if (!spec.pinned) return expire(p, 'DroppedWhenIdle', `the runtime dropped ${database} a grace period after its last session (pinned: false)`);
+        return setPhase(p, 'Lost', { reason: 'DatabaseGone', message: `database ${database} no longer exists on pod ${podName}; no new database is made in its place: delete this Branch and create another` });
+      }
+      const created = await create(p, api.client, spec, limits, templateDatabaseName(tplName), database);
+      if (created !== null) return created;
+      db = await api.client.getDatabase(database);
+    }
   }
 
   // The spec may have changed since creation: pinned and the limits follow it; a limit taken out of the
@@ -251,10 +287,14 @@ async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null, limits:
 
   const secretName = old.secretName ?? branchSecretName(p.obj.metadata!.name!);
   let madeSecret = false;
-  if (!(await secretExists(ctx.kube, namespace, secretName))) {
+  // A Branch being created has no Secret yet, unless an earlier pass made it and stopped before writing
+  // Ready: then the create below finds it (409) and the credential just made is revoked again. Otherwise
+  // the Secret is looked for first, and made again with a new credential if it was lost.
+  const creating = old.phase === 'Creating' && old.secretName === undefined;
+  if (creating || !(await secretExists(ctx.kube, namespace, secretName))) {
     const credential = await api.client.createCredential(database, {});
-    await createBranchSecret(ctx.kube, p.obj, secretName, podEngineEndpoint(pod, ctx.net), database, credential);
-    madeSecret = true;
+    if (await createBranchSecret(ctx.kube, p.obj, secretName, podEngineEndpoint(pod, ctx.net), database, credential)) madeSecret = true;
+    else await api.client.revokeCredential(database, credential.user);
   }
 
   const createdAt = old.createdAt ?? isoSeconds(Date.parse(db.created_at));
@@ -302,9 +342,13 @@ async function create(p: Pass, client: ApiClient, spec: BranchSpec, limits: Limi
   } catch (err) {
     if (!(err instanceof ApiClientError)) throw err;
     if (err.status === 409 && err.code === 'DUPLICATE_DATABASE') return null;
-    if (err.status === 404 || err.status === 429) {
-      // Not on this pod after all (template gone, or the pod is full): forget the placement and choose again.
-      const reason = err.status === 404 ? 'TemplateNotOnPod' : 'PodFull';
+    // Placed by this pass on a pod whose API refused the connection (its runtime went down after the
+    // status placement read): no create for this Branch ever reached it, so it may go elsewhere.
+    const refused = p.placedHere === true && connectionRefused(err);
+    if (refused) p.ctx.pods.forgetStatus(p.obj.metadata!.namespace!, p.old.pod!);
+    if (err.status === 404 || err.status === 429 || refused) {
+      // Not on this pod after all (template gone, the pod is full or down): forget the placement and choose again.
+      const reason = refused ? 'PodUnreachable' : err.status === 404 ? 'TemplateNotOnPod' : 'PodFull';
       const message = `pod ${p.old.pod} refused database ${database}: ${err.message}; choosing another pod`;
       const { pod: _pod, database: _db, ...rest } = p.old;
       p.old = rest;
@@ -315,6 +359,12 @@ async function create(p: Pass, client: ApiClient, spec: BranchSpec, limits: Limi
     if (err.status >= 400 && err.status < 500) return setPhase(p, 'Failed', { reason: 'CreateRefused', message: `pod ${p.old.pod} refused database ${database}: ${err.message}` });
     return { retry: `pod ${p.old.pod}: ${err.message}` };
   }
+}
+
+/** The call never reached the pod: its TCP connection was refused (nothing was sent). */
+function connectionRefused(err: ApiClientError): boolean {
+  const cause = (err.cause as { cause?: { code?: string } } | undefined)?.cause;
+  return err.status === 0 && cause?.code === 'ECONNREFUSED';
 }
 
 // --- deletion ---
