@@ -41,6 +41,19 @@ async function connect(config: pg.ClientConfig): Promise<pg.Client> {
   return client;
 }
 
+/** A backend pool of its own on the runtime's PostgreSQL, to drive the pool directly. */
+function testPool(rt: TestRuntime, maxBackends: number): BackendPool {
+  return new BackendPool({
+    address: backendAddress(rt),
+    maxBackends,
+    maxIdle: 5,
+    idleTimeoutMs: 60_000,
+    waitTimeoutMs: 5_000,
+    clock: systemClock,
+    logger: silentLogger,
+  });
+}
+
 async function one<T>(client: pg.Client, text: string, values: unknown[] = []): Promise<T> {
   const r = await client.query(text, values);
   return r.rows[0] as T;
@@ -175,15 +188,7 @@ describe('engine: session lifecycle', function () {
 
       // The pool itself, at the worst moment: PostgreSQL's FATAL has been read (the idle watcher
       // destroyed the backend) but the socket's close event, which frees the slot, has not run yet.
-      const pool = new BackendPool({
-        address: backendAddress(rt),
-        maxBackends: 5,
-        maxIdle: 5,
-        idleTimeoutMs: 60_000,
-        waitTimeoutMs: 5_000,
-        clock: systemClock,
-        logger: silentLogger,
-      });
+      const pool = testPool(rt, 5);
       try {
         const startup = { user: 'postgres', database: 'postgres' };
         const b = await pool.acquire('k', startup);
@@ -215,15 +220,7 @@ describe('engine: session lifecycle', function () {
     });
 
     it('a backend released while others wait for other databases is closed at once, not reset first', async function () {
-      const pool = new BackendPool({
-        address: backendAddress(rt),
-        maxBackends: 1,
-        maxIdle: 5,
-        idleTimeoutMs: 60_000,
-        waitTimeoutMs: 5_000,
-        clock: systemClock,
-        logger: silentLogger,
-      });
+      const pool = testPool(rt, 1);
       try {
         const a = await pool.acquire('a', { user: 'postgres', database: 'postgres' });
         const waiting = pool.acquire('b', { user: 'postgres', database: 'template1' });
