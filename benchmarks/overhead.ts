@@ -36,6 +36,9 @@ Options:
   --quiet-wait S     before each workload, wait up to S s for a second with idle CPUs         [30]
   --quick            smoke run: 1 round, ~1 s runs, no quiet wait; results to a temp file,
                      docs untouched
+  --only IDS         only these workloads (comma-separated: select-simple-1, select-prepared-16,
+                     connect-simple-4, scan, ...): a partial run, results to a temp file, docs
+                     untouched; for before/after CPU per transaction at two commits
   --report FILE      redraw the table, docs section and chart from a results JSON
   -h, --help         this help
 `;
@@ -51,6 +54,8 @@ interface Options {
   transport: Transport;
   quick: boolean;
   quietWaitSeconds: number;
+  /** Workload ids to run (--only); null: all. */
+  only: string[] | null;
 }
 
 /** The workloads, before their fixed work is sized. */
@@ -96,6 +101,7 @@ function parseOptions(argv: string[]): Options | 'help' | { report: string } {
       quick: { type: 'boolean' },
       'quiet-wait': { type: 'string' },
       report: { type: 'string' },
+      only: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -110,7 +116,16 @@ function parseOptions(argv: string[]): Options | 'help' | { report: string } {
   if (transport !== 'tcp' && transport !== 'unix') throw new PgxError('CONFIG_INVALID', `--transport ${transport}: expected tcp or unix`);
   const quietWaitSeconds = Number(values['quiet-wait'] ?? (quick ? 0 : 30));
   if (!(quietWaitSeconds >= 0)) throw new PgxError('CONFIG_INVALID', `--quiet-wait ${values['quiet-wait']}: expected seconds >= 0`);
-  return { rounds, runSeconds, warmSeconds: quick ? 1 : 2, transport, quick, quietWaitSeconds };
+  let only: string[] | null = null;
+  if (values.only !== undefined) {
+    const known = plannedWorkloads().map((w) => w.id);
+    only = values.only.split(',').map((id) => id.trim()).filter((id) => id !== '');
+    const unknown = only.filter((id) => !known.includes(id));
+    if (only.length === 0 || unknown.length > 0) {
+      throw new PgxError('CONFIG_INVALID', `--only ${values.only}: expected workload ids among ${known.join(', ')}`);
+    }
+  }
+  return { rounds, runSeconds, warmSeconds: quick ? 1 : 2, transport, quick, quietWaitSeconds, only };
 }
 
 function progress(text: string): void {
@@ -192,7 +207,8 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
   const targets: Record<TargetName, Target> = { direct: rt.direct, pgx: rt.pgx, pgbouncer: bouncer.target };
   const postgres = await psqlValue(rt.direct, 'SHOW server_version');
 
-  const workloads = plannedWorkloads();
+  const only = opts.only;
+  const workloads = plannedWorkloads().filter((w) => only === null || only.includes(w.id));
   const warmup = await warmUpAndSize(workloads, targets, opts);
   const samples: Sample[] = [];
   for (let round = 0; round < opts.rounds; round++) {
@@ -224,12 +240,12 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
 }
 
 /** Writes the raw JSON (timestamped, and as -latest) and redraws the docs section and the chart. */
-function publish(results: OverheadResults): string {
+function publish(results: OverheadResults, partial: boolean): string {
   const root = packageRoot();
   const stamp = results.machine.date.replace(/[:.]/g, '-').replace(/-\d{3}Z$/, 'Z');
   const json = `${JSON.stringify(results, null, 1)}\n`;
-  if (results.options.quick) {
-    const file = path.join(os.tmpdir(), `pgx-overhead-quick-${stamp}.json`);
+  if (results.options.quick || partial) {
+    const file = path.join(os.tmpdir(), `pgx-overhead-${partial ? 'partial' : 'quick'}-${stamp}.json`);
     writeFileSync(file, json);
     return file;
   }
@@ -271,7 +287,7 @@ export async function main(argv: string[]): Promise<number> {
     await cleanup.run();
     offSignals();
   }
-  const saved = publish(results);
+  const saved = publish(results, opts.only !== null);
   process.stdout.write(`\n${terminalReport(results)}\n\nraw results: ${saved}\n`);
   return 0;
 }
