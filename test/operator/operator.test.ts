@@ -139,6 +139,8 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
 
   it('makes no write on a pass over unchanged state (resync every second)', async function () {
     await waitForCondition(c, 'branches', 'pr-1', 'Ready', 'DatabaseReady');
+    // The Template counts its Branches a second after one is added (operator.ts): settled state includes that count.
+    await waitFor('the Template to count pr-1', async () => ((statusOf<{ branches?: number }>(await read(c, 'templates', 'app')).branches ?? 0) >= 1 ? true : null));
     await op.idle();
     const before = c.api.writes('branches').length + c.api.writes('templates').length + c.api.writes('secrets').length;
     const reconciles = await op.metrics.reconcileCount('branch');

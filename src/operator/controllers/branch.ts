@@ -395,6 +395,8 @@ async function finalize(p: Pass): Promise<ReconcileResult> {
       } catch (err) {
         return { retry: `cannot drop ${old.database} on pod ${old.pod}: ${kubeMessage(err)}` };
       }
+      // The pod's kept status still counts the database: the next placement asks the pod again.
+      ctx.pods.forgetStatus(namespace, old.pod);
       ctx.logger.info('database dropped', { branch: label, pod: old.pod, database: old.database });
       await ctx.events.record(obj, 'Normal', 'DatabaseDropped', `dropped database ${old.database} on pod ${old.pod}`);
     }
