@@ -38,7 +38,7 @@ import { SessionCounts } from './sessions.js';
 import { Snapshots } from './snapshots.js';
 import { ActivityVacuum } from './vacuum.js';
 import { quoteLiteral, type SqlClient } from './sql-client.js';
-import { measureTree } from './memory.js';
+import { measureTree, type TreeMemory } from './memory.js';
 import type { StorageCapability } from './storage-probe.js';
 import { CLONE_FILES_SQL } from './create-database.js';
 import { runtimeStatus, type MemoryLimitsStatus, type RuntimeStatus } from './status.js';
@@ -49,6 +49,9 @@ import { WarmPool } from './warm-pool.js';
 import { installExtensionGuard } from './extension-guard.js';
 
 /** The engine's Caller and ControlFunction, restated here because runtime/ does not import engine/. */
+/** How long a reading of the process tree's memory serves the status document. */
+const MEMORY_SAMPLE_MS = 1000;
+
 export interface Caller {
   user: string;
   database: string;
@@ -104,6 +107,7 @@ export class DisposableDatabases {
   private readonly queue: MintQueue;
   /** The connection warm claims run on (mint.ts). */
   private readonly claims: AdminConnection;
+  private memorySample: { at: number; value: Promise<TreeMemory> } | null = null;
   private readonly pool: WarmPool;
   private readonly minter: Minter;
   private readonly templates: Templates;
@@ -504,6 +508,18 @@ export class DisposableDatabases {
     if (this.state !== 'running') throw new PgxError('CANNOT_CONNECT_NOW', `${what}: the runtime is not running`, { hint: 'Try again in a moment.' });
   }
 
+  /**
+   * The process tree's memory, read at most once a second: reading every process's smaps_rollup costs
+   * milliseconds per process, and the operator's placement and Prometheus ask for the status often.
+   */
+  private async treeMemory(): Promise<TreeMemory> {
+    const now = this.opts.clock.monotonic();
+    if (this.memorySample === null || now - this.memorySample.at >= MEMORY_SAMPLE_MS) {
+      this.memorySample = { at: now, value: measureTree(process.pid) };
+    }
+    return this.memorySample.value;
+  }
+
   /** The status document (see status.ts for what each field means). */
   async status(): Promise<RuntimeStatus> {
     const { rows } = await (await this.metadata.client()).query(
@@ -516,7 +532,7 @@ export class DisposableDatabases {
       uptimeMs: this.opts.clock.monotonic() - this.startedAt,
       version: this.opts.version,
       postgresVersion: this.opts.postgresVersion,
-      memory: await measureTree(process.pid),
+      memory: await this.treeMemory(),
       sessions: this.sessions.totals(),
       clusterDatabases: Number(rows[0]?.[0] ?? 0),
       registry: this.registry,

@@ -2,6 +2,8 @@
 // values observed, who may ask, and functions not there yet.
 
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { processTree } from '../../src/runtime/memory.js';
 import { PINNED_STATUS_KEYS, keyPaths } from '../helpers/status-keys.js';
 import { createTemplateDatabase, rejection, startHarness, type Harness } from './databases-harness.js';
 
@@ -57,6 +59,26 @@ describe('runtime: status and control functions', function () {
       const err = await rejection(h.dbs.call(fn, ['tdb_tpl_app__nobody', 'snap'], { user: 'postgres', database: 'postgres' }));
       expect(err.sqlstate).to.equal('3D000');
       expect(err.message).to.equal('database "tdb_tpl_app__nobody" does not exist');
+    }
+  });
+});
+
+describe('runtime/memory processTree', function () {
+  it('finds children and grandchildren, and nothing outside the tree', async function () {
+    // sh forks a sleep and waits: node -> sh -> sleep.
+    const sh = spawn('sh', ['-c', 'sleep 30 & echo $!; wait'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let grandchild = 0;
+    try {
+      grandchild = Number(await new Promise<string>((resolve) => sh.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()))));
+      const tree = await processTree(process.pid);
+      expect(tree[0]).to.equal(process.pid);
+      expect(tree).to.include(sh.pid);
+      expect(tree).to.include(grandchild);
+      expect(tree).not.to.include(1);
+      expect(await processTree(sh.pid!)).to.have.members([sh.pid!, grandchild]);
+    } finally {
+      if (grandchild > 0) process.kill(grandchild, 'SIGKILL');
+      sh.kill('SIGKILL');
     }
   });
 });
