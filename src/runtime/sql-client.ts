@@ -161,6 +161,8 @@ export class SqlClient {
   }
 
   private onMessage(msg: BackendMessage): void {
+    // Given up (see copyInResponse): the rest of the chunk being parsed means nothing any more.
+    if (this.socket.destroyed) return;
     switch (msg.name) {
       case 'authenticationOk':
       case 'parameterStatus':
