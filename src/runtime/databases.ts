@@ -48,10 +48,10 @@ import { Templates, type BuildRequest } from './templates.js';
 import { WarmPool } from './warm-pool.js';
 import { installExtensionGuard } from './extension-guard.js';
 
-/** The engine's Caller and ControlFunction, restated here because runtime/ does not import engine/. */
 /** How long a reading of the process tree's memory serves the status document. */
 const MEMORY_SAMPLE_MS = 1000;
 
+/** The engine's Caller and ControlFunction, restated here because runtime/ does not import engine/. */
 export interface Caller {
   user: string;
   database: string;
