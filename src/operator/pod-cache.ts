@@ -11,9 +11,10 @@
 // wait for the pod (a read took 0.3-1.1 s under a burst, and 77-103 ms of the runtime's CPU). What
 // placement weighs (databases, memory) moves slowly, and the Branches it places meanwhile are counted by
 // the PlacementLedger; a drop made by the operator forgets the pod's status, since a count that still
-// includes it would send the next Branches to the other pods. A status can be from before a runtime died: a Branch placed on a pod whose API
-// then refuses the connection of its create is placed again (branch.ts), and the pod's status is
-// forgotten (forgetStatus), so the next placement asks the pod itself and finds it silent.
+// includes it would send the next Branches to the other pods. A status can be from before a runtime
+// died: a Branch placed on a pod whose API then refuses the connection of its create is placed again
+// (branch.ts), and the pod's status is forgotten (forgetStatus), so the next placement asks the pod
+// itself and finds it silent.
 
 import type { ApiClient } from '../api/client.js';
 import type { Clock } from '../clock.js';
