@@ -27,6 +27,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: '200 Branches applied at once: apply -> Ready and TTL expiry -> dropped, API double + runtimes',
     load: () => import('./operator.js'),
   },
+  credentials: {
+    about: 'runtime CPU per credential and per create through the HTTP API (what a Branch costs the runtime)',
+    load: () => import('./credentials.js'),
+  },
   churn: {
     about: '10,000 create -> query -> drop lifecycles: memory retained per lifecycle, lifecycles/s',
     load: () => import('./churn.js'),

@@ -9,10 +9,21 @@
 //
 // Rights inside the database: the role is NOT made a member of the owner. Databases minted through the
 // API are owned by the superuser postgres, and membership in it would inherit the ownership of every
-// catalog and database of the cluster (and, with SET, superuser itself). Instead, in every non-system
-// schema it gets USAGE and CREATE, ALL on the tables, sequences and functions there, and default
-// privileges for what the owner creates there later. It can read and write the template's tables and
-// create its own; it cannot ALTER or DROP the owner's objects.
+// catalog and database of the cluster (and, with SET, superuser itself). Instead every credential is a
+// member (INHERIT, no SET, no ADMIN) of one NOLOGIN group role, pgx_credentials, and inside the database
+// that group has USAGE and CREATE in every non-system schema, ALL on the tables, sequences and functions
+// there, and default privileges for what the owner creates there later. A credential can read and write
+// the template's tables and create its own; it cannot ALTER or DROP the owner's objects.
+//
+// Those in-database grants are made once per template, when it is sealed (prepareDatabase, from
+// templates.ts), so every database copied from it carries them and a new credential needs no connection
+// into its database: one statement batch on the admin connection (CREATE ROLE, the membership, the
+// database's CONNECT). A database not known to carry them (minted by another owner, from a template
+// sealed by an older PGX, found without a record) gets them over a connection of its own at its first
+// credential, as every credential did before. The group's rights exist in many databases, but its
+// members can connect to their own only (both walls above), and no role but a credential is a member
+// (load() revokes any other membership). An unsealed template has the grants taken back (unprepare),
+// so a template open for changes holds no rights for the group.
 //
 // The role -> database map lives in pgx_control (table credentials), so it survives restarts; roles
 // whose database is gone are dropped at start. Revoking: NOLOGIN first (the engine refuses new logins:
@@ -41,6 +52,11 @@ export interface DatabaseCredentialsOptions {
 }
 
 const MAX_ROLE_BYTES = 63;
+/** The NOLOGIN role whose rights inside a database every credential of it inherits. */
+export const CREDENTIALS_GROUP = 'pgx_credentials';
+/** Sealed templates carry default privileges for objects this role creates: the API mints as it. */
+export const PREPARED_OWNER = 'postgres';
+const GROUP_ATTRIBUTES = 'NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS';
 const SUFFIX_BYTES = '_u'.length + 4;
 
 /** Exactly what PostgreSQL answers a role without CONNECT on `database`. */
@@ -51,13 +67,16 @@ export function credentialDenied(database: string): PgxError {
 export class DatabaseCredentials {
   /** role -> its database. */
   private readonly roles = new Map<string, string>();
+  /** Databases given the group's grants over a connection by this process (see grantInside). */
+  private readonly granted = new Set<string>();
 
   constructor(private readonly opts: DatabaseCredentialsOptions) {}
 
-  /** Loads the map; drops credentials whose database no longer exists. */
+  /** Makes the group role, loads the map; drops credentials whose database no longer exists. */
   async load(): Promise<void> {
     const recorded = await this.opts.metadata.loadCredentials();
     const client = await this.opts.metadata.client();
+    await ensureGroup(client, new Set(recorded.keys()), this.opts.logger);
     for (const [role, database] of recorded) {
       const { rows } = await client.query(`SELECT 1 FROM pg_catalog.pg_database WHERE datname = ${quoteLiteral(database)}`);
       if (rows.length > 0) this.roles.set(role, database);
@@ -75,18 +94,27 @@ export class DatabaseCredentials {
     return [...this.roles].filter(([, db]) => db === database).map(([role]) => role);
   }
 
-  /** A new login role for `database` (which must exist) owned by `owner`; the password is returned once. */
-  async create(database: string, owner: string, connectionLimit = -1): Promise<Credential> {
+  /**
+   * A new login role for `database` (which must exist) owned by `owner`; the password is returned once.
+   * `prepared`: the database is a copy of a template that carries the group's grants for `owner`
+   * (prepareDatabase), so nothing needs doing inside it.
+   */
+  async create(database: string, owner: string, connectionLimit = -1, prepared = false): Promise<Credential> {
     if (!Number.isInteger(connectionLimit) || connectionLimit < -1) throw new PgxError('INVALID_PARAMETER', `connection limit ${connectionLimit} is not an integer >= -1`);
     const password = randomBytes(24).toString('base64url');
     const admin = await this.opts.metadata.client();
+    const db = quoteIdent(database);
     let user = '';
     for (let attempt = 0; ; attempt++) {
       user = roleNameFor(database);
+      const role = quoteIdent(user);
       try {
+        // One implicit transaction: the role exists with its membership and CONNECT, or not at all.
         await admin.query(
-          `CREATE ROLE ${quoteIdent(user)} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS ` +
-            `CONNECTION LIMIT ${connectionLimit} PASSWORD ${quoteLiteral(makeVerifier(password))}`,
+          `CREATE ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS ` +
+            `CONNECTION LIMIT ${connectionLimit} PASSWORD ${quoteLiteral(makeVerifier(password))}; ` +
+            `GRANT ${quoteIdent(CREDENTIALS_GROUP)} TO ${role} WITH INHERIT TRUE, SET FALSE, ADMIN FALSE; ` +
+            `REVOKE CONNECT, TEMPORARY ON DATABASE ${db} FROM PUBLIC; GRANT CONNECT, TEMPORARY ON DATABASE ${db} TO ${role}`,
         );
         break;
       } catch (err) {
@@ -97,14 +125,15 @@ export class DatabaseCredentials {
     try {
       await this.opts.metadata.saveCredential(user, database);
       this.roles.set(user, database);
-      const db = quoteIdent(database);
-      await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${db} FROM PUBLIC; GRANT CONNECT, TEMPORARY ON DATABASE ${db} TO ${quoteIdent(user)}`);
-      await this.grantInside(database, owner, user);
+      if (!prepared && !this.granted.has(database)) {
+        await this.grantInside(database, owner);
+        this.granted.add(database);
+      }
     } catch (err) {
       await this.dropRole(user, database, null).catch(() => undefined);
       throw err;
     }
-    this.opts.logger.info('credential-created', { database, role: user, connectionLimit });
+    this.opts.logger.info('credential-created', { database, role: user, connectionLimit, prepared: prepared || this.granted.has(database) });
     return { user, password };
   }
 
@@ -120,45 +149,38 @@ export class DatabaseCredentials {
   }
 
   /**
-   * After `database` was replaced by a copy (a restore): a new database has PUBLIC's default CONNECT
-   * and none of the grants, so both walls are put back for each of its credentials.
+   * After `database` was replaced by a copy (a restore): a new database has PUBLIC's default CONNECT,
+   * none of the grants, and inside it the snapshot's grants, whatever they were. So both walls are put
+   * back for each of its credentials, and a minted database (`minted`) gets the group's grants inside,
+   * so that it carries them as its template's copies do.
    */
-  async databaseReplaced(database: string, owner: string): Promise<void> {
+  async databaseReplaced(database: string, owner: string, minted: boolean): Promise<void> {
     const roles = this.rolesOf(database);
-    if (roles.length === 0) return;
-    const db = quoteIdent(database);
-    const grants = roles.map((r) => `GRANT CONNECT, TEMPORARY ON DATABASE ${db} TO ${quoteIdent(r)}`).join('; ');
-    await (await this.opts.metadata.client()).query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${db} FROM PUBLIC; ${grants}`);
-    for (const role of roles) await this.grantInside(database, owner, role);
+    this.granted.delete(database);
+    if (roles.length === 0 && !minted) return;
+    if (roles.length > 0) {
+      const db = quoteIdent(database);
+      const group = quoteIdent(CREDENTIALS_GROUP);
+      const grants = roles.map((r) => `GRANT CONNECT, TEMPORARY ON DATABASE ${db} TO ${quoteIdent(r)}; GRANT ${group} TO ${quoteIdent(r)} WITH INHERIT TRUE, SET FALSE, ADMIN FALSE`).join('; ');
+      await (await this.opts.metadata.client()).query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${db} FROM PUBLIC; ${grants}`);
+    }
+    await this.grantInside(database, owner);
+    this.granted.add(database);
   }
 
   /** After `database` was dropped: its credentials go too. */
   async databaseDropped(database: string): Promise<void> {
+    this.granted.delete(database);
     for (const role of this.rolesOf(database)) {
       await this.dropRole(role, database, null).catch((err: unknown) => this.opts.logger.warn('credential-not-dropped', { database, role, err }));
     }
   }
 
-  private async grantInside(database: string, owner: string, user: string): Promise<void> {
+  /** The group's grants inside `database`, over a connection of its own. */
+  private async grantInside(database: string, owner: string): Promise<void> {
     const client = await this.opts.connect(database);
     try {
-      const { rows } = await client.query(
-        `SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\\_%' ORDER BY 1`,
-      );
-      const role = quoteIdent(user);
-      const sql: string[] = [];
-      for (const [nsp] of rows) {
-        const s = quoteIdent(nsp!);
-        sql.push(
-          `GRANT USAGE, CREATE ON SCHEMA ${s} TO ${role}`,
-          `GRANT ALL ON ALL TABLES IN SCHEMA ${s} TO ${role}`,
-          `GRANT ALL ON ALL SEQUENCES IN SCHEMA ${s} TO ${role}`,
-          `GRANT ALL ON ALL FUNCTIONS IN SCHEMA ${s} TO ${role}`,
-          `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON TABLES TO ${role}`,
-          `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${role}`,
-        );
-      }
-      if (sql.length > 0) await client.query(sql.join('; '));
+      await prepareDatabase(client, owner);
     } finally {
       await client.close();
     }
@@ -195,4 +217,56 @@ export function roleNameFor(database: string): string {
   while (Buffer.byteLength(base) > MAX_ROLE_BYTES - SUFFIX_BYTES) base = base.slice(0, -1);
   if (!/^[a-z_]/.test(base)) base = `u${base}`.slice(0, MAX_ROLE_BYTES - SUFFIX_BYTES);
   return `${base}_u${randomBytes(2).toString('hex')}`;
+}
+
+/**
+ * Grants the credentials' group its rights in every non-system schema of the database `client` is
+ * connected to (as a superuser), and default privileges for what `owner` creates there later.
+ * Idempotent. Run on a template before it is sealed, so its copies carry the grants.
+ */
+export async function prepareDatabase(client: SqlClient, owner = PREPARED_OWNER): Promise<void> {
+  const { rows } = await client.query(`SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\\_%' ORDER BY 1`);
+  const role = quoteIdent(CREDENTIALS_GROUP);
+  const sql: string[] = [];
+  for (const [nsp] of rows) {
+    const s = quoteIdent(nsp!);
+    sql.push(
+      `GRANT USAGE, CREATE ON SCHEMA ${s} TO ${role}`,
+      `GRANT ALL ON ALL TABLES IN SCHEMA ${s} TO ${role}`,
+      `GRANT ALL ON ALL SEQUENCES IN SCHEMA ${s} TO ${role}`,
+      `GRANT ALL ON ALL FUNCTIONS IN SCHEMA ${s} TO ${role}`,
+      `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON TABLES TO ${role}`,
+      `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${role}`,
+    );
+  }
+  if (sql.length > 0) await client.query(sql.join('; '));
+}
+
+/** Takes back every right of the group inside the database `client` is connected to (an unsealed template). */
+export async function unprepareDatabase(client: SqlClient): Promise<void> {
+  await client.query(`DROP OWNED BY ${quoteIdent(CREDENTIALS_GROUP)}`);
+}
+
+/**
+ * The group role exists, cannot log in, and has no members but the recorded credentials (`members`):
+ * anyone else made a member would inherit the group's rights in every database it may connect to.
+ */
+async function ensureGroup(admin: SqlClient, members: ReadonlySet<string>, logger: Logger): Promise<void> {
+  const group = quoteIdent(CREDENTIALS_GROUP);
+  try {
+    await admin.query(`CREATE ROLE ${group} ${GROUP_ATTRIBUTES}`);
+  } catch (err) {
+    // 42710: made by an earlier start (or by someone else: its attributes are put right below).
+    if (!(err instanceof PostgresError && err.sqlstate === '42710')) throw err;
+  }
+  await admin.query(`ALTER ROLE ${group} ${GROUP_ATTRIBUTES} CONNECTION LIMIT 0 PASSWORD NULL`);
+  const { rows } = await admin.query(
+    `SELECT m.rolname FROM pg_catalog.pg_auth_members a JOIN pg_catalog.pg_roles m ON m.oid = a.member ` +
+      `WHERE a.roleid = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(CREDENTIALS_GROUP)})`,
+  );
+  for (const [member] of rows) {
+    if (members.has(member!)) continue;
+    logger.warn('credentials-group-member-revoked', { role: member, reason: `only PGX's per-database credentials may be members of ${CREDENTIALS_GROUP}` });
+    await admin.query(`REVOKE ${group} FROM ${quoteIdent(member!)} CASCADE`);
+  }
 }

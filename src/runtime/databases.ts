@@ -11,7 +11,7 @@ import { AdminConnection } from './admin-connection.js';
 import { Counters } from './counters.js';
 import { DatabaseCommands } from './database-commands.js';
 import { DEFAULT_DATABASE_SETTINGS, type DatabaseSettings } from './database-settings.js';
-import { credentialDenied, DatabaseCredentials, type Credential } from './database-credentials.js';
+import { credentialDenied, DatabaseCredentials, PREPARED_OWNER, type Credential } from './database-credentials.js';
 import { Dropper, type EngineSessions } from './dropper.js';
 import { Janitor, type JanitorTask } from './janitor.js';
 import { dropIdleTask, dropStaleSparesTask, expireTtlTask, flushCountersTask, type LifecycleOptions } from './janitor-tasks.js';
@@ -183,7 +183,7 @@ export class DisposableDatabases {
       storage: opts.storage,
       holdConnects: (db, work) => this.holdConnects(db, work),
       scratches: this.scratches,
-      replaced: (db, owner) => this.credentials.databaseReplaced(db, owner),
+      replaced: (db, owner) => this.credentials.databaseReplaced(db, owner, this.registry.databases.has(db)),
       clock,
       logger: log,
     });
@@ -488,7 +488,10 @@ export class DisposableDatabases {
   createCredential(name: string, opts: { connectionLimit?: number | undefined } = {}): Promise<Credential> {
     this.assertRunning(`cannot create a credential for database "${name}"`);
     const record = this.mintedRecord(name);
-    return this.credentials.create(name, record.owner, opts.connectionLimit ?? -1);
+    // A copy of a template generation sealed with the group's grants, owned by the role they were made for.
+    const from = this.registry.templates.get(record.template)?.groupGrantsFrom ?? null;
+    const prepared = record.owner === PREPARED_OWNER && from !== null && record.generation >= from;
+    return this.credentials.create(name, record.owner, opts.connectionLimit ?? -1, prepared);
   }
 
   /** Drops the credential `user` of `name`; false when there was none (idempotent). */

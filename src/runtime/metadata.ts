@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS databases (
 ALTER TABLE databases ADD COLUMN IF NOT EXISTS connection_limit integer;
 ALTER TABLE databases ADD COLUMN IF NOT EXISTS memory_limit_mb integer;
 ALTER TABLE templates ADD COLUMN IF NOT EXISTS snapshot_of text;
+ALTER TABLE templates ADD COLUMN IF NOT EXISTS group_grants_from integer;
 CREATE TABLE IF NOT EXISTS counters (
   name   text PRIMARY KEY,
   value  bigint NOT NULL
@@ -93,15 +94,16 @@ export class MetadataStore {
 
   async loadTemplates(): Promise<TemplateRecord[]> {
     const { rows } = await (await this.client()).query(
-      `SELECT name, sealed, ${epochMs('sealed_at')}, strategy, generation, snapshot_of FROM templates ORDER BY name`,
+      `SELECT name, sealed, ${epochMs('sealed_at')}, strategy, generation, snapshot_of, group_grants_from FROM templates ORDER BY name`,
     );
-    return rows.map(([name, sealed, sealedAt, strategy, generation, snapshotOf]) => ({
+    return rows.map(([name, sealed, sealedAt, strategy, generation, snapshotOf, groupGrantsFrom]) => ({
       name: name!,
       sealed: sealed === 't',
       sealedAt: sealedAt === null ? null : Number(sealedAt),
       strategy: (strategy === 'FILE_COPY' ? 'FILE_COPY' : 'WAL_LOG') satisfies CreateStrategy,
       generation: Number(generation),
       snapshotOf: snapshotOf ?? null,
+      groupGrantsFrom: groupGrantsFrom === null || groupGrantsFrom === undefined ? null : Number(groupGrantsFrom),
     }));
   }
 
@@ -133,11 +135,11 @@ export class MetadataStore {
 
   async saveTemplate(t: TemplateRecord): Promise<void> {
     await (await this.client()).query(
-      `INSERT INTO templates (name, sealed, sealed_at, strategy, generation, snapshot_of) VALUES ` +
+      `INSERT INTO templates (name, sealed, sealed_at, strategy, generation, snapshot_of, group_grants_from) VALUES ` +
         `(${quoteLiteral(t.name)}, ${t.sealed}, ${timestamp(t.sealedAt)}, ${quoteLiteral(t.strategy)}, ${int(t.generation)}, ` +
-        `${t.snapshotOf === null ? 'NULL' : quoteLiteral(t.snapshotOf)}) ` +
+        `${t.snapshotOf === null ? 'NULL' : quoteLiteral(t.snapshotOf)}, ${t.groupGrantsFrom === null ? 'NULL' : int(t.groupGrantsFrom)}) ` +
         `ON CONFLICT (name) DO UPDATE SET sealed = EXCLUDED.sealed, sealed_at = EXCLUDED.sealed_at, ` +
-        `strategy = EXCLUDED.strategy, generation = EXCLUDED.generation, snapshot_of = EXCLUDED.snapshot_of`,
+        `strategy = EXCLUDED.strategy, generation = EXCLUDED.generation, snapshot_of = EXCLUDED.snapshot_of, group_grants_from = EXCLUDED.group_grants_from`,
     );
   }
 

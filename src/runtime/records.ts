@@ -15,6 +15,11 @@ export interface TemplateRecord {
   generation: number;
   /** A snapshot (pgx_snapshot_database) of this database, or null for a template sealed as such. */
   snapshotOf: string | null;
+  /**
+   * The first generation from which every sealed generation carries the credentials' group grants
+   * (database-credentials.ts, prepareDatabase); null: not known to (sealed by an older PGX, a snapshot).
+   */
+  groupGrantsFrom: number | null;
 }
 
 /** ephemeral: minted for a client, dropped by the janitor. spare: a warm-pool copy waiting to be claimed. */

@@ -74,7 +74,8 @@ export class Snapshots {
       });
       // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing.
       await client.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
-      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy, generation: 1, snapshotOf: db };
+      // Its copies carry whatever grants `db` had: a credential of one gets the group's over a connection.
+      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy, generation: 1, snapshotOf: db, groupGrantsFrom: null };
       await metadata.saveTemplate(record);
       registry.templates.set(name, record);
       logger.info('database-snapshot', { database: db, snapshot: name, strategy, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });

@@ -8,6 +8,7 @@
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { prepareDatabase, unprepareDatabase } from './database-credentials.js';
 import { installExtensionGuard } from './extension-guard.js';
 import { chooseStrategy, terminateBackends } from './create-database.js';
 import type { EngineSessions } from './dropper.js';
@@ -97,7 +98,7 @@ export class Templates {
     logger.info('template-built', { template: name, from: req.source, owner: req.owner ?? 'postgres', replaced: before.exists, ms: Math.round(clock.monotonic() - started) });
     if (req.seal === false) {
       const previous = registry.templates.get(name);
-      if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null };
+      if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null, groupGrantsFrom: null };
       return previous;
     }
     return this.doSeal(name, user, 'build_template', null);
@@ -158,13 +159,18 @@ export class Templates {
     const previous = registry.templates.get(name);
     const { rows } = await admin.query(`SELECT pg_catalog.pg_database_size(${quoteLiteral(name)})`);
     const bytes = Number(rows[0]?.[0] ?? 0);
+    const generation = (previous?.generation ?? 0) + 1;
+    // freeze() has just granted the credentials' group its rights in this content; a reseal of content
+    // frozen earlier carries them only if that content did.
+    const prepared = alreadySealed ? previous?.groupGrantsFrom != null : true;
     const record: TemplateRecord = {
       name,
       sealed: true,
       sealedAt: clock.now(),
       strategy: chooseStrategy(this.opts.storage, bytes),
-      generation: (previous?.generation ?? 0) + 1,
+      generation,
       snapshotOf: previous?.snapshotOf ?? null,
+      groupGrantsFrom: prepared ? (previous?.groupGrantsFrom ?? generation) : null,
     };
     await metadata.saveTemplate(record);
     registry.templates.set(name, record);
@@ -182,11 +188,18 @@ export class Templates {
     const previous = registry.templates.get(name);
     const record: TemplateRecord = previous
       ? { ...previous, sealed: false }
-      : { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null };
+      : { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null, groupGrantsFrom: null };
     // Unsealed in memory first: no mint or refill starts from it while it opens up; its spares are stale.
     registry.templates.set(name, record);
     try {
       await (await metadata.client()).query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE false ALLOW_CONNECTIONS true`);
+      // Open for changes, it holds no rights for the credentials' group; sealing grants them again.
+      const client = await this.opts.connect(name);
+      try {
+        await unprepareDatabase(client);
+      } finally {
+        await client.close();
+      }
       await metadata.saveTemplate(record);
     } catch (err) {
       if (previous) registry.templates.set(name, previous);
@@ -199,13 +212,15 @@ export class Templates {
 
   /**
    * VACUUM (FREEZE, ANALYZE) inside the template: copies start frozen and with statistics. The
-   * extension allow-list goes in first, so every database minted from it has it; a last session
-   * leaves the relation cache init file for clones to inherit.
+   * extension allow-list and the credentials' group grants go in first, so every database minted from
+   * it has them; a last session leaves the relation cache init file for clones to inherit.
    */
   private async freeze(name: string): Promise<void> {
     const client = await this.opts.connect(name);
     try {
       await installExtensionGuard(client, this.opts.allowedExtensions);
+      // Before the VACUUM, so the ACLs it writes are frozen too: copies need no connection for a credential.
+      await prepareDatabase(client);
       await client.query('VACUUM (FREEZE, ANALYZE)');
     } finally {
       await client.close();

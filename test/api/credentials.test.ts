@@ -111,6 +111,49 @@ describe('api: per-database credentials', function () {
     expect((await call('GET', pathFor(PATHS.database, { name: 'tdb_tpl_cred__never_minted' }))).status).to.equal(404);
   });
 
+  it('inherits its rights from the NOLOGIN group pgx_credentials: no SET ROLE, no ADMIN, never superuser', async function () {
+    const c = admin('postgres');
+    await c.connect();
+    try {
+      const { rows } = await c.query(
+        `SELECT r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolbypassrls, g.rolcanlogin AS group_login, g.rolsuper AS group_super,
+                m.inherit_option, m.set_option, m.admin_option
+           FROM pg_roles r JOIN pg_auth_members m ON m.member = r.oid JOIN pg_roles g ON g.oid = m.roleid
+          WHERE r.rolname = $1`,
+        [user],
+      );
+      expect(rows).to.deep.equal([
+        { rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolbypassrls: false, group_login: false, group_super: false, inherit_option: true, set_option: false, admin_option: false },
+      ]);
+    } finally {
+      await c.end();
+    }
+    const err = await queryOnce(url, 'SET ROLE pgx_credentials').then(
+      () => null,
+      (e: unknown) => e as pg.DatabaseError,
+    );
+    expect(err?.code).to.equal('42501');
+    // The database is a copy of a template sealed with the group's grants: nothing was done inside it.
+    const line = logged
+      .join('')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.message === 'credential-created' && l.role === user);
+    expect(line?.prepared).to.equal(true);
+  });
+
+  it('sees what the owner creates in A later (default privileges)', async function () {
+    const c = admin(a);
+    await c.connect();
+    try {
+      await c.query('CREATE TABLE later (x int); INSERT INTO later VALUES (7)');
+    } finally {
+      await c.end();
+    }
+    expect((await queryOnce(url, 'SELECT x FROM later')).rows).to.deep.equal([{ x: 7 }]);
+  });
+
   it('answers a wrong password with 28P01', async function () {
     const err = await connectError({ ...rt.connection(a, user), password: `${password}x` });
     expect(err.code).to.equal('28P01');
@@ -165,10 +208,75 @@ describe('api: per-database credentials', function () {
     }
   });
 
+  it('a database whose content lacks the group grants (a snapshot of one) gets them over a connection at its first credential', async function () {
+    const made = await call('POST', PATHS.databases, { template: 'tpl_cred', name: 'tdb_tpl_cred__bare' });
+    expect(made.status).to.equal(201);
+    const c = admin('tdb_tpl_cred__bare');
+    await c.connect();
+    try {
+      await c.query('DROP OWNED BY pgx_credentials');
+    } finally {
+      await c.end();
+    }
+    expect((await call('POST', pathFor(PATHS.databaseSnapshots, { name: 'tdb_tpl_cred__bare' }), { name: 'snap_bare' })).status).to.equal(201);
+    const minted = await call('POST', PATHS.databases, { template: 'snap_bare', name: 'tdb_snap_bare__one' });
+    expect(minted.status).to.equal(201);
+    const res = await call('POST', pathFor(PATHS.databaseCredentials, { name: 'tdb_snap_bare__one' }));
+    expect(res.status).to.equal(201);
+    expect((await queryOnce(res.body.url as string, 'SELECT count(*)::int AS n FROM items')).rows).to.deep.equal([{ n: 1 }]);
+    // A restore to that snapshot replaces A's content: its credentials still read and write it.
+    const ours = await call('POST', pathFor(PATHS.databaseCredentials, { name: a }));
+    expect(ours.status).to.equal(201);
+    expect((await call('POST', pathFor(PATHS.databaseRestore, { name: a }), { snapshot: 'snap_bare', force: true })).status).to.equal(200);
+    expect((await queryOnce(ours.body.url as string, 'SELECT count(*)::int AS n FROM items')).rows).to.deep.equal([{ n: 1 }]);
+    await queryOnce(ours.body.url as string, "INSERT INTO items VALUES (2, 'two')");
+    // ... and a credential made after the restore needs nothing more.
+    const after = await call('POST', pathFor(PATHS.databaseCredentials, { name: a }));
+    expect((await queryOnce(after.body.url as string, 'SELECT count(*)::int AS n FROM items')).rows).to.deep.equal([{ n: 2 }]);
+  });
+
+  it('an unsealed template holds no rights for the group; sealing it grants them again', async function () {
+    const has = async (): Promise<boolean> => {
+      const c = admin('tpl_cred');
+      await c.connect();
+      try {
+        return (await c.query<{ ok: boolean }>(`SELECT has_table_privilege('pgx_credentials', 'items', 'SELECT') AS ok`)).rows[0]!.ok;
+      } finally {
+        await c.end();
+      }
+    };
+    expect((await call('POST', pathFor(PATHS.templateUnseal, { name: 'tpl_cred' }))).status).to.equal(200);
+    expect(await has()).to.equal(false);
+    expect((await call('POST', pathFor(PATHS.templateSeal, { name: 'tpl_cred' }))).status).to.equal(200);
+    expect((await call('POST', pathFor(PATHS.templateUnseal, { name: 'tpl_cred' }))).status).to.equal(200);
+    // Sealed again the template had them (its copies carry them); unsealed, it has none.
+    expect(await has()).to.equal(false);
+    const c = admin('tpl_cred');
+    await c.connect();
+    try {
+      await c.query('GRANT SELECT ON items TO pgx_credentials');
+    } finally {
+      await c.end();
+    }
+    expect(await has()).to.equal(true);
+    expect((await call('POST', pathFor(PATHS.templateSeal, { name: 'tpl_cred' }))).status).to.equal(200);
+    const made = await call('POST', PATHS.databases, { template: 'tpl_cred', name: 'tdb_tpl_cred__resealed' });
+    const res = await call('POST', pathFor(PATHS.databaseCredentials, { name: made.body.name as string }));
+    expect((await queryOnce(res.body.url as string, 'SELECT count(*)::int AS n FROM items')).rows).to.deep.equal([{ n: 1 }]);
+  });
+
   it('keeps credentials across a restart (recorded in pgx_control)', async function () {
     const res = await call('POST', pathFor(PATHS.databaseCredentials, { name: a }));
     expect(res.status).to.equal(201);
     const kept = { user: res.body.user as string, password: res.body.password as string };
+    // A role made a member of the group behind PGX's back loses the membership at the next start.
+    const c0 = admin('postgres');
+    await c0.connect();
+    try {
+      await c0.query('CREATE ROLE intruder LOGIN; GRANT pgx_credentials TO intruder');
+    } finally {
+      await c0.end();
+    }
     const { dataDir, socketDir } = rt;
     await rt.runtime.stop();
     leftovers.push(path.dirname(dataDir), socketDir);
@@ -184,6 +292,14 @@ describe('api: per-database credentials', function () {
       await c.end();
     }
     expect(logged.join('')).to.not.include(kept.password);
+    const c2 = admin('postgres');
+    await c2.connect();
+    try {
+      expect((await c2.query(`SELECT 1 FROM pg_auth_members WHERE member = 'intruder'::regrole`)).rowCount).to.equal(0);
+    } finally {
+      await c2.end();
+    }
+    expect(logged.join('')).to.include('credentials-group-member-revoked');
   });
 
   it('never logs a password', async function () {
