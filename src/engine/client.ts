@@ -15,7 +15,6 @@ import {
   authenticationSASLFinal,
   backendKeyData,
   negotiateProtocolVersion,
-  parameterStatus,
 } from '../wire/backend.js';
 import { errorResponse } from '../wire/error-response.js';
 import { ProtocolError, parseStartupPacket, startupPacketLength } from '../wire/frontend.js';
@@ -34,6 +33,13 @@ const MAX_AUTH_MESSAGE = 65535;
 
 /** Bytes a client may send ahead while it waits for a backend; beyond it its socket is paused. */
 const MAX_PIPELINED = 65536;
+
+/**
+ * How long AuthenticationOk may wait for the greeting it goes out with. A backend at hand (pooled, or
+ * a warm mint) is ready well within it, and the client then hears everything in one write; a slow one
+ * (a template copy) lets AuthenticationOk go ahead alone, as PostgreSQL sends it before its startup.
+ */
+const AUTH_OK_HOLD_MS = 100;
 
 /** How long a closing client may take to read its last bytes before its socket is destroyed. */
 const CLOSE_GRACE_MS = 5000;
@@ -95,6 +101,7 @@ export class ClientSession implements Cancellable {
   /** The session holds one of its database's slots (see session-slots.ts). */
   private slotHeld = false;
   private readonly loginTimer: NodeJS.Timeout;
+  private authTimer: NodeJS.Timeout | null = null;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
   private encrypted = false;
   private socket: net.Socket;
@@ -338,6 +345,7 @@ export class ClientSession implements Cancellable {
   private authPending: Buffer | null = null;
 
   private readonly flushAuth = (): void => {
+    this.authTimer = null;
     const pending = this.authPending;
     if (pending === null) return;
     this.authPending = null;
@@ -349,7 +357,14 @@ export class ClientSession implements Cancellable {
     const pending = this.authPending;
     if (pending === null) return frame;
     this.authPending = null;
+    this.clearAuthTimer();
     return Buffer.concat([pending, frame]);
+  }
+
+  private clearAuthTimer(): void {
+    if (this.authTimer === null) return;
+    clearTimeout(this.authTimer);
+    this.authTimer = null;
   }
 
   private processLoginSafely(): void {
@@ -362,15 +377,15 @@ export class ClientSession implements Cancellable {
 
   /**
    * Authentication succeeded. AuthenticationOk (after `prefix`, SCRAM's SASLFinal) is held back so it
-   * goes out in one write with the greeting when a backend is at hand at once; if getting one takes
-   * longer, it goes out alone. A failure to get a backend still follows it (see failClient).
+   * goes out in one write with the greeting when a backend is ready within AUTH_OK_HOLD_MS; if getting
+   * one takes longer, it goes out alone. A failure to get a backend still follows it (see failClient).
    */
   private authenticated(prefix?: Buffer): void {
     clearTimeout(this.loginTimer);
     this.setState('connecting');
     this.scram = null;
     this.authPending = prefix ? Buffer.concat([prefix, AUTHENTICATION_OK]) : AUTHENTICATION_OK;
-    setImmediate(this.flushAuth);
+    this.authTimer = setTimeout(this.flushAuth, AUTH_OK_HOLD_MS);
     const startup: Record<string, string> = { user: this.user, database: this.database };
     const keyParts = [this.database, this.user];
     for (const [name, value] of [...this.startupParams].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
@@ -419,14 +434,7 @@ export class ClientSession implements Cancellable {
     this.backend = backend;
     const key = this.ctx.cancelKeys.issue(this, backend.pid);
     this.cancelPid = key.pid;
-    const greeting: Buffer[] = [];
-    if (this.authPending !== null) {
-      greeting.push(this.authPending);
-      this.authPending = null;
-    }
-    for (const [name, value] of backend.params) greeting.push(parameterStatus(name, value));
-    greeting.push(backendKeyData(key.pid, key.secret), READY_IDLE);
-    this.socket.write(Buffer.concat(greeting));
+    this.socket.write(this.withAuth(Buffer.concat([backend.parameterFrames(), backendKeyData(key.pid, key.secret), READY_IDLE])));
     this.setState('active');
     this.ctx.options.sessionObserver?.sessionStarted(this.database);
     this.observed = true;
@@ -506,6 +514,7 @@ export class ClientSession implements Cancellable {
     if (this.state === 'closed') return;
     this.setState('closed');
     clearTimeout(this.loginTimer);
+    this.clearAuthTimer();
     this.authPending = null;
     this.ctx.sessions.delete(this);
     if (this.cancelPid) this.ctx.cancelKeys.revoke(this.cancelPid);

@@ -60,8 +60,10 @@ export type BackendReader = (chunk: Buffer) => boolean;
 
 export class BackendConnection {
   state: BackendState = 'connecting';
-  /** ParameterStatus values as PostgreSQL last reported them. */
-  readonly params = new Map<string, string>();
+  /** ParameterStatus messages as PostgreSQL last sent them, by name, byte for byte. */
+  private readonly params = new Map<string, Buffer>();
+  /** `params` in one buffer, as a client's greeting carries them; rebuilt after a change. */
+  private paramFrames: Buffer | null = null;
   pid = 0;
   secret = 0;
   /** When it last became idle (monotonic ms), for the idle timeout. */
@@ -248,11 +250,18 @@ export class BackendConnection {
     }
   }
 
+  /** Every ParameterStatus PostgreSQL has sent, the latest per name, as it sent them: a client's greeting. */
+  parameterFrames(): Buffer {
+    this.paramFrames ??= Buffer.concat([...this.params.values()]);
+    return this.paramFrames;
+  }
+
   private recordParameter(frame: Buffer): void {
     const nameEnd = frame.indexOf(0, 5);
-    const valueEnd = frame.indexOf(0, nameEnd + 1);
-    if (nameEnd < 0 || valueEnd < 0) return;
-    this.params.set(frame.toString('utf8', 5, nameEnd), frame.toString('utf8', nameEnd + 1, valueEnd));
+    if (nameEnd < 0 || frame.indexOf(0, nameEnd + 1) < 0) return;
+    // A copy: `frame` is a view of the read buffer.
+    this.params.set(frame.toString('utf8', 5, nameEnd), Buffer.from(frame));
+    this.paramFrames = null;
   }
 
   /**

@@ -256,6 +256,7 @@ export class DisposableDatabases {
     await this.queue.stop();
     await this.claims.close();
     await this.pool.stop();
+    await this.metadata.flush().catch(() => undefined); // each write logs its own failure
     await Promise.all([...this.writes]);
     await flushCountersTask(this.counters, this.metadata).run().catch((err: unknown) => this.log.warn('counters-not-saved', { err }));
     await this.dropper.close();
@@ -317,10 +318,10 @@ export class DisposableDatabases {
     if (d) this.persist(d);
   }
 
-  /** On disk in order behind earlier writes; a failed write is logged (memory rules until restart). */
+  /** On disk soon, batched with other changes; a failed write is logged (memory rules until restart). */
   private persist(record: DatabaseRecord): void {
     const write: Promise<void> = this.metadata
-      .saveDatabase(record)
+      .saveDatabaseLater(record)
       .catch((err: unknown) => this.log.warn('metadata-write-failed', { database: record.name, err }))
       .finally(() => this.writes.delete(write));
     this.writes.add(write);

@@ -8,12 +8,21 @@
 //
 // One connection, one query at a time: writes are applied in the order they are issued, so a write
 // that is not awaited (a session-end time) can never overtake a later one for the same row.
+//
+// Rows of the databases table are written in batches: every change is queued per name (the last one
+// wins), and a batch goes out in one transaction either at once (a caller that waits for it) or
+// WRITE_BEHIND_MS after the first change nobody waits for (a mint's record, a session's start and
+// end). Those come on a client's path: written at once, their INSERT and commit would compete for
+// the CPU with the client's own first queries, and a burst of mints would send three statements each.
 
 import type { Logger } from '../log.js';
 import { AdminConnection } from './admin-connection.js';
 import { CONTROL_DATABASE } from './names.js';
 import type { CreateStrategy, DatabaseKind, DatabaseRecord, TemplateRecord } from './records.js';
 import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
+
+/** How long a database row's change nobody waits for may wait to be written with others. */
+export const WRITE_BEHIND_MS = 250;
 
 /** Idempotent: run at every start. Later versions add columns with ADD COLUMN IF NOT EXISTS. */
 const SCHEMA = `
@@ -52,8 +61,18 @@ CREATE TABLE IF NOT EXISTS credentials (
 );
 `;
 
+/** Queued changes to database rows, by name: the row to write, or null to delete it. */
+interface Batch {
+  rows: Map<string, DatabaseRecord | null>;
+  written: Promise<void>;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
 export class MetadataStore {
   private readonly conn: AdminConnection;
+  private batch: Batch | null = null;
+  private batchTimer: NodeJS.Timeout | null = null;
 
   constructor(
     /** A superuser connection to the named database over PostgreSQL's private socket. */
@@ -88,7 +107,9 @@ export class MetadataStore {
     await (await this.client()).query(SCHEMA);
   }
 
+  /** Writes what is queued first. */
   async close(): Promise<void> {
+    await this.flush().catch((err: unknown) => this.log.warn('metadata-write-failed', { err }));
     await this.conn.close();
   }
 
@@ -148,17 +169,62 @@ export class MetadataStore {
   }
 
   /** Inserts or replaces the whole row: every change (pin, TTL, session end) is one write shape. */
-  async saveDatabase(r: DatabaseRecord): Promise<void> {
-    await (await this.client()).query(upsertDatabase(r));
+  /** Writes the row now, with whatever else is queued; resolves once committed. */
+  saveDatabase(r: DatabaseRecord): Promise<void> {
+    return this.queue([[r.name, r]], true);
   }
 
-  /** A claimed spare becomes a minted database: both rows change in one transaction. */
-  async replaceDatabase(previousName: string, r: DatabaseRecord): Promise<void> {
-    await (await this.client()).query(`BEGIN; DELETE FROM databases WHERE name = ${quoteLiteral(previousName)}; ${upsertDatabase(r)}; COMMIT`);
+  /**
+   * Writes the row within WRITE_BEHIND_MS, batched with other changes; `replaces` (a claimed spare's
+   * row) goes in the same transaction. Resolves once committed; a crash before that loses the change,
+   * which reconcile makes good at the next start (it adopts a minted database with no row).
+   */
+  saveDatabaseLater(r: DatabaseRecord, replaces?: string): Promise<void> {
+    return this.queue(replaces === undefined ? [[r.name, r]] : [[replaces, null], [r.name, r]], false);
   }
 
-  async deleteDatabase(name: string): Promise<void> {
-    await (await this.client()).query(`DELETE FROM databases WHERE name = ${quoteLiteral(name)}`);
+  deleteDatabase(name: string): Promise<void> {
+    return this.queue([[name, null]], true);
+  }
+
+  /** Writes every queued change now. */
+  flush(): Promise<void> {
+    const batch = this.batch;
+    if (batch === null) return Promise.resolve();
+    this.batch = null;
+    if (this.batchTimer !== null) clearTimeout(this.batchTimer);
+    this.batchTimer = null;
+    const deletes = [...batch.rows].filter(([, r]) => r === null).map(([name]) => quoteLiteral(name));
+    const upserts = [...batch.rows.values()].filter((r) => r !== null);
+    const sql = [
+      ...(deletes.length > 0 ? [`DELETE FROM databases WHERE name IN (${deletes.join(', ')})`] : []),
+      ...(upserts.length > 0 ? [upsertDatabases(upserts)] : []),
+    ];
+    // One query string is one transaction: the whole batch is written, or none of it.
+    this.client()
+      .then((client) => client.query(sql.join('; ')))
+      .then(() => batch.resolve(), batch.reject);
+    return batch.written;
+  }
+
+  private queue(changes: [string, DatabaseRecord | null][], now: boolean): Promise<void> {
+    if (this.batch === null) {
+      let resolve!: () => void;
+      let reject!: (err: unknown) => void;
+      const written = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+      this.batch = { rows: new Map(), written, resolve, reject };
+    }
+    const batch = this.batch;
+    for (const [name, row] of changes) {
+      // Map order is first insertion: move a changed name to the end so a row keeps its latest place.
+      batch.rows.delete(name);
+      batch.rows.set(name, row);
+    }
+    if (now) return this.flush();
+    this.batchTimer ??= setTimeout(() => {
+      this.flush().catch(() => undefined); // each caller hears of a failure through its own promise
+    }, WRITE_BEHIND_MS);
+    return batch.written;
   }
 
   /** Per-database credentials: login role -> the one database it may reach. */
@@ -192,9 +258,19 @@ export class MetadataStore {
   }
 }
 
-function upsertDatabase(r: DatabaseRecord): string {
+function upsertDatabases(records: DatabaseRecord[]): string {
   return (
-    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at, connection_limit, memory_limit_mb) VALUES (` +
+    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at, connection_limit, memory_limit_mb) VALUES ` +
+    records.map(databaseValues).join(', ') +
+    ` ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, template = EXCLUDED.template, generation = EXCLUDED.generation, ` +
+    `owner = EXCLUDED.owner, created_at = EXCLUDED.created_at, last_session_end = EXCLUDED.last_session_end, ` +
+    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at, connection_limit = EXCLUDED.connection_limit, memory_limit_mb = EXCLUDED.memory_limit_mb`
+  );
+}
+
+function databaseValues(r: DatabaseRecord): string {
+  return (
+    '(' +
     [
       quoteLiteral(r.name),
       quoteLiteral(r.kind),
@@ -209,9 +285,7 @@ function upsertDatabase(r: DatabaseRecord): string {
       r.connectionLimit === null ? 'NULL' : int(r.connectionLimit),
       r.memoryLimitMb === null ? 'NULL' : int(r.memoryLimitMb),
     ].join(', ') +
-    `) ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, template = EXCLUDED.template, generation = EXCLUDED.generation, ` +
-    `owner = EXCLUDED.owner, created_at = EXCLUDED.created_at, last_session_end = EXCLUDED.last_session_end, ` +
-    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at, connection_limit = EXCLUDED.connection_limit, memory_limit_mb = EXCLUDED.memory_limit_mb`
+    ')'
   );
 }
 

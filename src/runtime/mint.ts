@@ -198,8 +198,8 @@ export class Minter {
   }
 
   /**
-   * In memory at once (routing sees it); on disk without waiting: the write is queued on the metadata
-   * connection ahead of any later change to the record, and a failure is only logged, since the
+   * In memory at once (routing sees it); on disk a moment later, batched (saveDatabaseLater), so the
+   * write does not compete with the client's first queries. A failure is only logged, since the
    * database exists either way and reconcile adopts a minted name missing from pgx_control.
    */
   private record(name: MintName, template: TemplateRecord, user: string, generation: number, spare: string | null): void {
@@ -208,7 +208,7 @@ export class Minter {
     const record = newDatabaseRecord({ name: name.name, kind: 'ephemeral', template: template.name, generation, owner: user, createdAt: now });
     registry.put(record);
     registry.lastRouted.set(name.name, now);
-    const written = spare === null ? metadata.saveDatabase(record) : metadata.replaceDatabase(spare, record);
+    const written = metadata.saveDatabaseLater(record, spare ?? undefined);
     written.catch((err: unknown) => logger.error('metadata-write-failed', { database: name.name, err }));
   }
 }
