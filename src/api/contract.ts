@@ -8,6 +8,14 @@ import { z } from 'zod';
 const pgName = z.string().min(1).max(63);
 const requestId = z.string().min(1).max(200);
 
+export const createCredentialRequest = z
+  .object({
+    /** The role's CONNECTION LIMIT; -1 (the default) for none. */
+    connection_limit: z.number().int().min(-1).optional(),
+  })
+  .strict();
+export type CreateCredentialRequest = z.infer<typeof createCredentialRequest>;
+
 export const createDatabaseRequest = z
   .object({
     /** A sealed template. */
@@ -22,6 +30,11 @@ export const createDatabaseRequest = z
     connection_limit: z.number().int().min(1).nullable().optional(),
     /** MB its backends may hold together (beyond it a statement gets 53200); null or absent: the runtime's default. */
     memory_limit_mb: z.number().int().min(1).nullable().optional(),
+    /**
+     * Also make a per-database credential, as POST /v1/databases/{name}/credentials with this body would,
+     * in the same call: the answer's `credential`. If it cannot be made, the database is dropped again.
+     */
+    credential: createCredentialRequest.optional(),
     /** Same as the Idempotency-Key header; one of them makes the create safe to retry. */
     request_id: requestId.optional(),
   })
@@ -103,14 +116,6 @@ export const restoreRequest = z
   .strict();
 export type RestoreRequest = z.infer<typeof restoreRequest>;
 
-export const createCredentialRequest = z
-  .object({
-    /** The role's CONNECTION LIMIT; -1 (the default) for none. */
-    connection_limit: z.number().int().min(-1).optional(),
-  })
-  .strict();
-export type CreateCredentialRequest = z.infer<typeof createCredentialRequest>;
-
 /** Every error: `code` is PGX's (src/errors.ts), `sqlstate` what a PostgreSQL client would see. */
 export interface ErrorBody {
   code: string;
@@ -119,14 +124,17 @@ export interface ErrorBody {
   hint: string | null;
 }
 
-export interface CreatedDatabaseBody {
-  name: string;
-  template: string;
+/** The database as GET /v1/databases/{name} would answer it right after the create, and how it was made. */
+export interface CreatedDatabaseBody extends DatabaseBody {
   /** warm: a spare from the pool was claimed; cold: the template was copied. */
   source: 'warm' | 'cold';
   mint_ms: number;
-  /** postgresql:// URL for the engine, as role postgres. */
-  url: string;
+  /**
+   * Present when the request asked for `credential`: the new credential, its password given this once.
+   * null in the answer to a repeat of the request (same request id): the first answer carried it, and
+   * a password is never kept; make another with POST /v1/databases/{name}/credentials.
+   */
+  credential?: CredentialBody | null;
 }
 
 /** A per-database credential: the password is returned here once and never again. */

@@ -19,6 +19,7 @@ import {
   setMemoryLimitRequest,
   snapshotRequest,
   setTtlRequest,
+  type CreateCredentialRequest,
   type CreatedDatabaseBody,
   type CredentialBody,
   type DatabaseBody,
@@ -128,16 +129,29 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
   }
   const key = idempotencyKey ?? req.request_id;
   const { request_id: _, ...fingerprint } = req;
+  // The credential reaches only the caller whose request made it: the result kept for repeats of the
+  // request id has none (a password is handed out once and kept nowhere).
+  let credential: CredentialBody | undefined;
   const work = async (): Promise<CreatedDatabaseBody> => {
     const created = await ctx.databases.create(req.template, { name: req.name, user: API_ROLE });
     if (req.ttl_seconds != null) await ctx.databases.setTtl(created.name, req.ttl_seconds, API_ROLE);
     if (req.pinned) await ctx.databases.setPinned(created.name, true, API_ROLE);
     if (req.connection_limit != null) await ctx.databases.setConnectionLimit(created.name, req.connection_limit, API_ROLE);
     if (req.memory_limit_mb != null) await ctx.databases.setMemoryLimit(created.name, req.memory_limit_mb, API_ROLE);
-    return { name: created.name, template: created.template, source: created.source, mint_ms: created.mint_ms, url: ctx.connectionUrl(created.name) };
+    if (req.credential !== undefined) {
+      try {
+        credential = await newCredential(ctx, created.name, req.credential);
+      } catch (err) {
+        // All or nothing: a retry of the request then creates both.
+        await ctx.databases.drop(created.name, { user: API_ROLE, database: 'postgres' }).catch((e: unknown) => ctx.logger.warn('database-not-dropped', { database: created.name, err: e }));
+        throw err;
+      }
+    }
+    return { ...databaseBody(minted(created.name, ctx), ctx), source: created.source, mint_ms: created.mint_ms };
   };
   try {
-    return ok(await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work)), 201);
+    const body = await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work));
+    return ok(req.credential === undefined ? body : { ...body, credential: credential ?? null }, 201);
   } catch (err) {
     // A reused request id with another body: the one 409 that is not about the database.
     if (err instanceof PgxError && err.code === 'INVALID_PARAMETER' && /^request id /.test(err.message)) throw new ApiError(409, err);
@@ -205,14 +219,16 @@ export const setDatabaseMemoryLimit: Handler = async ({ params, body }, ctx) => 
 /** 201 with the password, once; the response is not logged and the password is stored nowhere. */
 export const createCredential: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(createCredentialRequest, body);
-  const name = param(params);
+  return ok(await newCredential(ctx, param(params), req), 201);
+};
+
+async function newCredential(ctx: ApiContext, name: string, req: CreateCredentialRequest): Promise<CredentialBody> {
   const { user, password } = await ctx.databases.createCredential(name, { connectionLimit: req.connection_limit });
   const url = new URL(ctx.connectionUrl(name));
   url.username = user;
   url.password = password;
-  const result: CredentialBody = { user, password, url: url.toString() };
-  return ok(result, 201);
-};
+  return { user, password, url: url.toString() };
+}
 
 /** Idempotent: a credential already gone (or never there) answers 204 too. */
 export const revokeCredential: Handler = async ({ params }, ctx) => {

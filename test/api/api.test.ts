@@ -84,7 +84,10 @@ describe('api: HTTP control API', function () {
   it('creates a database from the template; its URL connects and shows the template rows', async function () {
     const res = await call('POST', PATHS.databases, { body: { template: 'tpl_app' } });
     expect(res.status).to.equal(201);
-    expect(Object.keys(res.body).sort()).to.deep.equal(['mint_ms', 'name', 'source', 'template', 'url']);
+    // The database as GET answers it, and how it was made.
+    expect(Object.keys(res.body).sort()).to.deep.equal([
+      'connection_limit', 'created_at', 'expires_at', 'in_use', 'last_session_end', 'memory_limit_mb', 'mint_ms', 'name', 'owner', 'pinned', 'source', 'template', 'url',
+    ]);
     expect(res.body.name).to.match(/^tdb_tpl_app__[0-9a-f]+$/);
     expect(res.body.source).to.be.oneOf(['warm', 'cold']);
     const { rows } = await queryOnce(res.body.url as string, 'SELECT id, label FROM items ORDER BY id');
@@ -104,6 +107,8 @@ describe('api: HTTP control API', function () {
     const res = await call('POST', PATHS.databases, { body });
     expect(res.status).to.equal(201);
     expect(res.body.name).to.equal('tdb_tpl_app__named');
+    expect(res.body.pinned).to.equal(true);
+    expect(res.body.expires_at).to.be.a('string');
     const got = await call('GET', pathFor(PATHS.database, { name: 'tdb_tpl_app__named' }));
     expect(got.body.pinned).to.equal(true);
     expect(got.body.expires_at).to.be.a('string');

@@ -193,6 +193,42 @@ describe('api: per-database credentials', function () {
     }
   });
 
+  it('creates a database and its credential in one call; a repeat of the request answers without the password', async function () {
+    const body = { template: 'tpl_cred', name: 'tdb_tpl_cred__onecall', pinned: true, credential: { connection_limit: 3 }, request_id: 'one-call-1' };
+    const res = await call('POST', PATHS.databases, body);
+    expect(res.status).to.equal(201);
+    expect(res.body).to.include({ name: 'tdb_tpl_cred__onecall', template: 'tpl_cred', owner: 'postgres', pinned: true });
+    const credential = res.body.credential as { user: string; password: string; url: string };
+    expect(Object.keys(credential).sort()).to.deep.equal(['password', 'url', 'user']);
+    expect(credential.user).to.match(/^tdb_tpl_cred__onecall_u[0-9a-f]{4}$/);
+    expect((await queryOnce(credential.url, 'SELECT count(*)::int AS n FROM items')).rows).to.deep.equal([{ n: 1 }]);
+    const err = await connectError({ ...rt.connection(a, credential.user), password: credential.password });
+    expect(err.code).to.equal('42501');
+    const c = admin('postgres');
+    await c.connect();
+    try {
+      expect((await c.query('SELECT rolconnlimit FROM pg_roles WHERE rolname = $1', [credential.user])).rows).to.deep.equal([{ rolconnlimit: 3 }]);
+    } finally {
+      await c.end();
+    }
+    // The same request again: the same database, and no password (it was handed out once).
+    const again = await call('POST', PATHS.databases, body);
+    expect(again.status).to.equal(201);
+    expect(again.body.credential).to.equal(null);
+    expect({ ...again.body, credential: undefined }).to.deep.equal({ ...res.body, credential: undefined });
+    expect(JSON.stringify(again.body)).to.not.include(credential.password);
+    expect(logged.join('')).to.not.include(credential.password);
+    // Without the field the answer has none, as before.
+    const plain = await call('POST', PATHS.databases, { template: 'tpl_cred', name: 'tdb_tpl_cred__plain' });
+    expect(plain.status).to.equal(201);
+    expect(plain.body).to.not.have.property('credential');
+    // A bad credential body is refused before anything is made.
+    const bad = await call('POST', PATHS.databases, { template: 'tpl_cred', name: 'tdb_tpl_cred__bad', credential: { connection_limit: -2 } });
+    expect(bad.status).to.equal(400);
+    expect(bad.body.message).to.match(/credential\.connection_limit/);
+    expect((await call('GET', pathFor(PATHS.database, { name: 'tdb_tpl_cred__bad' }))).status).to.equal(404);
+  });
+
   it('a credential for a database that is not minted is 404; dropping a database drops its credentials', async function () {
     expect((await call('POST', pathFor(PATHS.databaseCredentials, { name: 'tdb_tpl_cred__nope' }))).status).to.equal(404);
     const res = await call('POST', pathFor(PATHS.databaseCredentials, { name: b }));

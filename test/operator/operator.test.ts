@@ -76,6 +76,18 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     return events.items.map((e) => e.reason ?? '');
   }
 
+  /** POSTs to the runtimes' credentials route so far (the operator makes a Branch's credential with its database). */
+  async function credentialCalls(): Promise<number> {
+    let n = 0;
+    for (const rt of runtimes) {
+      const res = await fetch(`http://127.0.0.1:${rt.runtime.api!.port}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      for (const line of (await res.text()).split('\n')) {
+        if (line.startsWith('pgx_api_requests_total{') && line.includes('method="POST"') && line.includes('route="/v1/databases/{name}/credentials"')) n += Number(line.split(' ').pop());
+      }
+    }
+    return n;
+  }
+
   before(async function () {
     c = await startCluster();
     runtimes = await startRuntimes(2);
@@ -134,6 +146,8 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     }
     // Pinned by default: the runtime keeps it however long it sits idle.
     expect((await apiOf(runtimeOf(s.pod!)).getDatabase(s.database!)).pinned).to.equal(true);
+    // The credential came with the database, in the create call.
+    expect(await credentialCalls()).to.equal(0);
     expect(await eventReasons('pr-1')).to.include('Ready');
   });
 

@@ -10,6 +10,7 @@
 
 import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClientError, type ApiClient } from '../../api/client.js';
+import type { CreateDatabaseRequest, CreatedDatabaseBody, CredentialBody, DatabaseBody } from '../../api/contract.js';
 import { findCondition, isoSeconds, setCondition, type ConditionInput } from '../conditions.js';
 import { podApi, runtimePods, runtimeRefOf, type OperatorContext } from '../context.js';
 import {
@@ -257,13 +258,12 @@ async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null, limits:
   const api = await podApi(ctx, pod, runtimeName);
   if (!api.ok) return { retry: api.message };
 
-  let db;
+  let db: DatabaseBody | undefined;
+  let created: CreateOutcome | undefined;
   if (old.phase === 'Creating' && old.createdAt === undefined) {
     // Not made yet as far as this Branch knows: create straight away (the request id makes a repeat of
     // an earlier attempt answer that attempt's result, and a database made by it is not made twice).
-    const created = await create(p, api.client, spec, limits, templateDatabaseName(tplName), database);
-    if (created !== null) return created;
-    db = await api.client.getDatabase(database);
+    created = await create(p, api.client, spec, limits, templateDatabaseName(tplName), database);
   } else {
     try {
       db = await api.client.getDatabase(database);
@@ -273,11 +273,18 @@ async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null, limits:
         if (!spec.pinned) return expire(p, 'DroppedWhenIdle', `the runtime dropped ${database} a grace period after its last session (pinned: false)`);
         return setPhase(p, 'Lost', { reason: 'DatabaseGone', message: `database ${database} no longer exists on pod ${podName}; no new database is made in its place: delete this Branch and create another` });
       }
-      const created = await create(p, api.client, spec, limits, templateDatabaseName(tplName), database);
-      if (created !== null) return created;
-      db = await api.client.getDatabase(database);
+      created = await create(p, api.client, spec, limits, templateDatabaseName(tplName), database);
     }
   }
+  // A credential made with the database, in the create call; null when the create did not make one.
+  let fresh: CredentialBody | null = null;
+  if (created !== undefined) {
+    if ('stop' in created) return created.stop;
+    // The create's answer is the database as a GET would show it; a database made earlier is asked for.
+    db = created.made ?? (await api.client.getDatabase(database));
+    fresh = created.made?.credential ?? null;
+  }
+  db = db!; // read above, or created (or returned)
 
   // The spec may have changed since creation: pinned and the limits follow it; a limit taken out of the
   // spec goes back to the runtime's default (null), as it would have been had it never been set.
@@ -289,12 +296,15 @@ async function converge(p: Pass, spec: BranchSpec, ttlMs: number | null, limits:
   let madeSecret = false;
   // A Branch being created has no Secret yet, unless an earlier pass made it and stopped before writing
   // Ready: then the create below finds it (409) and the credential just made is revoked again. Otherwise
-  // the Secret is looked for first, and made again with a new credential if it was lost.
+  // the Secret is looked for first, and made again with a new credential if it was lost. The credential
+  // the create call made serves; without one (a repeated create, a database made earlier) one is made.
   const creating = old.phase === 'Creating' && old.secretName === undefined;
   if (creating || !(await secretExists(ctx.kube, namespace, secretName))) {
-    const credential = await api.client.createCredential(database, {});
+    const credential = fresh ?? (await api.client.createCredential(database, {}));
     if (await createBranchSecret(ctx.kube, p.obj, secretName, podEngineEndpoint(pod, ctx.net), database, credential)) madeSecret = true;
     else await api.client.revokeCredential(database, credential.user);
+  } else if (fresh !== null) {
+    await api.client.revokeCredential(database, fresh.user);
   }
 
   const createdAt = old.createdAt ?? isoSeconds(Date.parse(db.created_at));
@@ -325,23 +335,47 @@ function requeueAtExpiry(ctx: OperatorContext, at: number | null): ReconcileResu
   return at === null ? {} : { requeueAfterMs: Math.max(0, at - ctx.clock.now()) };
 }
 
-/** Creates the database; null when it exists now, else what to return from the reconcile. */
-async function create(p: Pass, client: ApiClient, spec: BranchSpec, limits: Limits, template: string, database: string): Promise<ReconcileResult | null> {
+type CreateOutcome = { made: CreatedDatabaseBody | null } | { stop: ReconcileResult };
+
+/**
+ * Creates the database with its credential in one call: `made` is the answer (its credential null in
+ * the answer to a repeat), or null when the database existed already; `stop` is what to return from
+ * the reconcile instead.
+ */
+async function create(
+  p: Pass,
+  client: ApiClient,
+  spec: BranchSpec,
+  limits: Limits,
+  template: string,
+  database: string,
+): Promise<CreateOutcome> {
+  const body: CreateDatabaseRequest = {
+    template,
+    name: database,
+    pinned: spec.pinned,
+    ...(limits.connections !== null ? { connection_limit: limits.connections } : {}),
+    ...(limits.memoryMb !== null ? { memory_limit_mb: limits.memoryMb } : {}),
+    credential: {},
+    // Safe to retry: the same request id and body answer the first result. (-c: the body asks for the
+    // credential; the id without it, of operators before the one-call create, named a body without.)
+    request_id: `branch-${p.obj.metadata!.uid}-${database}-c`,
+  };
   try {
-    const made = await client.createDatabase({
-      template,
-      name: database,
-      pinned: spec.pinned,
-      ...(limits.connections !== null ? { connection_limit: limits.connections } : {}),
-      ...(limits.memoryMb !== null ? { memory_limit_mb: limits.memoryMb } : {}),
-      // Safe to retry: the same request id and body answer the first result.
-      request_id: `branch-${p.obj.metadata!.uid}-${database}`,
-    });
+    let made: CreatedDatabaseBody;
+    try {
+      made = await client.createDatabase(body);
+    } catch (err) {
+      // A runtime older than the one-call create refuses the field: the database alone, as before.
+      if (!(err instanceof ApiClientError && err.status === 400 && /\bcredential\b/.test(err.message))) throw err;
+      const { credential: _, ...alone } = body;
+      made = await client.createDatabase({ ...alone, request_id: `branch-${p.obj.metadata!.uid}-${database}` });
+    }
     p.ctx.logger.info('database created', { branch: `${p.obj.metadata!.namespace}/${p.obj.metadata!.name}`, database, source: made.source, mint_ms: made.mint_ms });
-    return null;
+    return { made };
   } catch (err) {
     if (!(err instanceof ApiClientError)) throw err;
-    if (err.status === 409 && err.code === 'DUPLICATE_DATABASE') return null;
+    if (err.status === 409 && err.code === 'DUPLICATE_DATABASE') return { made: null };
     // Placed by this pass on a pod whose API refused the connection (its runtime went down after the
     // status placement read): no create for this Branch ever reached it, so it may go elsewhere.
     const refused = p.placedHere === true && connectionRefused(err);
@@ -354,10 +388,10 @@ async function create(p: Pass, client: ApiClient, spec: BranchSpec, limits: Limi
       p.old = rest;
       p.ctx.placements.forget(keyOf(p.obj));
       await setPhase(p, 'Pending', { reason, message });
-      return { retry: message };
+      return { stop: { retry: message } };
     }
-    if (err.status >= 400 && err.status < 500) return setPhase(p, 'Failed', { reason: 'CreateRefused', message: `pod ${p.old.pod} refused database ${database}: ${err.message}` });
-    return { retry: `pod ${p.old.pod}: ${err.message}` };
+    if (err.status >= 400 && err.status < 500) return { stop: await setPhase(p, 'Failed', { reason: 'CreateRefused', message: `pod ${p.old.pod} refused database ${database}: ${err.message}` }) };
+    return { stop: { retry: `pod ${p.old.pod}: ${err.message}` } };
   }
 }
 
