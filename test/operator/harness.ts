@@ -100,6 +100,31 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | null | unde
   }
 }
 
+/**
+ * Waits until the operator has settled as `count` sees it (its reconciles, or its writes): nothing
+ * queued or running, and `count` unchanged for `quietMs`. op.idle() alone does not see what is still
+ * on its way: the watch echo of the last write of a pass, a requeue timer, the Template's delayed
+ * Branch count. A count taken right after idle() can then grow by the work of an earlier step.
+ */
+export async function settle(op: Operator, count: () => Promise<number> | number, quietMs = 500): Promise<void> {
+  await waitFor('the operator to settle', async () => {
+    await op.idle();
+    const before = await count();
+    await new Promise((r) => setTimeout(r, quietMs));
+    await op.idle();
+    return (await count()) === before ? true : null;
+  });
+}
+
+/** Waits until Events of `name` carry every one of `reasons` (an Event is recorded after the write it reports). */
+export function waitForEvents(c: Cluster, name: string, reasons: string[]): Promise<string[]> {
+  return waitFor(`Events ${reasons.join(', ')} of ${name}`, async () => {
+    const events = await c.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name}` });
+    const seen = events.items.map((e) => e.reason ?? '');
+    return reasons.every((r) => seen.includes(r)) ? seen : null;
+  });
+}
+
 export interface Cond {
   type: string;
   status: string;

@@ -25,10 +25,12 @@ import {
   startCluster,
   stopCluster,
   startOperator,
+  settle,
   startRuntimes,
   statusOf,
   waitFor,
   waitForCondition,
+  waitForEvents,
   waitForGone,
   type Cluster,
 } from './harness.js';
@@ -69,11 +71,6 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
       if (err instanceof ApiClientError && err.status === 404) return false;
       throw err;
     }
-  }
-
-  async function eventReasons(name: string): Promise<string[]> {
-    const events = await c.core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name}` });
-    return events.items.map((e) => e.reason ?? '');
   }
 
   /** POSTs to the runtimes' credentials route so far (the operator makes a Branch's credential with its database). */
@@ -148,18 +145,20 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     expect((await apiOf(runtimeOf(s.pod!)).getDatabase(s.database!)).pinned).to.equal(true);
     // The credential came with the database, in the create call.
     expect(await credentialCalls()).to.equal(0);
-    expect(await eventReasons('pr-1')).to.include('Ready');
+    // Recorded after the Ready write, so it may come a moment after the condition is seen.
+    await waitForEvents(c, 'pr-1', ['Ready']);
   });
 
   it('makes no write on a pass over unchanged state (resync every second)', async function () {
     await waitForCondition(c, 'branches', 'pr-1', 'Ready', 'DatabaseReady');
     // The Template counts its Branches a second after one is added (operator.ts): settled state includes that count.
     await waitFor('the Template to count pr-1', async () => ((statusOf<{ branches?: number }>(await read(c, 'templates', 'app')).branches ?? 0) >= 1 ? true : null));
-    await op.idle();
-    const before = c.api.writes('branches').length + c.api.writes('templates').length + c.api.writes('secrets').length;
+    const writes = () => c.api.writes('branches').length + c.api.writes('templates').length + c.api.writes('secrets').length;
+    await settle(op, writes);
+    const before = writes();
     const reconciles = await op.metrics.reconcileCount('branch');
     await waitFor('three more reconciles of pr-1', async () => ((await op.metrics.reconcileCount('branch')) >= reconciles + 3 ? true : null));
-    expect(c.api.writes('branches').length + c.api.writes('templates').length + c.api.writes('secrets').length).to.equal(before);
+    expect(writes()).to.equal(before);
   });
 
   it('drops the database when a Branch is deleted by hand', async function () {
@@ -169,7 +168,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     await waitForGone(c, 'branches', 'pr-1');
     expect(await databaseExists(s.pod!, s.database!)).to.equal(false);
     await waitFor('the Secret to be garbage-collected', async () => ((await c.core.listNamespacedSecret({ namespace: NS, labelSelector: 'pgx.dev/branch=pr-1' })).items.length === 0 ? true : null));
-    expect(await eventReasons('pr-1')).to.include('DatabaseDropped');
+    await waitForEvents(c, 'pr-1', ['DatabaseDropped']);
   });
 
   it('deletes a Branch whose ttl ran out, and drops its database on its pod', async function () {
@@ -181,7 +180,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     expect(await databaseExists(s.pod!, s.database!)).to.equal(true);
     await waitForGone(c, 'branches', 'short', 30_000);
     expect(await databaseExists(s.pod!, s.database!)).to.equal(false);
-    expect(await eventReasons('short')).to.include.members(['TTLExpired', 'DatabaseDropped']);
+    await waitForEvents(c, 'short', ['TTLExpired', 'DatabaseDropped']);
   });
 
   it('spreads Branches over the pods', async function () {
@@ -219,7 +218,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     const blocked = await waitForCondition(c, 'templates', 'held', 'Ready', 'DeletionBlocked');
     expect(condition(blocked, 'Ready')?.message).to.contain('uses-held');
     expect(blocked.metadata?.deletionTimestamp).to.be.a('string');
-    expect(await eventReasons('held')).to.include('DeletionBlocked');
+    await waitForEvents(c, 'held', ['DeletionBlocked']);
     // A new Branch from a Template being deleted is not made.
     await apply(c, 'branches', branchBody('too-late', 'held'));
     await waitForCondition(c, 'branches', 'too-late', 'Ready', 'TemplateDeleting');
@@ -259,7 +258,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     expect(statusOf<BranchStatus>(tiny).phase).to.equal('Failed');
     expect(statusOf<BranchStatus>(tiny).database).to.equal(undefined);
     expect(condition(tiny, 'Ready')?.message).to.contain('limits.memory "512Ki" is under 1Mi');
-    expect(await eventReasons('tiny-memory')).to.include('InvalidMemoryLimit');
+    await waitForEvents(c, 'tiny-memory', ['InvalidMemoryLimit']);
     // Fixed, it is made with the limit.
     await c.custom.patchNamespacedCustomObject({ group: 'pgx.dev', version: 'v1alpha1', namespace: NS, plural: 'branches', name: 'tiny-memory', body: { spec: { limits: { memory: '1Mi' } } } }, MERGE_PATCH);
     const fixed = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'tiny-memory', 'Ready', 'DatabaseReady'));
@@ -295,7 +294,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     // A failed build is not retried until the spec changes: passes over it write nothing. Only writes to
     // the failed Templates count: Template app may still be counting down its Branches from the last test.
     const failedWrites = () => c.api.writes('templates').filter((w) => w.name === 'broken' || w.name === 'no-configmap').length;
-    await op.idle();
+    await settle(op, failedWrites);
     const writes = failedWrites();
     const reconciles = await op.metrics.reconcileCount('template');
     await waitFor('more template reconciles', async () => ((await op.metrics.reconcileCount('template')) >= reconciles + 6 ? true : null));
