@@ -1,9 +1,11 @@
 // The warm pool: per sealed template, `size` spare databases made ahead of time, so a mint is a rename
 // instead of a copy. Refills run in the background, one spare at a time on their own connection, and
-// wait while clients wait for mints, so they never take a worker or CPU from a client. Spares are
+// wait while clients wait for mints, so they never take a worker from a client; their backend runs at
+// the lowest CPU priority, so a copy made while clients connect takes only the CPU they leave. Spares are
 // recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
 // reseal) is stale, never handed out, and dropped by the janitor.
 
+import os from 'node:os';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { AdminConnection } from './admin-connection.js';
@@ -47,6 +49,8 @@ const YIELD_MS = 20;
  */
 const SETTLE_MS = 100;
 const HOLD_MAX_MS = 1000;
+/** The refill backend's nice value: the lowest priority Linux has. */
+export const REFILL_NICE = 19;
 const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
 
@@ -63,7 +67,23 @@ export class WarmPool {
   private heldSince: number | null = null;
 
   constructor(private readonly opts: WarmPoolOptions) {
-    this.conn = new AdminConnection(opts.connect);
+    this.conn = new AdminConnection(async () => this.background(await opts.connect()));
+  }
+
+  /**
+   * Gives the connection's backend the lowest CPU priority (nice 19): a template copy then runs on
+   * what clients' backends leave, in a burst of claims as well as beside one client's first queries.
+   * PostgreSQL has no setting for it; renicing a backend of our own (or any, as root) needs no privilege.
+   */
+  private async background(client: SqlClient): Promise<SqlClient> {
+    const { rows } = await client.query('SELECT pg_catalog.pg_backend_pid()');
+    const pid = Number(rows[0]?.[0]);
+    try {
+      os.setPriority(pid, REFILL_NICE);
+    } catch (err) {
+      this.opts.logger.warn('refill-priority-not-lowered', { pid, err });
+    }
+    return client;
   }
 
   get size(): number {
