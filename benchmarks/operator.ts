@@ -171,9 +171,10 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   });
 
   // The floor: the same burst without the operator, straight to the runtimes' API: a create with its
-  // credential per Branch (one call, as the operator makes it since the one-call create), all queued at once and spread evenly over the pods, with as many in flight as
-  // the operator has workers (200 at once would only wait in the runtimes' mint queues, past their
-  // --mint-timeout). Each is timed from the burst's start, as apply -> Ready is from the apply.
+  // credential per Branch (one call, as the operator makes it), all queued at once and spread evenly
+  // over the pods, with as many in flight as the operator has workers (200 at once would only wait in
+  // the runtimes' mint queues, past their --mint-timeout). Each is timed from the burst's start, as
+  // apply -> Ready is from the apply.
   const poolsFull = async (): Promise<boolean> => (await Promise.all(apis.map(async (a) => Object.values((await a.status()).pool).every((p) => p.ready >= p.size)))).every(Boolean);
   await until('the warm pools to fill', POOL_TIMEOUT_MS, poolsFull, 250);
   const workers = opts.workers ?? DEFAULT_WORKERS;

@@ -40,6 +40,17 @@ describe('api: per-database credentials', function () {
     return new pg.Client({ ...rt.connection(database), password: ADMIN_PASSWORD });
   }
 
+  /** Runs `work` on a superuser connection to `database`, closed after. */
+  async function asAdmin<T>(database: string, work: (c: pg.Client) => Promise<T>): Promise<T> {
+    const c = admin(database);
+    await c.connect();
+    try {
+      return await work(c);
+    } finally {
+      await c.end();
+    }
+  }
+
   async function connectError(opts: pg.ClientConfig): Promise<pg.DatabaseError> {
     const client = new pg.Client(opts);
     try {
@@ -112,9 +123,7 @@ describe('api: per-database credentials', function () {
   });
 
   it('inherits its rights from the NOLOGIN group pgx_credentials: no SET ROLE, no ADMIN, never superuser', async function () {
-    const c = admin('postgres');
-    await c.connect();
-    try {
+    await asAdmin('postgres', async (c) => {
       const { rows } = await c.query(
         `SELECT r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolbypassrls, g.rolcanlogin AS group_login, g.rolsuper AS group_super,
                 m.inherit_option, m.set_option, m.admin_option
@@ -125,9 +134,7 @@ describe('api: per-database credentials', function () {
       expect(rows).to.deep.equal([
         { rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolbypassrls: false, group_login: false, group_super: false, inherit_option: true, set_option: false, admin_option: false },
       ]);
-    } finally {
-      await c.end();
-    }
+    });
     const err = await queryOnce(url, 'SET ROLE pgx_credentials').then(
       () => null,
       (e: unknown) => e as pg.DatabaseError,
@@ -144,13 +151,9 @@ describe('api: per-database credentials', function () {
   });
 
   it('sees what the owner creates in A later (default privileges)', async function () {
-    const c = admin(a);
-    await c.connect();
-    try {
+    await asAdmin(a, async (c) => {
       await c.query('CREATE TABLE later (x int); INSERT INTO later VALUES (7)');
-    } finally {
-      await c.end();
-    }
+    });
     expect((await queryOnce(url, 'SELECT x FROM later')).rows).to.deep.equal([{ x: 7 }]);
   });
 
@@ -160,15 +163,11 @@ describe('api: per-database credentials', function () {
   });
 
   it('A no longer accepts other roles without CONNECT at the PostgreSQL level', async function () {
-    const c = admin('postgres');
-    await c.connect();
-    try {
+    await asAdmin('postgres', async (c) => {
       const { rows } = await c.query<{ acl: string }>(`SELECT datacl::text AS acl FROM pg_database WHERE datname = $1`, [a]);
       expect(rows[0]!.acl).to.include(`${user}=Tc/`);
       expect(rows[0]!.acl).to.not.match(/(^|[{,])=[A-Za-z]*c/);
-    } finally {
-      await c.end();
-    }
+    });
   });
 
   it('revokes: 204, the next connect is 28P01, a second revoke is 204 too', async function () {
@@ -183,14 +182,10 @@ describe('api: per-database credentials', function () {
     expect(err.code).to.equal('28P01');
     expect((await call('DELETE', pathFor(PATHS.databaseCredential, { name: a, user }))).status).to.equal(204);
     // What it created stays, handed to the owner.
-    const c = admin(a);
-    await c.connect();
-    try {
+    await asAdmin(a, async (c) => {
       expect((await c.query(`SELECT tableowner FROM pg_tables WHERE tablename = 'mine'`)).rows).to.deep.equal([{ tableowner: 'postgres' }]);
       expect((await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [user])).rowCount).to.equal(0);
-    } finally {
-      await c.end();
-    }
+    });
   });
 
   it('creates a database and its credential in one call; a repeat of the request answers without the password', async function () {
@@ -204,13 +199,9 @@ describe('api: per-database credentials', function () {
     expect((await queryOnce(credential.url, 'SELECT count(*)::int AS n FROM items')).rows).to.deep.equal([{ n: 1 }]);
     const err = await connectError({ ...rt.connection(a, credential.user), password: credential.password });
     expect(err.code).to.equal('42501');
-    const c = admin('postgres');
-    await c.connect();
-    try {
+    await asAdmin('postgres', async (c) => {
       expect((await c.query('SELECT rolconnlimit FROM pg_roles WHERE rolname = $1', [credential.user])).rows).to.deep.equal([{ rolconnlimit: 3 }]);
-    } finally {
-      await c.end();
-    }
+    });
     // The same request again: the same database, and no password (it was handed out once).
     const again = await call('POST', PATHS.databases, body);
     expect(again.status).to.equal(201);
@@ -235,25 +226,17 @@ describe('api: per-database credentials', function () {
     expect(res.status).to.equal(201);
     const other = res.body.user as string;
     expect((await call('DELETE', pathFor(PATHS.database, { name: b }))).status).to.equal(204);
-    const c = admin('postgres');
-    await c.connect();
-    try {
+    await asAdmin('postgres', async (c) => {
       expect((await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [other])).rowCount).to.equal(0);
-    } finally {
-      await c.end();
-    }
+    });
   });
 
   it('a database whose content lacks the group grants (a snapshot of one) gets them over a connection at its first credential', async function () {
     const made = await call('POST', PATHS.databases, { template: 'tpl_cred', name: 'tdb_tpl_cred__bare' });
     expect(made.status).to.equal(201);
-    const c = admin('tdb_tpl_cred__bare');
-    await c.connect();
-    try {
+    await asAdmin('tdb_tpl_cred__bare', async (c) => {
       await c.query('DROP OWNED BY pgx_credentials');
-    } finally {
-      await c.end();
-    }
+    });
     expect((await call('POST', pathFor(PATHS.databaseSnapshots, { name: 'tdb_tpl_cred__bare' }), { name: 'snap_bare' })).status).to.equal(201);
     const minted = await call('POST', PATHS.databases, { template: 'snap_bare', name: 'tdb_snap_bare__one' });
     expect(minted.status).to.equal(201);
@@ -273,13 +256,9 @@ describe('api: per-database credentials', function () {
 
   it('an unsealed template holds no rights for the group; sealing it grants them again', async function () {
     const has = async (): Promise<boolean> => {
-      const c = admin('tpl_cred');
-      await c.connect();
-      try {
+      return asAdmin('tpl_cred', async (c) => {
         return (await c.query<{ ok: boolean }>(`SELECT has_table_privilege('pgx_credentials', 'items', 'SELECT') AS ok`)).rows[0]!.ok;
-      } finally {
-        await c.end();
-      }
+      });
     };
     expect((await call('POST', pathFor(PATHS.templateUnseal, { name: 'tpl_cred' }))).status).to.equal(200);
     expect(await has()).to.equal(false);
@@ -287,13 +266,9 @@ describe('api: per-database credentials', function () {
     expect((await call('POST', pathFor(PATHS.templateUnseal, { name: 'tpl_cred' }))).status).to.equal(200);
     // Sealed again the template had them (its copies carry them); unsealed, it has none.
     expect(await has()).to.equal(false);
-    const c = admin('tpl_cred');
-    await c.connect();
-    try {
+    await asAdmin('tpl_cred', async (c) => {
       await c.query('GRANT SELECT ON items TO pgx_credentials');
-    } finally {
-      await c.end();
-    }
+    });
     expect(await has()).to.equal(true);
     expect((await call('POST', pathFor(PATHS.templateSeal, { name: 'tpl_cred' }))).status).to.equal(200);
     const made = await call('POST', PATHS.databases, { template: 'tpl_cred', name: 'tdb_tpl_cred__resealed' });
@@ -306,13 +281,9 @@ describe('api: per-database credentials', function () {
     expect(res.status).to.equal(201);
     const kept = { user: res.body.user as string, password: res.body.password as string };
     // A role made a member of the group behind PGX's back loses the membership at the next start.
-    const c0 = admin('postgres');
-    await c0.connect();
-    try {
-      await c0.query('CREATE ROLE intruder LOGIN; GRANT pgx_credentials TO intruder');
-    } finally {
-      await c0.end();
-    }
+    await asAdmin('postgres', async (c) => {
+      await c.query('CREATE ROLE intruder LOGIN; GRANT pgx_credentials TO intruder');
+    });
     const { dataDir, socketDir } = rt;
     await rt.runtime.stop();
     leftovers.push(path.dirname(dataDir), socketDir);
@@ -328,13 +299,9 @@ describe('api: per-database credentials', function () {
       await c.end();
     }
     expect(logged.join('')).to.not.include(kept.password);
-    const c2 = admin('postgres');
-    await c2.connect();
-    try {
-      expect((await c2.query(`SELECT 1 FROM pg_auth_members WHERE member = 'intruder'::regrole`)).rowCount).to.equal(0);
-    } finally {
-      await c2.end();
-    }
+    await asAdmin('postgres', async (c) => {
+      expect((await c.query(`SELECT 1 FROM pg_auth_members WHERE member = 'intruder'::regrole`)).rowCount).to.equal(0);
+    });
     expect(logged.join('')).to.include('credentials-group-member-revoked');
   });
 
