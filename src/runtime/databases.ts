@@ -252,6 +252,7 @@ export class DisposableDatabases {
   async stop(): Promise<void> {
     if (this.state === 'stopped' || this.state === 'stopping') return;
     this.state = 'stopping';
+    this.dropper.stopAccepting(); // the janitor's pass ends after the drop it is in
     await this.janitor.stop();
     await this.queue.stop();
     await this.claims.close();

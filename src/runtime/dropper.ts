@@ -3,6 +3,7 @@
 // requests for one name share one drop; route() waits for a drop in progress before minting the name
 // again.
 
+import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { AdminConnection } from './admin-connection.js';
 import { dropDatabaseSql } from './create-database.js';
@@ -33,6 +34,8 @@ export interface Termination {
 export class Dropper {
   private readonly conn: AdminConnection;
   private readonly inProgress = new Map<string, Promise<void>>();
+  /** Set when the runtime stops: no new drop begins (see stopAccepting). */
+  closing = false;
 
   constructor(
     connect: () => Promise<SqlClient>,
@@ -59,12 +62,30 @@ export class Dropper {
   drop(name: string, terminate: Termination | null, reason: string): Promise<void> {
     const running = this.inProgress.get(name);
     if (running) return running;
+    if (this.closing) {
+      return Promise.reject(
+        new PgxError('CANNOT_CONNECT_NOW', `database "${name}" was not dropped: the runtime is shutting down`, {
+          hint: 'Its record stays: the janitor drops it when the runtime starts again, or drop it then.',
+        }),
+      );
+    }
     const work = this.run(name, terminate, reason).finally(() => this.inProgress.delete(name));
     this.inProgress.set(name, work);
     return work;
   }
 
+  /**
+   * Begins no new drop. The janitor may have dozens due (seconds each on a busy machine); a stop that
+   * waited for them all would outlast a container's grace period. What is left keeps its record and
+   * is dropped after the next start.
+   */
+  stopAccepting(): void {
+    this.closing = true;
+  }
+
+  /** Waits for the drops already begun, then closes the connection. */
   async close(): Promise<void> {
+    this.stopAccepting();
     await Promise.all([...this.inProgress.values()].map((p) => p.catch(() => undefined)));
     await this.conn.close();
   }

@@ -37,6 +37,7 @@ export function expireTtlTask(o: LifecycleOptions): JanitorTask {
       const now = o.clock.now();
       const due = [...o.registry.databases.values()].filter((d) => d.expiresAt !== null && d.expiresAt <= now).slice(0, o.batch);
       for (const d of due) {
+        if (o.dropper.closing) break;
         const at = new Date(d.expiresAt!).toISOString();
         await o.dropper.drop(
           d.name,
@@ -64,6 +65,7 @@ export function dropIdleTask(o: LifecycleOptions): JanitorTask {
         .filter((d) => !d.pinned && o.sessions.of(d.name) === 0 && (engineCounts.get(d.name) ?? 0) === 0 && idleDueAt(d, o) <= now)
         .slice(0, o.batch);
       for (const d of due) {
+        if (o.dropper.closing) break;
         await o.dropper.drop(d.name, null, `idle: no session for --grace ${o.graceMs / 1000} s`);
         o.counters.add('janitor.drops');
       }
@@ -89,7 +91,7 @@ export function dropStaleSparesTask(o: LifecycleOptions): JanitorTask {
     name: 'drop-stale-spares',
     async run() {
       const stale = o.registry.staleSpares().slice(0, o.batch);
-      for (const s of stale) await o.dropper.drop(s.name, null, `stale spare of template "${s.template}": unsealed or resealed since (--pool-size refills it)`);
+      for (const s of stale) if (!o.dropper.closing) await o.dropper.drop(s.name, null, `stale spare of template "${s.template}": unsealed or resealed since (--pool-size refills it)`);
       return stale.length;
     },
   };

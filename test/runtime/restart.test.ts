@@ -93,3 +93,38 @@ describe('runtime: restart keeps disposable databases', function () {
     expect(await databaseExists(h, 'tdb_tpl_app__pinned')).to.equal(true);
   });
 });
+
+describe('runtime: a stop during the janitor\'s drops', function () {
+  this.timeout(120_000);
+  let first: Harness | undefined;
+  let second: Harness | undefined;
+
+  after(async function () {
+    await second?.admin.close();
+    await second?.stopDatabases();
+    await first?.rt.stop();
+  });
+
+  it('ends after the drop in progress; the rest keep their records and are dropped after the next start', async function () {
+    // The janitor passes only when asked, so the pass below is the one the stop interrupts.
+    const settings = { ...FAST, poolSize: 0, janitorIntervalMs: 3_600_000 };
+    first = await startHarness({ settings });
+    const h = first;
+    await createTemplateDatabase(h, 'tpl_app');
+    await h.dbs.seal('tpl_app', 'postgres');
+    const names = Array.from({ length: 8 }, (_, i) => `tdb_tpl_app__due${i}`);
+    for (const database of names) await h.dbs.route({ user: 'postgres', database });
+    await new Promise((r) => setTimeout(r, (FAST.graceSeconds! + 0.5) * 1000));
+
+    const pass = h.dbs.runJanitor(); // eight drops due, one after another
+    await h.stopDatabases();
+    await pass;
+    const { rows } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE starts_with(datname, 'tdb_tpl_app__due')`);
+    expect(Number(rows[0]![0])).to.be.at.least(names.length - 1);
+
+    second = await startHarness({ rt: h.rt, settings });
+    await h.admin.close();
+    await second.dbs.runJanitor();
+    for (const name of names) expect(await databaseExists(second, name), name).to.equal(false);
+  });
+});
