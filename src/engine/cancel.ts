@@ -34,7 +34,8 @@ export class CancelKeys {
       this.nextPid = pid >= 0x7fffffff ? 1000 : pid + 1;
     }
     const secret = randomInt(0, 0xffffffff) | 0;
-    const buf = Buffer.alloc(4);
+    // From Node's shared pool (4 bytes of their own, no allocation per key).
+    const buf = Buffer.allocUnsafe(4);
     buf.writeInt32BE(secret);
     this.entries.set(pid, { secret: buf, session });
     return { pid, secret };

@@ -63,26 +63,12 @@ const LARGE_READ_BUFFER = 64 * 1024;
 export type ClientReader = (chunk: Buffer) => boolean;
 
 /**
- * Moves a connection accepted by a net.Server created with `pauseOnConnect` onto a new net.Socket
- * that reads with `onread` (net's documented zero-copy read: one buffer, a callback per read, no
- * Buffer, stream push or 'data' event per read). net.Server has no onread option for the sockets it
- * accepts (Node 20 to 24), so this takes the accepted socket's handle and gives it to the new socket.
- * `_handle` and the `handle` option are undocumented, though stable for years: they are how Node
- * itself builds accepted sockets and moves sockets to child processes. test/engine/client-socket.test.ts
- * fails if a Node release changes them. Returns null (the caller reads 'data' events instead) when
- * the accepted socket has no handle to move.
+ * Where a session's socket comes from: the listener makes it around the session's `onread` (net's
+ * documented zero-copy read: one buffer, a callback per read, no Buffer, stream push or 'data' event
+ * per read; see listener.ts, acceptWithOnread), or an accepted socket, paused, that the session reads
+ * through 'data' events (a listener that cannot make sockets itself).
  */
-export function adoptAccepted(accepted: net.Socket, onread: net.OnReadOpts): net.Socket | null {
-  const holder = accepted as unknown as { _handle?: { readStart?: unknown } | null };
-  const handle = holder._handle;
-  if (handle === null || handle === undefined || typeof handle.readStart !== 'function' || accepted.destroyed) return null;
-  holder._handle = null;
-  const socket = new net.Socket({ handle, onread, readable: true, writable: true } as net.SocketConstructorOpts);
-  // The server counts `accepted` among its connections until it is destroyed (now handle-less, that
-  // only tells the server): keep the count, so net.Server.close() still waits for this connection.
-  socket.once('close', () => accepted.destroy());
-  return socket;
-}
+export type ClientSocketSource = net.Socket | ((onread: net.OnReadOpts) => net.Socket);
 
 export class ClientSession implements Cancellable {
   state: ClientState = 'startup';
@@ -110,22 +96,22 @@ export class ClientSession implements Cancellable {
   private reader: ClientReader | null = null;
 
   /**
-   * `accepted` comes from a net.Server with `pauseOnConnect`: the session moves it onto a socket that
-   * reads into `readBuf` (adoptAccepted); a socket that cannot be moved is read through 'data' events.
+   * A socket made from `source` reads into `readBuf`; an accepted one (paused) is read through 'data'
+   * events. The listener has set TCP_NODELAY on TCP connections already.
    */
   constructor(
-    accepted: net.Socket,
+    source: ClientSocketSource,
     private readonly ctx: EngineContext,
     /** Unix socket or loopback: trusted in trust mode. */
     private readonly local: boolean,
   ) {
-    const socket = adoptAccepted(accepted, { buffer: () => this.readBuf, callback: this.onRead });
-    if (socket === null) {
-      accepted.on('data', this.onStreamData);
-      accepted.resume();
+    if (source instanceof net.Socket) {
+      this.socket = source;
+      source.on('data', this.onStreamData);
+      source.resume();
+    } else {
+      this.socket = source({ buffer: () => this.readBuf, callback: this.onRead });
     }
-    this.socket = socket ?? accepted;
-    this.socket.setNoDelay(true);
     this.reader = this.onLoginData;
     this.socket.on('close', this.onClose);
     this.socket.on('error', this.onSocketError);
@@ -352,13 +338,15 @@ export class ClientSession implements Cancellable {
     if (!this.socket.destroyed && this.socket.writable) this.socket.write(pending);
   };
 
-  /** `frame` preceded by any held-back authentication messages. */
-  private withAuth(frame: Buffer): Buffer {
+  /** `frames` in one buffer, preceded by any held-back authentication messages. */
+  private withAuth(...frames: Buffer[]): Buffer {
     const pending = this.authPending;
-    if (pending === null) return frame;
-    this.authPending = null;
-    this.clearAuthTimer();
-    return Buffer.concat([pending, frame]);
+    if (pending !== null) {
+      this.authPending = null;
+      this.clearAuthTimer();
+      frames.unshift(pending);
+    }
+    return frames.length === 1 ? frames[0]! : Buffer.concat(frames);
   }
 
   private clearAuthTimer(): void {
@@ -434,7 +422,7 @@ export class ClientSession implements Cancellable {
     this.backend = backend;
     const key = this.ctx.cancelKeys.issue(this, backend.pid);
     this.cancelPid = key.pid;
-    this.socket.write(this.withAuth(Buffer.concat([backend.parameterFrames(), backendKeyData(key.pid, key.secret), READY_IDLE])));
+    this.socket.write(this.withAuth(backend.parameterFrames(), backendKeyData(key.pid, key.secret), READY_IDLE));
     this.setState('active');
     this.ctx.options.sessionObserver?.sessionStarted(this.database);
     this.observed = true;
@@ -449,7 +437,7 @@ export class ClientSession implements Cancellable {
       { socket: this.socket, setReader: (reader) => (this.reader = reader) },
       backend,
       {
-        terminate: () => this.close(),
+        terminate: () => this.close(true),
         violation: (type, length) => this.failClient(violationError(type, length)),
         failed: (err) => this.failClient(err),
       },
@@ -509,8 +497,11 @@ export class ClientSession implements Cancellable {
     this.close();
   }
 
-  /** Releases everything the session holds; idempotent. */
-  close(): void {
+  /**
+   * Releases everything the session holds; idempotent. `terminated`: the client sent Terminate, so
+   * once everything written has gone out there is nothing to wait for (see the end).
+   */
+  close(terminated = false): void {
     if (this.state === 'closed') return;
     this.setState('closed');
     clearTimeout(this.loginTimer);
@@ -534,6 +525,13 @@ export class ClientSession implements Cancellable {
     this.pump = null;
     this.reader = null;
     if (!this.socket.destroyed) {
+      // After Terminate with nothing left to send, a plain socket closes at once, as PostgreSQL and
+      // PgBouncer close it (no shutdown, no wait for the client's FIN, no grace timer). TLS ends
+      // with end(), which sends close_notify first, as PostgreSQL does.
+      if (terminated && !this.encrypted && this.socket.writableLength === 0) {
+        this.socket.destroy();
+        return;
+      }
       this.socket.end();
       // A client that never reads its socket must not hold it open forever.
       this.socket.setTimeout(CLOSE_GRACE_MS, () => this.socket.destroy());

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PgxError } from '../errors.js';
 import { CancelKeys } from './cancel.js';
-import { ClientSession } from './client.js';
+import { ClientSession, type ClientSocketSource } from './client.js';
 import type { EngineContext } from './context.js';
 import { BackendPool, type PoolStats } from './pool.js';
 import type { EngineOptions } from './ports.js';
@@ -79,10 +79,11 @@ export class Engine {
   port = 0;
 
   async start(): Promise<void> {
-    // Accepted sockets stay paused: the session moves each onto a socket that reads into a reused
-    // buffer (client.ts, adoptAccepted) before anything is read.
+    // Each connection gets one socket, made by the session around its read buffer (acceptWithOnread).
+    // Sockets net.Server makes itself (if this Node's server cannot be hooked) come paused.
     const tcp = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.accept(socket, isLoopback(socket.remoteAddress)));
     await listen(tcp, { host: this.options.host, port: this.options.port });
+    acceptWithOnread(tcp, true, (source, remoteAddress) => this.accept(source, isLoopback(remoteAddress)));
     this.servers.push(tcp);
     this.watchdog?.start();
     const address = tcp.address();
@@ -93,6 +94,7 @@ export class Engine {
       removeStaleSocket(unixPath);
       const unix = net.createServer({ pauseOnConnect: true }, (socket) => this.accept(socket, true));
       await listen(unix, { path: unixPath });
+      acceptWithOnread(unix, false, (source) => this.accept(source, true));
       fs.chmodSync(unixPath, 0o777);
       this.unixPath = unixPath;
       this.servers.push(unix);
@@ -145,10 +147,62 @@ export class Engine {
     if (this.unixPath) fs.rmSync(this.unixPath, { force: true });
   }
 
-  private accept(socket: net.Socket, local: boolean): void {
-    const session = new ClientSession(socket, this.ctx, local);
+  private accept(source: ClientSocketSource, local: boolean): void {
+    const session = new ClientSession(source, this.ctx, local);
     this.ctx.sessions.add(session);
   }
+}
+
+/** The accepted connection as net.Server's listening handle reports it (a TCP or Pipe handle). */
+interface AcceptedHandle {
+  setNoDelay?(enable: boolean): number;
+  getpeername?(out: { address?: string }): number;
+}
+
+type OnConnection = (this: unknown, status: number, handle?: AcceptedHandle) => void;
+
+/**
+ * Makes the sockets of `server`'s connections without net.Server: for each accepted handle,
+ * `accept` gets a function that builds the connection's one net.Socket with the session's `onread`
+ * (net.Server has no onread option for the sockets it accepts, Node 20 to 24, and building its own
+ * socket, then a second one to read with onread, cost a socket construction and destruction per
+ * connection). It sets TCP_NODELAY on TCP connections once (`noDelay`), and counts the socket as
+ * net.Server does (`_connections`, `_server`), so close() still waits for it. `remoteAddress` is the
+ * peer's address (undefined on a Unix socket).
+ *
+ * The listening handle's `onconnection`, `_connections` and the socket's `_server` and `handle`
+ * option are undocumented, though stable for years: they are what net.Server's own onconnection
+ * does. test/engine/client-socket.test.ts fails if a Node release changes them. Returns false, and
+ * leaves `server` as it is (its paused sockets reach the 'connection' listener), when the handle
+ * has no onconnection to replace.
+ */
+export function acceptWithOnread(
+  server: net.Server,
+  noDelay: boolean,
+  accept: (source: (onread: net.OnReadOpts) => net.Socket, remoteAddress: string | undefined) => void,
+): boolean {
+  const internals = server as unknown as { _handle?: { onconnection?: OnConnection } | null; _connections: number };
+  const listening = internals._handle;
+  if (listening === null || listening === undefined || typeof listening.onconnection !== 'function' || typeof internals._connections !== 'number') return false;
+  const nodeOnConnection = listening.onconnection;
+  listening.onconnection = function (this: unknown, status: number, handle?: AcceptedHandle): void {
+    // Errors (and anything unexpected) go the way Node handles them: an 'error' event on the server.
+    if (status !== 0 || handle === undefined) return nodeOnConnection.call(this, status, handle);
+    const tcp = typeof handle.setNoDelay === 'function';
+    if (noDelay && tcp) handle.setNoDelay!(true);
+    let remoteAddress: string | undefined;
+    if (typeof handle.getpeername === 'function') {
+      const peer: { address?: string } = {};
+      if (handle.getpeername(peer) === 0) remoteAddress = peer.address;
+    }
+    accept((onread) => {
+      const socket = new net.Socket({ handle, onread, readable: true, writable: true, noDelay: noDelay && tcp } as net.SocketConstructorOpts);
+      internals._connections++;
+      Object.assign(socket, { server, _server: server });
+      return socket;
+    }, remoteAddress);
+  };
+  return true;
 }
 
 function listen(server: net.Server, opts: net.ListenOptions): Promise<void> {

@@ -114,11 +114,14 @@ export class BackendConnection {
     this.socket = socket;
     socket.setNoDelay(true);
     // A closed socket while idle or resetting takes the backend out of service; while a session
-    // holds it, the session's own close handler runs as well.
+    // holds it, the session's own close handler runs as well. A close or error during a phase ends it.
     socket.on('close', () => {
       this.state = 'closed';
+      if (this.phase !== null) this.onPhaseEnd();
     });
-    socket.on('error', () => {});
+    socket.on('error', (err) => {
+      if (this.phase !== null) this.onPhaseEnd(err);
+    });
   }
 
   /** Opens a backend and completes the startup handshake (trust auth on the private socket). */
@@ -269,7 +272,9 @@ export class BackendConnection {
    * `fail` runs). A close or socket error ends the phase with BackendUnreachable.
    */
   private runPhase(handler: PhaseHandler, done: () => void, fail: (err: Error) => void): void {
-    this.phaseScanner = new FrameScanner(PHASE_SCANNER);
+    // A phase ends on a message boundary (a whole ReadyForQuery), so the scanner serves the next one;
+    // a phase that broke off mid-message took the connection with it.
+    if (this.phaseScanner === null || !this.phaseScanner.atBoundary) this.phaseScanner = new FrameScanner(PHASE_SCANNER);
     this.phaseFail = fail;
     this.phase = (type, frame) => {
       try {
@@ -284,8 +289,6 @@ export class BackendConnection {
       return 'done';
     };
     this.reader = this.onPhaseData;
-    this.socket.on('close', this.onPhaseEnd);
-    this.socket.on('error', this.onPhaseEnd);
     const pending = this.leftover;
     if (pending) {
       this.leftover = null;
@@ -297,8 +300,6 @@ export class BackendConnection {
     this.phase = null;
     this.phaseFail = null;
     if (this.reader === this.onPhaseData) this.reader = null;
-    this.socket.off('close', this.onPhaseEnd);
-    this.socket.off('error', this.onPhaseEnd);
   }
 }
 

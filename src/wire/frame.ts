@@ -76,8 +76,8 @@ export class FrameScanner {
 
   /** Body bytes of a passing frame still to come in later chunks. */
   private skip = 0;
-  /** A header that straddles chunks. */
-  private readonly header = Buffer.alloc(5);
+  /** A header that straddles chunks (a slice of Node's shared pool: no allocation of its own). */
+  private readonly header = Buffer.allocUnsafe(5);
   private headerLen = 0;
   /** A Whole frame that straddles chunks. */
   private whole: Buffer | null = null;

@@ -1,35 +1,41 @@
-// Client sockets read into a reused buffer (client.ts, adoptAccepted). Two things are guarded here:
-// that moving an accepted connection onto a socket with `onread` still works on this Node (it relies
-// on net.Socket's undocumented `_handle` and `handle` option), and that bytes the engine keeps past a
-// read (writes queued on a slow backend) are never overwritten by the next read.
+// Client sockets read into a reused buffer (listener.ts, acceptWithOnread). Two things are guarded
+// here: that building an accepted connection's socket with `onread` in place of net.Server still works
+// on this Node (it relies on the listening handle's undocumented `onconnection`, the server's
+// `_connections` and the socket's `handle` option), and that bytes the engine keeps past a read
+// (writes queued on a slow backend) are never overwritten by the next read.
 
 import { expect } from 'chai';
 import net from 'node:net';
 import { once } from 'node:events';
 import { serialize } from 'pg-protocol';
-import { adoptAccepted } from '../../src/engine/client.js';
+import { acceptWithOnread } from '../../src/engine/listener.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 describe('engine: client sockets read with onread', function () {
   this.timeout(60_000);
 
-  describe('adoptAccepted (guards the undocumented net internals it uses)', () => {
-    it('moves an accepted connection onto a socket that reads into the given buffer, and the server still counts it', async () => {
+  describe('acceptWithOnread (guards the undocumented net internals it uses)', () => {
+    it('gives each accepted connection one socket that reads into the given buffer, and the server still counts it', async () => {
       const buf = Buffer.alloc(16);
       const reads: { n: number; same: boolean; bytes: Buffer }[] = [];
-      let adopted: net.Socket | null = null;
-      const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
-        adopted = adoptAccepted(accepted, {
+      let made: net.Socket | null = null;
+      let peer: string | undefined;
+      let viaServer = 0;
+      const server = net.createServer({ pauseOnConnect: true }, () => viaServer++);
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      const hooked = acceptWithOnread(server, true, (source, remoteAddress) => {
+        peer = remoteAddress;
+        made = source({
           buffer: buf,
           callback: (n, b) => {
             reads.push({ n, same: b === buf, bytes: Buffer.from(b.subarray(0, n)) });
-            adopted!.write(Buffer.from(b.subarray(0, n)).reverse());
+            made!.write(Buffer.from(b.subarray(0, n)).reverse());
             return true;
           },
         });
       });
-      server.listen(0, '127.0.0.1');
-      await once(server, 'listening');
+      expect(hooked).to.equal(true);
       const { port } = server.address() as net.AddressInfo;
       const client = net.connect(port, '127.0.0.1');
       const echoed: Buffer[] = [];
@@ -39,20 +45,22 @@ describe('engine: client sockets read with onread', function () {
       const sent = Buffer.from('abcdefghijklmnopqrstuvwxyz0123456789');
       client.write(sent);
       while (Buffer.concat(echoed).length < sent.length) await once(client, 'data');
-      expect(adopted).to.be.an.instanceOf(net.Socket);
-      expect(adopted!.remoteAddress).to.equal('127.0.0.1');
+      expect(viaServer).to.equal(0);
+      expect(made).to.be.an.instanceOf(net.Socket);
+      expect(peer).to.equal('127.0.0.1');
+      expect(made!.remoteAddress).to.equal('127.0.0.1');
       expect(reads.every((r) => r.same && r.n <= buf.length)).to.equal(true);
       expect(reads.length).to.be.greaterThan(1);
       expect(Buffer.concat(reads.map((r) => r.bytes)).equals(sent)).to.equal(true);
 
-      // close() waits for the moved connection, as for any accepted one.
+      // close() waits for the connection, as for any accepted one.
       let closed = false;
       server.close(() => (closed = true));
       await new Promise((r) => setTimeout(r, 100));
       expect(closed).to.equal(false);
-      const adoptedClosed = once(adopted!, 'close');
+      const madeClosed = once(made!, 'close');
       client.end();
-      await adoptedClosed;
+      await madeClosed;
       await new Promise((r) => setTimeout(r, 50));
       expect(closed).to.equal(true);
     });
