@@ -69,6 +69,9 @@ const PARSE_COMPLETE = 0x31;
 const QUERY_CANCELED = '57014';
 const CLOSE_COMPLETE = 0x33;
 
+/** Control counts completions so it can tell its own from the client's (see control.ts). */
+const CONTROL_BACKEND_TABLE = actionTable({ ...BACKEND_ACTIONS, [PARSE_COMPLETE]: FrameAction.Note, [CLOSE_COMPLETE]: FrameAction.Note });
+
 /** PostgreSQL's own ceiling for a message (PQ_LARGE_MESSAGE_LIMIT). */
 const MAX_MESSAGE = 0x3fffffff;
 const MAX_WHOLE = 1 << 20;
@@ -154,7 +157,7 @@ export class Pump {
   private waiting: Waiter | null = null;
 
   private readonly fromClient: FrameScanner;
-  private readonly fromBackend = new FrameScanner({ actions: BACKEND_TABLE, maxLength: MAX_MESSAGE, maxWholeLength: MAX_WHOLE });
+  private readonly fromBackend: FrameScanner;
   private readonly toBackend: Outbox;
   private readonly toClient: Outbox;
 
@@ -241,13 +244,13 @@ export class Pump {
       maxLength: MAX_MESSAGE,
       maxWholeLength: MAX_WHOLE,
     });
+    this.fromBackend = new FrameScanner({
+      actions: control ? CONTROL_BACKEND_TABLE : BACKEND_TABLE,
+      maxLength: MAX_MESSAGE,
+      maxWholeLength: MAX_WHOLE,
+    });
     this.toBackend = new Outbox(this.backend, this.client);
     this.toClient = new Outbox(this.client, this.backend);
-    if (control) {
-      // Control counts completions so it can tell its own from the client's (see control.ts).
-      this.fromBackend.setAction(PARSE_COMPLETE, FrameAction.Note);
-      this.fromBackend.setAction(CLOSE_COMPLETE, FrameAction.Note);
-    }
   }
 
   /** Starts forwarding; bytes that arrived before (from either side) go first. */
