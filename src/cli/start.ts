@@ -243,7 +243,17 @@ export async function runStart(argv: string[]): Promise<number> {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
       if (stopping) {
-        logger.warn('second signal: exiting without waiting', { signal });
+        // PostgreSQL finishes a fast shutdown on its own (sessions ended, a checkpoint): ask for one
+        // rather than leave it running, orphaned, until the next start finds it.
+        const postgres = runtime.supervisor.pid;
+        if (postgres !== undefined) {
+          try {
+            process.kill(postgres, 'SIGINT');
+          } catch {
+            // already gone
+          }
+        }
+        logger.warn('second signal: exiting without waiting; PostgreSQL was asked for a fast shutdown', { signal, postgresPid: postgres });
         process.exit(1);
       }
       stopping = true;

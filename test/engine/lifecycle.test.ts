@@ -566,5 +566,16 @@ describe('engine: session lifecycle', function () {
       expect(await postgresProcessesIn(dataDir)).to.deep.equal([]);
       expect(fs.existsSync(path.join(dataDir, 'postmaster.pid')), 'postmaster.pid after a clean stop').to.equal(false);
     });
+
+    it('a second Ctrl-C exits at once and still leaves no PostgreSQL running', async function () {
+      const started = await pgxStart(await freePort());
+      started.child.kill('SIGINT');
+      await waitFor('the stop to begin', () => started.stderr().includes('"message":"stopping"'));
+      started.child.kill('SIGINT');
+      const exit = await started.exited;
+      expect(exit, started.stderr()).to.deep.equal({ code: 1, signal: null });
+      expect(started.stderr()).to.contain('PostgreSQL was asked for a fast shutdown');
+      await waitFor('PostgreSQL to finish its shutdown', async () => (await postgresProcessesIn(dataDir)).length === 0, 15_000);
+    });
   });
 });
