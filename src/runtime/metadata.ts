@@ -168,8 +168,10 @@ export class MetadataStore {
     await (await this.client()).query(`DELETE FROM templates WHERE name = ${quoteLiteral(name)}`);
   }
 
-  /** Inserts or replaces the whole row: every change (pin, TTL, session end) is one write shape. */
-  /** Writes the row now, with whatever else is queued; resolves once committed. */
+  /**
+   * Inserts or replaces the whole row (every change, pin, TTL or session end, is one write shape) now,
+   * with whatever else is queued; resolves once committed.
+   */
   saveDatabase(r: DatabaseRecord): Promise<void> {
     return this.queue([[r.name, r]], true);
   }
@@ -215,11 +217,7 @@ export class MetadataStore {
       this.batch = { rows: new Map(), written, resolve, reject };
     }
     const batch = this.batch;
-    for (const [name, row] of changes) {
-      // Map order is first insertion: move a changed name to the end so a row keeps its latest place.
-      batch.rows.delete(name);
-      batch.rows.set(name, row);
-    }
+    for (const [name, row] of changes) batch.rows.set(name, row);
     if (now) return this.flush();
     this.batchTimer ??= setTimeout(() => {
       this.flush().catch(() => undefined); // each caller hears of a failure through its own promise

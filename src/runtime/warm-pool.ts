@@ -73,7 +73,8 @@ export class WarmPool {
   /**
    * Gives the connection's backend the lowest CPU priority (nice 19): a template copy then runs on
    * what clients' backends leave, in a burst of claims as well as beside one client's first queries.
-   * PostgreSQL has no setting for it; renicing a backend of our own (or any, as root) needs no privilege.
+   * PostgreSQL has no setting for it. Lowering the priority of a process of the same OS user needs no
+   * privilege, and root (whose PostgreSQL runs as another user) may lower any.
    */
   private async background(client: SqlClient): Promise<SqlClient> {
     const { rows } = await client.query('SELECT pg_catalog.pg_backend_pid()');
