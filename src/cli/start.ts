@@ -237,8 +237,6 @@ export async function runStart(argv: string[]): Promise<number> {
   const url = `postgresql://postgres@${hostForUrl(config.host)}:${runtime.engine.port}/postgres`;
   const socketNote = config.socketDir ? `, socket ${config.socketDir}/.s.PGSQL.${runtime.engine.port}` : '';
   const apiNote = runtime.api ? `, API http://${hostForUrl(config.apiHost)}:${runtime.api.port}/v1` : '';
-  process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${socketNote}${apiNote}, data ${config.dataDir})\n`);
-
   await new Promise<void>((resolve) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -266,6 +264,9 @@ export async function runStart(argv: string[]): Promise<number> {
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
     process.on('SIGHUP', () => runtime.reloadTls());
+    // Only now: whoever reads this line may signal at once, and a signal before the handlers
+    // above would kill node outright and leave PostgreSQL running.
+    process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${socketNote}${apiNote}, data ${config.dataDir})\n`);
   });
   return 0;
 }
