@@ -253,10 +253,12 @@ export async function unprepareDatabase(client: SqlClient): Promise<void> {
  */
 async function ensureGroup(admin: SqlClient, members: ReadonlySet<string>, logger: Logger): Promise<void> {
   const group = quoteIdent(CREDENTIALS_GROUP);
+  // Looked up first: a CREATE that fails on every start would put an ERROR in PostgreSQL's log each time.
+  const { rows: found } = await admin.query(`SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(CREDENTIALS_GROUP)}`);
   try {
-    await admin.query(`CREATE ROLE ${group} ${GROUP_ATTRIBUTES}`);
+    if (found.length === 0) await admin.query(`CREATE ROLE ${group} ${GROUP_ATTRIBUTES}`);
   } catch (err) {
-    // 42710: made by an earlier start (or by someone else: its attributes are put right below).
+    // 42710: made meanwhile by someone else (its attributes are put right below).
     if (!(err instanceof PostgresError && err.sqlstate === '42710')) throw err;
   }
   await admin.query(`ALTER ROLE ${group} ${GROUP_ATTRIBUTES} CONNECTION LIMIT 0 PASSWORD NULL`);
