@@ -573,8 +573,14 @@ describe('engine: session lifecycle', function () {
       await waitFor('the stop to begin', () => started.stderr().includes('"message":"stopping"'));
       started.child.kill('SIGINT');
       const exit = await started.exited;
-      expect(exit, started.stderr()).to.deep.equal({ code: 1, signal: null });
-      expect(started.stderr()).to.contain('PostgreSQL was asked for a fast shutdown');
+      // With nothing to wind down, the first stop can end (in ~30 ms) before the second signal comes:
+      // node is then on its way out and the signal ends it. Either way no PostgreSQL may be left.
+      if (started.stderr().includes('"message":"stopped"')) {
+        expect(exit, started.stderr()).to.satisfy((e: { code: number | null }) => e.code === 0 || e.code === null);
+      } else {
+        expect(exit, started.stderr()).to.deep.equal({ code: 1, signal: null });
+        expect(started.stderr()).to.contain('PostgreSQL was asked for a fast shutdown');
+      }
       await waitFor('PostgreSQL to finish its shutdown', async () => (await postgresProcessesIn(dataDir)).length === 0, 15_000);
     });
   });
