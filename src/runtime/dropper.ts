@@ -34,8 +34,7 @@ export interface Termination {
 export class Dropper {
   private readonly conn: AdminConnection;
   private readonly inProgress = new Map<string, Promise<void>>();
-  /** Set when the runtime stops: no new drop begins (see stopAccepting). */
-  closing = false;
+  private stopping = false;
 
   constructor(
     connect: () => Promise<SqlClient>,
@@ -62,7 +61,7 @@ export class Dropper {
   drop(name: string, terminate: Termination | null, reason: string): Promise<void> {
     const running = this.inProgress.get(name);
     if (running) return running;
-    if (this.closing) {
+    if (this.stopping) {
       return Promise.reject(
         new PgxError('CANNOT_CONNECT_NOW', `database "${name}" was not dropped: the runtime is shutting down`, {
           hint: 'Its record stays: the janitor drops it when the runtime starts again, or drop it then.',
@@ -80,7 +79,12 @@ export class Dropper {
    * is dropped after the next start.
    */
   stopAccepting(): void {
-    this.closing = true;
+    this.stopping = true;
+  }
+
+  /** Set when the runtime stops: no new drop begins (see stopAccepting). */
+  get closing(): boolean {
+    return this.stopping;
   }
 
   /** Waits for the drops already begun, then closes the connection. */

@@ -91,7 +91,10 @@ export function dropStaleSparesTask(o: LifecycleOptions): JanitorTask {
     name: 'drop-stale-spares',
     async run() {
       const stale = o.registry.staleSpares().slice(0, o.batch);
-      for (const s of stale) if (!o.dropper.closing) await o.dropper.drop(s.name, null, `stale spare of template "${s.template}": unsealed or resealed since (--pool-size refills it)`);
+      for (const s of stale) {
+        if (o.dropper.closing) break;
+        await o.dropper.drop(s.name, null, `stale spare of template "${s.template}": unsealed or resealed since (--pool-size refills it)`);
+      }
       return stale.length;
     },
   };

@@ -79,16 +79,19 @@ export interface ProcInfo {
   pid: number;
   ppid: number;
   comm: string;
+  /** Its nice value (field 19 of /proc/PID/stat). */
+  nice: number;
 }
 
-async function procInfo(pid: number): Promise<ProcInfo | undefined> {
+/** A live process's /proc/PID/stat, or undefined if there is none (or a zombie). */
+export async function procInfo(pid: number): Promise<ProcInfo | undefined> {
   const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
   if (text === undefined) return undefined;
   const open = text.indexOf('(');
   const close = text.lastIndexOf(')');
   const fields = text.slice(close + 2).split(' ');
   if (fields[0] === 'Z' || fields[0] === 'X') return undefined;
-  return { pid, ppid: Number(fields[1]), comm: text.slice(open + 1, close) };
+  return { pid, ppid: Number(fields[1]), comm: text.slice(open + 1, close), nice: Number(fields[16]) };
 }
 
 /** True while the process exists and is not a zombie. */

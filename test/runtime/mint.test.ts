@@ -7,7 +7,7 @@ import path from 'node:path';
 import { PgxError } from '../../src/errors.js';
 import { Permissions } from '../../src/runtime/permissions.js';
 import { REFILL_NICE } from '../../src/runtime/warm-pool.js';
-import { waitFor } from '../helpers/commands.js';
+import { procInfo, waitFor } from '../helpers/commands.js';
 import { connectClient, createTemplateDatabase, databaseExists, rejection, startHarness, type Harness } from './databases-harness.js';
 
 const AS_POSTGRES = { user: 'postgres', database: 'postgres' };
@@ -17,12 +17,6 @@ const KEEP = { graceSeconds: 3600, mintTimeoutSeconds: 600 };
 async function owner(h: Harness, name: string): Promise<string | undefined> {
   const { rows } = await h.admin.query(`SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '${name}'`);
   return rows[0]?.[0] ?? undefined;
-}
-
-/** A process's nice value: field 19 of /proc/PID/stat, counted after the parenthesised command name. */
-function niceOf(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
 }
 
 async function countLike(h: Harness, prefix: string): Promise<number> {
@@ -269,10 +263,10 @@ describe('runtime: mint on connect', function () {
         pid = rows.length === 1 ? Number(rows[0]![0]) : 0;
         return pid > 0;
       });
-      expect(niceOf(pid)).to.equal(REFILL_NICE);
+      expect((await procInfo(pid))?.nice).to.equal(REFILL_NICE);
       // The engine's and the admin session's backends keep the default.
       const { rows: self } = await h.admin.query('SELECT pg_backend_pid()');
-      expect(niceOf(Number(self[0]![0]))).to.equal(0);
+      expect((await procInfo(Number(self[0]![0])))?.nice).to.equal(0);
     });
 
     it('serves 100 concurrent routes to 100 names, warm first and then cold', async function () {
