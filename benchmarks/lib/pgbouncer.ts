@@ -20,6 +20,8 @@ export interface PgBouncerOptions {
   pgPort: number;
   poolSize: number;
   transport: 'tcp' | 'unix';
+  /** Users allowed on the admin console (database `pgbouncer`), e.g. for KILL db; none unless given. */
+  adminUsers?: string[];
 }
 
 export interface RunningPgBouncer {
@@ -48,6 +50,7 @@ function configText(opts: PgBouncerOptions, dir: string, port: number): string {
     `unix_socket_dir = ${dir}`,
     'auth_type = trust',
     `auth_file = ${path.join(dir, 'userlist.txt')}`,
+    ...(opts.adminUsers?.length ? [`admin_users = ${opts.adminUsers.join(', ')}`] : []),
     'pool_mode = session',
     'max_client_conn = 2000',
     `default_pool_size = ${opts.poolSize}`,
