@@ -25,6 +25,7 @@ import { Pump } from './pump.js';
 import { ControlSession } from './control.js';
 import type { Cancellable } from './cancel.js';
 import type { EngineContext } from './context.js';
+import { giveReadBuffer, largeReadBuffers, smallReadBuffers } from './read-buffers.js';
 
 export type ClientState = 'startup' | 'authenticating' | 'connecting' | 'active' | 'closed';
 
@@ -46,13 +47,6 @@ const CLOSE_GRACE_MS = 5000;
 
 /** Startup parameters that select the pool and are not sent on as settings. */
 const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
-
-/**
- * A client socket's read buffer: small at first (PgBouncer's is 4 kB), since every idle session holds
- * one; a read that fills it moves the session to the larger one, for COPY and big statements.
- */
-const READ_BUFFER = 8 * 1024;
-const LARGE_READ_BUFFER = 64 * 1024;
 
 /**
  * Whoever reads the client now (the login phase, then the session's pump). `chunk` is a view of a
@@ -92,7 +86,11 @@ export class ClientSession implements Cancellable {
   private encrypted = false;
   private socket: net.Socket;
   /** Where plain reads land (see ClientReader); replaced when a reader keeps it. */
-  private readBuf: Buffer = Buffer.allocUnsafeSlow(READ_BUFFER);
+  /**
+   * Small at first, since every idle session holds one; a read that fills it moves the session to a
+   * large one, for COPY and big statements. Back on its shelf when the socket has closed.
+   */
+  private readBuf: Buffer = smallReadBuffers.take();
   private reader: ClientReader | null = null;
 
   /**
@@ -123,9 +121,11 @@ export class ClientSession implements Cancellable {
     const reader = this.reader;
     // The buffer is the one `buffer` returned, a Buffer.
     if (reader !== null && reader((buf as Buffer).subarray(0, n))) {
-      this.readBuf = Buffer.allocUnsafeSlow(n === buf.length ? LARGE_READ_BUFFER : this.readBuf.length);
-    } else if (n === buf.length && buf.length < LARGE_READ_BUFFER) {
-      this.readBuf = Buffer.allocUnsafeSlow(LARGE_READ_BUFFER);
+      // The reader holds a view of this buffer: it is not ours to reuse or give back any more.
+      this.readBuf = n === buf.length || buf.length === largeReadBuffers.size ? largeReadBuffers.take() : smallReadBuffers.take();
+    } else if (n === buf.length && buf.length < largeReadBuffers.size) {
+      giveReadBuffer(this.readBuf);
+      this.readBuf = largeReadBuffers.take();
     }
     return true;
   };
@@ -465,6 +465,8 @@ export class ClientSession implements Cancellable {
 
   private readonly onClose = (): void => {
     this.close();
+    // Closed: no read can come any more, and no reader holds a view of the current buffer.
+    giveReadBuffer(this.readBuf);
   };
 
   private onLoginTimeout(): void {

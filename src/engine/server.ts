@@ -13,6 +13,7 @@ import { Auth, Msg } from '../wire/codes.js';
 import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { BackendAddress } from './ports.js';
+import { largeReadBuffers } from './read-buffers.js';
 
 export type BackendState = 'connecting' | 'idle' | 'active' | 'resetting' | 'closed';
 
@@ -46,8 +47,6 @@ export function socketPath(addr: BackendAddress): string {
 
 type PhaseHandler = (type: number, frame: Buffer) => 'more' | 'done';
 
-/** Bytes read from PostgreSQL at most per read, into a buffer reused while no reader keeps it. */
-const READ_BUFFER = 64 * 1024;
 /** Bytes kept for the next reader while nobody reads; more than this and the backend is dropped. */
 const MAX_UNREAD = 1 << 20;
 
@@ -72,7 +71,8 @@ export class BackendConnection {
   leftover: Buffer | null = null;
 
   readonly socket: net.Socket;
-  private readBuf = Buffer.allocUnsafe(READ_BUFFER);
+  /** Back on its shelf when the socket has closed (read-buffers.ts). */
+  private readBuf = largeReadBuffers.take();
   private reader: BackendReader | null = null;
 
   private phase: PhaseHandler | null = null;
@@ -117,6 +117,8 @@ export class BackendConnection {
     // holds it, the session's own close handler runs as well. A close or error during a phase ends it.
     socket.on('close', () => {
       this.state = 'closed';
+      // No read can come any more, and whoever read the last one copied what it kept.
+      largeReadBuffers.give(this.readBuf);
       if (this.phase !== null) this.onPhaseEnd();
     });
     socket.on('error', (err) => {
@@ -211,7 +213,7 @@ export class BackendConnection {
     const chunk = (buf as Buffer).subarray(0, n);
     const reader = this.reader;
     if (reader === null) this.keep(chunk);
-    else if (reader(chunk)) this.readBuf = Buffer.allocUnsafe(READ_BUFFER);
+    else if (reader(chunk)) this.readBuf = largeReadBuffers.take();
     return true;
   };
 

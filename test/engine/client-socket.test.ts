@@ -2,13 +2,15 @@
 // here: that building an accepted connection's socket with `onread` in place of net.Server still works
 // on this Node (it relies on the listening handle's undocumented `onconnection`, the server's
 // `_connections` and the socket's `handle` option), and that bytes the engine keeps past a read
-// (writes queued on a slow backend) are never overwritten by the next read.
+// (writes queued on a slow backend) are never overwritten by the next read, nor, once the connection
+// has closed and its buffer has gone back on the shelf (read-buffers.ts), by the next connection's.
 
 import { expect } from 'chai';
 import net from 'node:net';
 import { once } from 'node:events';
 import { serialize } from 'pg-protocol';
 import { acceptWithOnread } from '../../src/engine/listener.js';
+import { ReadBufferShelf, smallReadBuffers } from '../../src/engine/read-buffers.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 describe('engine: client sockets read with onread', function () {
@@ -102,7 +104,8 @@ describe('engine: client sockets read with onread', function () {
       }
     }
 
-    it('a client that sends far ahead of a blocked backend: every query arrives intact, in order', async () => {
+    /** A session whose client sends `n` queries far ahead of a backend blocked writing answers; `abandon` leaves mid-way. */
+    async function sendFarAhead(n: number, abandon = false): Promise<void> {
       const conn = net.connect(rt.port, rt.host);
       const responses = new Responses();
       conn.on('data', (d: Buffer) => responses.add(d));
@@ -117,13 +120,20 @@ describe('engine: client sockets read with onread', function () {
       // reading; each query is 3 kB, so the engine's writes to PostgreSQL queue up (12 MB in all, more
       // than socket buffers hold) while the client's bytes keep coming in reads they refer to.
       conn.pause();
-      const N = 4000;
+      const N = n;
       const text = (i: number): string => `<${i}>`.repeat(3000 / `<${i}>`.length);
       const queries: Buffer[] = [];
       for (let i = 0; i < N; i++) queries.push(serialize.query(`SELECT '${text(i)}' || repeat('x', 8000) || ':${i}'`));
       // Many small writes: the engine reads them in many reads, which the queued writes refer to.
       for (let i = 0; i < N; i += 50) conn.write(Buffer.concat(queries.slice(i, i + 50)));
       await new Promise((r) => setTimeout(r, 500));
+      if (abandon) {
+        // Gone with megabytes of its queries still queued for PostgreSQL, read into buffers that
+        // must not go back on the shelf while those writes refer to them.
+        conn.destroy();
+        await ended;
+        return;
+      }
       conn.resume();
       while (responses.ready < N && responses.errors === 0) {
         // A corrupted stream ends in FATAL 08P01 and a closed connection.
@@ -136,6 +146,47 @@ describe('engine: client sockets read with onread', function () {
       const expected = (i: number): string => `${text(i)}${'x'.repeat(8000)}:${i}`;
       for (let i = 0; i < N; i++) if (responses.values[i] !== expected(i)) expect.fail(`answer ${i} is ${responses.values[i]!.slice(0, 40)}...`);
       conn.end();
+    }
+
+    it('a client that sends far ahead of a blocked backend: every query arrives intact, in order', async () => {
+      await sendFarAhead(4000);
+    });
+
+    it('the next sessions, on read buffers earlier sessions gave back, also get every query intact', async () => {
+      await Promise.all([sendFarAhead(2000, true), sendFarAhead(2000, true)]);
+      await Promise.all([sendFarAhead(2000), sendFarAhead(2000)]);
+    });
+
+    it('a closed connection puts its read buffer back on the shelf for the next one', async () => {
+      const session = async (): Promise<void> => {
+        const conn = net.connect(rt.port, rt.host);
+        const closed = once(conn, 'close');
+        conn.on('data', () => conn.end(serialize.end()));
+        await once(conn, 'connect');
+        conn.write(serialize.startup({ user: 'postgres', database: 'postgres' }));
+        await closed;
+        await new Promise((r) => setTimeout(r, 50)); // the engine's side closes after ours
+      };
+      await session();
+      const shelved = smallReadBuffers.count;
+      expect(shelved).to.be.greaterThan(0);
+      await session();
+      await session();
+      expect(smallReadBuffers.count).to.equal(shelved);
+    });
+  });
+
+  describe('ReadBufferShelf', () => {
+    it('hands back what it was given, of its own size only, up to its maximum', () => {
+      const shelf = new ReadBufferShelf(16, 2);
+      const a = shelf.take();
+      expect(a.length).to.equal(16);
+      shelf.give(a);
+      expect(shelf.take()).to.equal(a);
+      shelf.give(Buffer.alloc(32));
+      expect(shelf.count).to.equal(0);
+      for (const b of [shelf.take(), shelf.take(), shelf.take()]) shelf.give(b);
+      expect(shelf.count).to.equal(2);
     });
   });
 });
