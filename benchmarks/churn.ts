@@ -58,6 +58,12 @@ interface Memory {
   /** PGX only: node's V8 heap used after a full GC, MB, and of it the code space (compiled code). */
   heapMB?: number;
   codeMB?: number;
+  /**
+   * PGX only: V8's committed heap after the GC. It includes the young generation, which V8 grows to
+   * 32 MB under allocation and does not give back on a full GC, so node's PSS can step by 16-30 MB
+   * between two readings with nothing retained: read this beside a node figure.
+   */
+  heapCommittedMB?: number;
 }
 
 interface Run {
@@ -134,7 +140,7 @@ async function memoryOf(root: number, rt?: RuntimeProcess): Promise<Memory> {
     processes: pick((b) => b.processes),
     fileMB: pick((b) => b.file_mb),
     nodeFileMB: pick((b) => b.byKind.node?.file_mb ?? 0),
-    ...(heap ? { heapMB: mb(heap.heapUsed), codeMB: mb(heap.spaces.code_space ?? 0) } : {}),
+    ...(heap ? { heapMB: mb(heap.heapUsed), codeMB: mb(heap.spaces.code_space ?? 0), heapCommittedMB: mb(heap.heapTotal) } : {}),
   };
 }
 
@@ -242,7 +248,10 @@ function render(r: Meta & Body) {
       text: `memory retained per lifecycle <= 0.1 KB (${p.count.toLocaleString('en-US')} lifecycles, whole runtime PSS after a full GC in node, without file-backed pages)`,
       measured:
         `${fmtKb(retained)}, resolution +-${fmtKb(resolution)} (idle, it moved ${p.idleDriftMB.toFixed(1)} MB in 15 s)` +
-        `${resolution > 0.1 ? ': too coarse to show 0.1 KB, so this pass or fail is within noise' : ''}; with file-backed pages ${fmtKb(retainedPss)}; node heap after GC ${fmtKb(heapEach)} per lifecycle`,
+        `${resolution > 0.1 ? ': too coarse to show 0.1 KB, so this pass or fail is within noise' : ''}; with file-backed pages ${fmtKb(retainedPss)}; node heap after GC ${fmtKb(heapEach)} per lifecycle` +
+        (p.before.heapCommittedMB !== undefined && p.after.heapCommittedMB !== undefined
+          ? `; V8 heap committed ${p.before.heapCommittedMB.toFixed(1)} -> ${p.after.heapCommittedMB.toFixed(1)} MB`
+          : ''),
       pass: retained <= 0.1,
     },
     { text: 'every lifecycle succeeds', measured: `${p.errors} errors`, pass: p.errors === 0 },
