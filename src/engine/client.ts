@@ -85,10 +85,10 @@ export class ClientSession implements Cancellable {
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
   private encrypted = false;
   private socket: net.Socket;
-  /** Where plain reads land (see ClientReader); replaced when a reader keeps it. */
   /**
-   * Small at first, since every idle session holds one; a read that fills it moves the session to a
-   * large one, for COPY and big statements. Back on its shelf when the socket has closed.
+   * Where plain reads land (see ClientReader); replaced when a reader keeps it. Small at first, since
+   * every idle session holds one; a read that fills it moves the session to a large one, for COPY and
+   * big statements. Back on its shelf (read-buffers.ts) when the socket has closed.
    */
   private readBuf: Buffer = smallReadBuffers.take();
   private reader: ClientReader | null = null;
