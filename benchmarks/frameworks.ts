@@ -147,10 +147,9 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
       for (const target of ['pgx', 'pgbouncer'] as const) {
         const other = entries[target];
         if (other === undefined || entries.direct === undefined) continue;
-        const difference = firstDifference(entries.direct, other);
+        const difference = firstDifference(entries.direct, other, target === 'pgx' ? 'engine' : target);
         if (difference === null) continue;
-        // compare.ts calls the second transcript the engine's.
-        mismatches.push({ round, lifecycle: l.name, target, difference: target === 'pgx' ? difference : difference.replace(' (engine):', ' (pgbouncer):').replace('\n  engine: ', '\n  pgbouncer: ') });
+        mismatches.push({ round, lifecycle: l.name, target, difference });
         differ.push(target);
       }
       line.push(`${l.name} ${sums.join('/')}${differ.length > 0 ? ` (transcripts differ from direct: ${differ.join(', ')})` : ''}`);

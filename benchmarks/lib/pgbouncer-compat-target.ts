@@ -11,7 +11,7 @@
 // could still find it. The config must list the user in admin_users (startPgBouncer's adminUsers).
 
 import { TEMPLATE, type Settings, type Target } from '../../test/compat/lifecycles/targets.js';
-import { USER, withClient, type Endpoint } from './pg-connect.js';
+import { USER, quoteIdent, withClient, type Endpoint } from './pg-connect.js';
 
 let counter = 0;
 
@@ -28,7 +28,7 @@ export function pgbouncerTarget(bouncer: Endpoint, postgres: Endpoint): Target {
     async create(label) {
       counter += 1;
       const database = `bouncer_${label.replace(/[^a-z0-9]/g, '')}_${process.pid}_${counter}_${Math.floor(Math.random() * 1e6)}`;
-      await withClient(postgres, 'postgres', (c) => c.query(`CREATE DATABASE "${database}" TEMPLATE ${TEMPLATE}`));
+      await withClient(postgres, 'postgres', (c) => c.query(`CREATE DATABASE ${quoteIdent(database)} TEMPLATE ${TEMPLATE}`));
       await withClient(bouncer, database, (c) => c.query('SELECT 1'));
       return database;
     },
@@ -44,7 +44,7 @@ export function pgbouncerTarget(bouncer: Endpoint, postgres: Endpoint): Target {
         }
         await c.query(`RESUME ${database}`);
       });
-      await withClient(postgres, 'postgres', (c) => c.query(`DROP DATABASE "${database}"`));
+      await withClient(postgres, 'postgres', (c) => c.query(`DROP DATABASE ${quoteIdent(database)}`));
     },
   };
 }

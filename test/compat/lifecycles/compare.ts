@@ -4,11 +4,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Entry } from './recorder.js';
 
-export function firstDifference(direct: readonly Entry[], pgx: readonly Entry[]): string | null {
+/** `other` names the transcript compared with the direct one (the engine's, or another proxy's). */
+export function firstDifference(direct: readonly Entry[], pgx: readonly Entry[], other = 'engine'): string | null {
   const n = Math.max(direct.length, pgx.length);
   for (let i = 0; i < n; i++) {
     if (!isDeepStrictEqual(direct[i], pgx[i])) {
-      return [`entry ${i} of ${direct.length} (direct) / ${pgx.length} (engine):`, `  direct: ${JSON.stringify(direct[i] ?? null)}`, `  engine: ${JSON.stringify(pgx[i] ?? null)}`].join('\n');
+      return [`entry ${i} of ${direct.length} (direct) / ${pgx.length} (${other}):`, `  direct: ${JSON.stringify(direct[i] ?? null)}`, `  ${other}: ${JSON.stringify(pgx[i] ?? null)}`].join('\n');
     }
   }
   return null;
