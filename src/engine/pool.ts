@@ -2,12 +2,26 @@
 // across client sessions. A backend is in exactly one place: connecting, active (held by a session),
 // resetting, or idle (in its key's list). When every slot is taken, a client waits in a queue with a
 // timeout; an idle backend of another key is closed to make room for it.
+//
+// A new backend starts from a prepared connection when one is at hand: a socket opened earlier, whose
+// backend PostgreSQL has already forked and which waits for its startup packet. Taking one skips the
+// fork (about 1.4 ms of a 5 ms connect on a 2-core machine), and one is prepared again in its place.
+// They are kept only while new backends are being opened: unused, they are closed after a while, so an
+// idle runtime holds none.
 
 import { PgxError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import { BackendConnection } from './server.js';
+import { BackendConnection, BackendUnreachable } from './server.js';
 import type { BackendAddress } from './ports.js';
+
+/** Prepared connections kept while new backends are being opened. */
+const PREPARED = 2;
+/**
+ * A prepared connection unused for this long is closed (and the sweeper runs every 10 s at most), well
+ * before PostgreSQL's authentication_timeout (60 s by default) would end it.
+ */
+const PREPARED_MAX_AGE_MS = 20_000;
 
 interface Waiter {
   key: string;
@@ -35,6 +49,8 @@ export interface PoolStats {
   connecting: number;
   resetting: number;
   waiting: number;
+  /** Prepared connections: forked backends awaiting a startup packet, outside `total`. */
+  prepared: number;
 }
 
 export class BackendPool {
@@ -45,6 +61,7 @@ export class BackendPool {
   private connecting = 0;
   private resetting = 0;
   private readonly waiters: Waiter[] = [];
+  private readonly prepared: BackendConnection[] = [];
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
 
@@ -122,6 +139,7 @@ export class BackendPool {
       connecting: this.connecting,
       resetting: this.resetting,
       waiting: this.waiters.length,
+      prepared: this.prepared.length,
     };
   }
 
@@ -134,11 +152,21 @@ export class BackendPool {
       w.reject(new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command'));
     }
     for (const list of [...this.idle.values()]) for (const c of [...list]) this.removeIdle(c), this.drop(c);
+    for (const c of this.prepared.splice(0)) c.destroy();
   }
 
   private openNew(key: string, startup: Record<string, string>): Promise<BackendConnection> {
     this.connecting++;
-    return BackendConnection.open(this.opts.address, startup, key).then(
+    const prepared = this.takePrepared();
+    this.prepare();
+    const started = prepared
+      ? prepared.start(startup, key).catch((err: unknown) => {
+          // PostgreSQL ended the waiting backend (its authentication_timeout, a restart): a fresh one.
+          if (!(err instanceof BackendUnreachable)) throw err;
+          return this.fresh().start(startup, key);
+        })
+      : this.fresh().start(startup, key);
+    return started.then(
       (conn) => {
         this.connecting--;
         this.members.add(conn);
@@ -151,6 +179,28 @@ export class BackendPool {
         throw err;
       },
     );
+  }
+
+  private fresh(): BackendConnection {
+    return BackendConnection.prepare(this.opts.address, this.opts.clock.monotonic());
+  }
+
+  /** A prepared connection young enough to start; older or closed ones found on the way are closed. */
+  private takePrepared(): BackendConnection | undefined {
+    const oldest = this.opts.clock.monotonic() - PREPARED_MAX_AGE_MS;
+    let conn: BackendConnection | undefined;
+    while ((conn = this.prepared.shift()) !== undefined) {
+      if (conn.state !== 'closed' && conn.openedAt > oldest) return conn;
+      conn.destroy();
+    }
+    return undefined;
+  }
+
+  /** Tops the prepared connections up, while a slot is free for them to start in. */
+  private prepare(): void {
+    while (!this.closed && this.prepared.length < PREPARED && this.total + this.prepared.length < this.opts.maxBackends) {
+      this.prepared.push(this.fresh());
+    }
   }
 
   /** Closes the idle backends on `database` (it is about to be dropped); returns how many. */
@@ -272,7 +322,13 @@ export class BackendPool {
   }
 
   private closeExpired(): void {
-    const cutoff = this.opts.clock.monotonic() - this.opts.idleTimeoutMs;
+    const now = this.opts.clock.monotonic();
+    const stale = this.prepared.filter((c) => c.state === 'closed' || c.openedAt <= now - PREPARED_MAX_AGE_MS);
+    for (const conn of stale) {
+      this.prepared.splice(this.prepared.indexOf(conn), 1);
+      conn.destroy();
+    }
+    const cutoff = now - this.opts.idleTimeoutMs;
     for (const list of [...this.idle.values()]) {
       for (const conn of [...list]) {
         if (conn.idleSince <= cutoff) {

@@ -69,6 +69,10 @@ export class BackendConnection {
   idleSince = 0;
   /** Bytes PostgreSQL sent after the last phase ended; the next reader consumes them first. */
   leftover: Buffer | null = null;
+  /** Pool key: the database, user and startup parameters this backend was started with. */
+  key = '';
+  /** The startup packet went out: from then on the connection ends with Terminate. */
+  private started = false;
 
   readonly socket: net.Socket;
   /** Back on its shelf when the socket has closed (read-buffers.ts). */
@@ -100,8 +104,8 @@ export class BackendConnection {
 
   private constructor(
     path: string,
-    /** Pool key: the database, user and startup parameters this backend was opened with. */
-    readonly key: string,
+    /** When the socket was opened (monotonic ms). */
+    readonly openedAt: number,
   ) {
     const socket = net.connect({
       path,
@@ -126,13 +130,28 @@ export class BackendConnection {
     });
   }
 
-  /** Opens a backend and completes the startup handshake (trust auth on the private socket). */
-  static open(addr: BackendAddress, startup: Record<string, string>, key: string): Promise<BackendConnection> {
-    const conn = new BackendConnection(socketPath(addr), key);
-    const socket = conn.socket;
+  /**
+   * Opens the socket and nothing more. PostgreSQL forks a backend for it at once, which then waits
+   * (up to its authentication_timeout) for the startup packet: start() later skips the fork, about a
+   * quarter of a backend's connect time (see pool.ts, prepared connections).
+   */
+  static prepare(addr: BackendAddress, now: number): BackendConnection {
+    return new BackendConnection(socketPath(addr), now);
+  }
+
+  /** Sends the startup packet and completes the handshake (trust auth on the private socket). */
+  start(startup: Record<string, string>, key: string): Promise<BackendConnection> {
+    const socket = this.socket;
+    if (this.state === 'closed' || socket.destroyed) {
+      return Promise.reject(new BackendUnreachable('PostgreSQL closed the connection before its startup'));
+    }
+    this.key = key;
+    this.started = true;
     return new Promise((resolve, reject) => {
-      socket.once('connect', () => socket.write(serialize.startup(startup)));
-      conn.runPhase(
+      const send = (): void => void socket.write(serialize.startup(startup));
+      if (socket.connecting) socket.once('connect', send);
+      else send();
+      this.runPhase(
         (type, frame) => {
           switch (type) {
             case Msg.Authentication:
@@ -141,11 +160,11 @@ export class BackendConnection {
               }
               return 'more';
             case Msg.ParameterStatus:
-              conn.recordParameter(frame);
+              this.recordParameter(frame);
               return 'more';
             case Msg.BackendKeyData:
-              conn.pid = frame.readInt32BE(5);
-              conn.secret = frame.readInt32BE(9);
+              this.pid = frame.readInt32BE(5);
+              this.secret = frame.readInt32BE(9);
               return 'more';
             case Msg.ErrorResponse: {
               const fields = parseErrorFields(frame.subarray(5));
@@ -158,11 +177,11 @@ export class BackendConnection {
           }
         },
         () => {
-          conn.state = 'active';
-          resolve(conn);
+          this.state = 'active';
+          resolve(this);
         },
         (err) => {
-          conn.destroy();
+          this.destroy();
           reject(err);
         },
       );
@@ -250,7 +269,8 @@ export class BackendConnection {
   destroy(): void {
     if (this.state !== 'closed') this.state = 'closed';
     if (!this.socket.destroyed) {
-      if (this.socket.writable) this.socket.end(TERMINATE);
+      // Before its startup PostgreSQL would read Terminate as a malformed startup packet and log it.
+      if (this.started && this.socket.writable) this.socket.end(TERMINATE);
       this.socket.destroySoon();
     }
   }

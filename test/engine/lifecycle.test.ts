@@ -54,6 +54,21 @@ function testPool(rt: TestRuntime, maxBackends: number): BackendPool {
   });
 }
 
+/**
+ * PostgreSQL's forked backends still waiting for their startup packet: they carry the postmaster's
+ * command line, where a started one shows "postgres: user database ...".
+ */
+async function waitingBackends(rt: TestRuntime): Promise<number[]> {
+  const [postmaster] = await postmastersIn(rt.dataDir);
+  const waiting: number[] = [];
+  for (const p of await postgresProcessesIn(rt.dataDir)) {
+    if (p.ppid !== postmaster?.pid) continue;
+    const cmdline = await fs.promises.readFile(`/proc/${p.pid}/cmdline`, 'utf8').catch(() => 'postgres: gone');
+    if (!cmdline.startsWith('postgres:')) waiting.push(p.pid);
+  }
+  return waiting;
+}
+
 async function one<T>(client: pg.Client, text: string, values: unknown[] = []): Promise<T> {
   const r = await client.query(text, values);
   return r.rows[0] as T;
@@ -217,6 +232,36 @@ describe('engine: session lifecycle', function () {
       } finally {
         pool.close();
       }
+    });
+
+    it('starts new backends on prepared connections forked in advance, and on a fresh one when PostgreSQL has ended those', async function () {
+      const pool = testPool(rt, 5);
+      const startup = { user: 'postgres', database: 'postgres' };
+      const before = await waitingBackends(rt);
+      const ours = async (): Promise<number[]> => (await waitingBackends(rt)).filter((pid) => !before.includes(pid));
+      try {
+        await pool.acquire('a', startup);
+        expect(pool.stats().prepared).to.equal(2);
+        let prepared: number[] = [];
+        await waitFor('two backends forked and waiting for their startup packet', async () => (prepared = await ours()).length === 2);
+
+        const b = await pool.acquire('b', { ...startup, application_name: 'b' });
+        expect(prepared, 'the next new backend should be one forked before it was asked for').to.include(b.pid);
+        expect(pool.stats()).to.include({ total: 2, prepared: 2 });
+
+        // PostgreSQL ends the waiting ones (as its authentication_timeout would), and the pool does
+        // not know yet when the next backend is asked for: that one is opened afresh, no error.
+        const waiting = await ours();
+        expect(waiting).to.have.length(2);
+        for (const pid of waiting) process.kill(pid, 'SIGTERM');
+        const c = await pool.acquire('c', { ...startup, application_name: 'c' });
+        expect(waiting).not.to.include(c.pid);
+        expect(c.state).to.equal('active');
+      } finally {
+        pool.close();
+      }
+      expect(pool.stats().prepared).to.equal(0);
+      await waitFor('the prepared backends to exit after pool.close()', async () => (await ours()).length === 0);
     });
 
     it('a backend released while others wait for other databases is closed at once, not reset first', async function () {
