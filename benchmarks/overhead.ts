@@ -1,9 +1,11 @@
 // The overhead benchmark: what the PGX engine costs compared with connecting to PostgreSQL directly
-// and with PgBouncer, all three in front of the same PostgreSQL 18 in the same run.
+// and with PgBouncer, all three in front of the same PostgreSQL 18 in the same run. On request
+// (--targets ...,relay) a fourth target, a bare Node.js relay (lib/node-relay-main.ts), measures in the
+// same run the floor any Node.js proxy has on this machine.
 //
 // Method (see docs/benchmarks.md): every target is warmed up; each workload's fixed work is sized from
 // the warm-up (same work for every target); then rounds run each workload on every target, the order
-// alternating (direct, pgx, pgbouncer; then the reverse) so drift on a shared machine hits all three
+// alternating (direct, pgx, pgbouncer; then the reverse) so drift on a shared machine hits all of them
 // alike. Reported: medians over rounds, and ratios paired within a round. Every sample is kept.
 
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,24 +23,31 @@ import { markdownSection, svgChart, terminalReport } from './lib/overhead-report
 import type { OverheadResults, Sample, Workload } from './lib/overhead-results.js';
 import { packageRoot } from './lib/paths.js';
 import { initPgbench, pgbenchArgs, pgbenchVersion, runPgbench, type PgbenchRun } from './lib/pgbench.js';
-import { startPgBouncer } from './lib/pgbouncer.js';
+import { startNodeRelay, type RunningNodeRelay } from './lib/node-relay.js';
+import { startPgBouncer, type RunningPgBouncer } from './lib/pgbouncer.js';
 import { psqlValue, timeScan } from './lib/psql.js';
 import { waitForQuiet } from './lib/quiet.js';
 import { startBenchRuntime, type Transport } from './lib/runtime.js';
-import { BENCH_DATABASE, TARGET_NAMES, type Target, type TargetName } from './lib/target.js';
+import { median } from './lib/stats.js';
+import { BENCH_DATABASE, OVERHEAD_TARGET_NAMES, TARGET_NAMES, type OverheadTargetName, type Target } from './lib/target.js';
 
 const HELP = `Usage: npm run bench -- overhead [options]
 
 Options:
   --rounds N         measured rounds, order alternating each round (env PGX_BENCH_ROUNDS)     [3]
   --seconds S        size each run's fixed work to take about S seconds                       [6]
-  --transport T      tcp (all three targets on loopback TCP) or unix (all on Unix sockets)    [tcp]
+  --transport T      tcp (every target on loopback TCP) or unix (all on Unix sockets)         [tcp]
   --quiet-wait S     before each workload, wait up to S s for a second with idle CPUs         [30]
   --quick            smoke run: 1 round, ~1 s runs, no quiet wait; results to a temp file,
                      docs untouched
   --only IDS         only these workloads (comma-separated: select-simple-1, select-prepared-16,
                      connect-simple-4, scan, ...): a partial run, results to a temp file, docs
                      untouched; for before/after CPU per transaction at two commits
+  --targets LIST     targets to run, comma-separated, among direct, pgx, pgbouncer, relay
+                     [direct,pgx,pgbouncer]. relay: a bare Node.js relay in its own process
+                     (bytes copied both ways, no parsing, no pool), the floor of any Node.js
+                     proxy here; a new PostgreSQL connection per client connection, so on -C
+                     it pays a backend fork. Any other list is a partial run, like --only
   --report FILE      redraw the table, docs section and chart from a results JSON
   -h, --help         this help
 `;
@@ -56,6 +65,8 @@ interface Options {
   quietWaitSeconds: number;
   /** Workload ids to run (--only); null: all. */
   only: string[] | null;
+  /** Targets to run (--targets), in their canonical order. */
+  targets: OverheadTargetName[];
 }
 
 /** The workloads, before their fixed work is sized. */
@@ -86,10 +97,6 @@ function sizeWork(tps: number, clients: number, seconds: number): number {
   return Math.round(raw / unit) * unit;
 }
 
-function median3(values: number[]): number {
-  return [...values].sort((a, b) => a - b)[values.length >> 1]!;
-}
-
 function parseOptions(argv: string[]): Options | 'help' | { report: string } {
   const { values } = parseArgs({
     args: argv,
@@ -102,6 +109,7 @@ function parseOptions(argv: string[]): Options | 'help' | { report: string } {
       'quiet-wait': { type: 'string' },
       report: { type: 'string' },
       only: { type: 'string' },
+      targets: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -125,50 +133,75 @@ function parseOptions(argv: string[]): Options | 'help' | { report: string } {
       throw new PgxError('CONFIG_INVALID', `--only ${values.only}: expected workload ids among ${known.join(', ')}`);
     }
   }
-  return { rounds, runSeconds, warmSeconds: quick ? 1 : 2, transport, quick, quietWaitSeconds, only };
+  let targets: OverheadTargetName[] = [...TARGET_NAMES];
+  if (values.targets !== undefined) {
+    const asked = values.targets.split(',').map((t) => t.trim()).filter((t) => t !== '');
+    const unknown = asked.filter((t) => !(OVERHEAD_TARGET_NAMES as readonly string[]).includes(t));
+    if (asked.length === 0 || unknown.length > 0) {
+      throw new PgxError('CONFIG_INVALID', `--targets ${values.targets}: ${unknown.length ? `no target named ${unknown.join(', ')}` : 'no target given'}`, {
+        hint: `Choose comma-separated among ${OVERHEAD_TARGET_NAMES.join(', ')}, e.g. --targets direct,pgx,pgbouncer,relay.`,
+      });
+    }
+    targets = OVERHEAD_TARGET_NAMES.filter((t) => asked.includes(t));
+  }
+  return { rounds, runSeconds, warmSeconds: quick ? 1 : 2, transport, quick, quietWaitSeconds, only, targets };
+}
+
+/** A run of other targets than the default three is partial: its results do not replace the published ones. */
+function partialRun(opts: Options): boolean {
+  return opts.only !== null || opts.targets.join(',') !== TARGET_NAMES.join(',');
 }
 
 function progress(text: string): void {
   process.stderr.write(`${text}\n`);
 }
 
-/** CPU the proxy has used so far: the engine runs in this process, PgBouncer in its own. */
-function proxyCpu(target: TargetName, pgbouncerPid: number): number | null {
+/** Pids of the proxies that run in their own process. */
+interface ProxyPids {
+  pgbouncer?: number;
+  relay?: number;
+}
+
+/** CPU the proxy has used so far: the engine runs in this process, PgBouncer and the relay in their own. */
+function proxyCpu(target: OverheadTargetName, pids: ProxyPids): number | null {
   if (target === 'pgx') return ownCpuMs();
-  if (target === 'pgbouncer') return processCpuMs(pgbouncerPid);
+  if (target === 'pgbouncer' && pids.pgbouncer !== undefined) return processCpuMs(pids.pgbouncer);
+  if (target === 'relay' && pids.relay !== undefined) return processCpuMs(pids.relay);
   return null;
 }
 
 /** Runs every workload briefly on every target, and sizes each workload's fixed work from that. */
-async function warmUpAndSize(workloads: Workload[], targets: Record<TargetName, Target>, opts: Options): Promise<OverheadResults['warmup']> {
+async function warmUpAndSize(workloads: Workload[], targets: Partial<Record<OverheadTargetName, Target>>, opts: Options): Promise<OverheadResults['warmup']> {
   const warmup: OverheadResults['warmup'] = [];
   progress(`warm-up: ${opts.warmSeconds} s of each workload on each target, which also sizes the fixed work`);
   for (const w of workloads) {
     // A burst from someone else here would shrink the work of every later run.
     if (opts.quietWaitSeconds > 0) await waitForQuiet(opts.quietWaitSeconds * 1000);
     const values: number[] = [];
-    for (const t of TARGET_NAMES) {
-      const value = w.kind === 'scan' ? await timeScan(targets[t], SCAN_SQL) : (await runPgbench(targets[t], pgbenchRun(w, { seconds: opts.warmSeconds }))).tps;
+    for (const t of opts.targets) {
+      const target = targets[t]!;
+      const value = w.kind === 'scan' ? await timeScan(target, SCAN_SQL) : (await runPgbench(target, pgbenchRun(w, { seconds: opts.warmSeconds }))).tps;
       warmup.push({ workload: w.id, target: t, value });
       values.push(value);
     }
-    // Same work for every target; sized so the middle one of the three takes about --seconds. For the
-    // scan (a value in seconds) the work is that many scans back to back, reported per scan.
-    const mid = median3(values);
+    // Same work for every target; sized so the median target (the middle one of the default three)
+    // takes about --seconds. For the scan (a value in seconds) the work is that many scans back to
+    // back, reported per scan.
+    const mid = median(values);
     w.transactionsPerClient = w.kind === 'scan' ? Math.max(1, Math.round(opts.runSeconds / mid)) : sizeWork(mid, w.clients, opts.runSeconds);
     w.command =
       w.kind === 'scan'
         ? `psql -Atc '${SCAN_SQL}' > /dev/null  (${w.transactionsPerClient} times in a row)`
         : `pgbench ${pgbenchArgs(pgbenchRun(w, { transactionsPerClient: w.transactionsPerClient })).join(' ')}`;
-    progress(`  ${w.label}: ${values.map((v, i) => `${TARGET_NAMES[i]} ${w.kind === 'scan' ? `${v.toFixed(2)} s` : `${Math.round(v)} tps`}`).join(', ')} -> ${w.command}`);
+    progress(`  ${w.label}: ${values.map((v, i) => `${opts.targets[i]} ${w.kind === 'scan' ? `${v.toFixed(2)} s` : `${Math.round(v)} tps`}`).join(', ')} -> ${w.command}`);
   }
   return warmup;
 }
 
 /** One workload's fixed work on one target: the sample, with the proxy's CPU over the run. */
-async function runOnce(w: Workload, target: Target, pgbouncerPid: number, at: Pick<Sample, 'round' | 'position' | 'idleBefore'>): Promise<Sample> {
+async function runOnce(w: Workload, target: Target, pids: ProxyPids, at: Pick<Sample, 'round' | 'position' | 'idleBefore'>): Promise<Sample> {
   const load1 = os.loadavg()[0]!;
-  const cpuBefore = proxyCpu(target.name, pgbouncerPid);
+  const cpuBefore = proxyCpu(target.name, pids);
   let value: number;
   let wallMs: number;
   let latencyMs: number | null = null;
@@ -183,7 +216,7 @@ async function runOnce(w: Workload, target: Target, pgbouncerPid: number, at: Pi
     wallMs = r.wallMs;
     latencyMs = r.latencyMs;
   }
-  const cpuAfter = proxyCpu(target.name, pgbouncerPid);
+  const cpuAfter = proxyCpu(target.name, pids);
   const proxyCpuMs = cpuBefore !== null && cpuAfter !== null ? cpuAfter - cpuBefore : null;
   return { ...at, workload: w.id, target: target.name, value, wallMs, latencyMs, proxyCpuMs, load1 };
 }
@@ -196,6 +229,7 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'pgx-bench-'));
   cleanup.add('work directory', () => rmSync(workDir, { recursive: true, force: true }));
   // PostgreSQL and PgBouncer run as an unprivileged user, who must reach their directories inside.
+  // (The relay runs as we do.)
   chmodSync(workDir, 0o755);
 
   progress(`starting the PGX runtime (${opts.transport}) in ${workDir}`);
@@ -203,8 +237,19 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
   await psqlValue(rt.direct, `CREATE DATABASE ${BENCH_DATABASE}`, 'postgres');
   progress(`pgbench -i -s ${SCALE} through direct PostgreSQL`);
   await initPgbench(rt.direct, SCALE);
-  const bouncer = await startPgBouncer({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, poolSize: POOL_SIZE, transport: opts.transport }, cleanup);
-  const targets: Record<TargetName, Target> = { direct: rt.direct, pgx: rt.pgx, pgbouncer: bouncer.target };
+  const targets: Partial<Record<OverheadTargetName, Target>> = { direct: rt.direct, pgx: rt.pgx };
+  let bouncer: RunningPgBouncer | undefined;
+  if (opts.targets.includes('pgbouncer')) {
+    bouncer = await startPgBouncer({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, poolSize: POOL_SIZE, transport: opts.transport }, cleanup);
+    targets.pgbouncer = bouncer.target;
+  }
+  let relay: RunningNodeRelay | undefined;
+  if (opts.targets.includes('relay')) {
+    progress("starting the Node relay (to PostgreSQL's Unix socket, a new connection per client connection)");
+    relay = await startNodeRelay({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, transport: opts.transport }, cleanup);
+    targets.relay = relay.target;
+  }
+  const pids: ProxyPids = { pgbouncer: bouncer?.pid, relay: relay?.pid };
   const postgres = await psqlValue(rt.direct, 'SHOW server_version');
 
   const only = opts.only;
@@ -212,12 +257,12 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
   const warmup = await warmUpAndSize(workloads, targets, opts);
   const samples: Sample[] = [];
   for (let round = 0; round < opts.rounds; round++) {
-    const order = round % 2 === 0 ? [...TARGET_NAMES] : [...TARGET_NAMES].reverse();
+    const order = round % 2 === 0 ? [...opts.targets] : [...opts.targets].reverse();
     progress(`round ${round + 1}/${opts.rounds}: ${order.join(', ')}`);
     for (const w of workloads) {
       const idleBefore = opts.quietWaitSeconds > 0 ? await waitForQuiet(opts.quietWaitSeconds * 1000) : null;
       for (const [position, t] of order.entries()) {
-        const sample = await runOnce(w, targets[t], bouncer.pid, { round, position, idleBefore });
+        const sample = await runOnce(w, targets[t]!, pids, { round, position, idleBefore });
         samples.push(sample);
         const shown = w.kind === 'scan' ? `${sample.value.toFixed(3)} s` : `${sample.value.toFixed(0)} tps`;
         progress(`  ${w.label.padEnd(22)} ${t.padEnd(9)} ${shown} (${(sample.wallMs / 1000).toFixed(1)} s)`);
@@ -228,9 +273,17 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
   return {
     benchmark: 'overhead',
     format: 1,
-    options: { rounds: opts.rounds, quick: opts.quick, transport: opts.transport, runSeconds: opts.runSeconds, quietWaitSeconds: opts.quietWaitSeconds, scale: SCALE },
+    options: {
+      rounds: opts.rounds,
+      quick: opts.quick,
+      transport: opts.transport,
+      runSeconds: opts.runSeconds,
+      quietWaitSeconds: opts.quietWaitSeconds,
+      scale: SCALE,
+      targets: opts.targets,
+    },
     machine,
-    versions: { postgres, pgbench, psql, pgbouncer: bouncer.version },
+    versions: { postgres, pgbench, psql, pgbouncer: bouncer?.version ?? 'PgBouncer not run' },
     setup: { pgSettings: rt.pgSettings, pgxMaxBackends: rt.maxBackends, pgbouncerPoolMode: 'session', pgbouncerPoolSize: POOL_SIZE },
     workloads,
     warmup,
@@ -287,7 +340,7 @@ export async function main(argv: string[]): Promise<number> {
     await cleanup.run();
     offSignals();
   }
-  const saved = publish(results, opts.only !== null);
+  const saved = publish(results, partialRun(opts));
   process.stdout.write(`\n${terminalReport(results)}\n\nraw results: ${saved}\n`);
   return 0;
 }

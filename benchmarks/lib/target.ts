@@ -1,18 +1,30 @@
 // A target is one way of reaching the same PostgreSQL: directly, through the PGX engine, or through
-// PgBouncer. libpq clients take it as PGHOST/PGPORT (a directory in PGHOST means a Unix socket).
+// PgBouncer; in the overhead benchmark, on request, also through a bare Node.js relay. libpq clients
+// take it as PGHOST/PGPORT (a directory in PGHOST means a Unix socket).
 
+/** The three targets every benchmark compares (the frameworks bench keys its tables by these). */
 export type TargetName = 'direct' | 'pgx' | 'pgbouncer';
 
 export const TARGET_NAMES: readonly TargetName[] = ['direct', 'pgx', 'pgbouncer'];
 
-export const TARGET_LABELS: Record<TargetName, string> = {
+/**
+ * The overhead benchmark's targets: the three, and the opt-in `relay` (node-relay-main.ts), the floor
+ * any Node.js proxy has on the machine. A separate union, so benchmarks that only know the three keep
+ * exhaustive records of them.
+ */
+export type OverheadTargetName = TargetName | 'relay';
+
+export const OVERHEAD_TARGET_NAMES: readonly OverheadTargetName[] = ['direct', 'pgx', 'pgbouncer', 'relay'];
+
+export const TARGET_LABELS: Record<OverheadTargetName, string> = {
   direct: 'PostgreSQL direct',
   pgx: 'PGX engine',
   pgbouncer: 'PgBouncer',
+  relay: 'Node relay',
 };
 
 export interface Target {
-  name: TargetName;
+  name: OverheadTargetName;
   /** 127.0.0.1 for TCP, or the socket directory. */
   host: string;
   port: number;
