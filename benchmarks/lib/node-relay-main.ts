@@ -1,18 +1,22 @@
 // A bare Node.js relay, the overhead benchmark's opt-in `relay` target. It exists to measure the floor
-// any Node.js proxy has on this machine: what Node's streams, libuv and the kernel cost to carry the
-// same pgbench traffic, with no PGX code loaded (this file imports node:net and nothing else). The
-// engine can beat this floor only by doing less than copying every byte through JavaScript.
+// any Node.js proxy has on this machine: what Node's sockets, libuv and the kernel cost to carry the
+// same pgbench traffic, with no engine code loaded (it imports node:net and the engine's
+// accept-onread.ts, which imports node:net only).
 //
-// The cheapest honest relay: no protocol parsing, no pool. Each accepted client gets a fresh
-// connection to PostgreSQL's Unix socket (where the engine and PgBouncer connect too), so a pgbench -C
-// run pays a backend fork per connection that the pooling proxies do not; the steady -S runs are the
-// point. Spawned by node-relay.ts with an IPC channel: it reports its port there, and exits when the
-// channel closes, so a benchmark that dies cannot leave it behind.
+// The cheapest honest relay: no protocol parsing, no pool, and reads as the engine reads them: every
+// socket reads with `onread` into one buffer of its own (no Buffer, stream push or 'data' event per
+// read), and each read is passed on as one write of a view of that buffer. A write the kernel did not
+// take at once keeps the view, so the socket moves to a fresh buffer. Each accepted client gets a
+// fresh connection to PostgreSQL's Unix socket (where the engine and PgBouncer connect too), so a
+// pgbench -C run pays a backend fork per connection that the pooling proxies do not; the steady -S
+// runs are the point. Spawned by node-relay.ts with an IPC channel: it reports its port there, and
+// exits when the channel closes, so a benchmark that dies cannot leave it behind.
 //
 // Usage: node node-relay-main.js BACKEND_SOCKET LISTEN   (LISTEN: 127.0.0.1, a free port is taken; or
 // the path of a Unix socket to listen on)
 
 import net from 'node:net';
+import { acceptWithOnread } from '../../src/engine/accept-onread.js';
 
 const [backendPath, listenAt] = process.argv.slice(2);
 if (!backendPath || !listenAt || !process.send) {
@@ -20,28 +24,57 @@ if (!backendPath || !listenAt || !process.send) {
   process.exit(2);
 }
 
-/** Copies `from` to `to` chunk by chunk; a full `to` pauses `from` until it drains. */
-function pump(from: net.Socket, to: net.Socket): void {
-  from.on('data', (chunk: Buffer) => {
-    if (!to.write(chunk)) from.pause();
-  });
-  to.on('drain', () => from.resume());
-  // An end is passed on once what is queued has been written; an error closes both at once.
-  from.on('end', () => to.end());
-  from.on('error', () => {
-    from.destroy();
-    to.destroy();
-  });
+const BUFFER_SIZE = 64 * 1024;
+/** Bytes queued on a socket before its source is paused until drain (as the engine's pump). */
+const MAX_QUEUED = 1 << 20;
+
+/** One direction: what `from` reads is written to `to`, the way the engine's pump writes it. */
+class Direction {
+  from: net.Socket | null = null;
+  to: net.Socket | null = null;
+  private buffer = Buffer.allocUnsafe(BUFFER_SIZE);
+
+  readonly onread: net.OnReadOpts = {
+    buffer: () => this.buffer,
+    callback: (n: number, buf: Uint8Array): boolean => {
+      const to = this.to!;
+      to.write(n === buf.length ? buf : buf.subarray(0, n));
+      if (to.writableLength > 0) {
+        this.buffer = Buffer.allocUnsafe(BUFFER_SIZE);
+        if (to.writableLength > MAX_QUEUED) {
+          this.from!.pause();
+          to.once('drain', () => this.from!.resume());
+        }
+      }
+      return true;
+    },
+  };
 }
 
-const server = net.createServer({ noDelay: true }, (client) => {
+/** Ends and errors: an end is passed on once what is queued is written; an error closes both. */
+function link(a: net.Socket, b: net.Socket): void {
+  for (const [from, to] of [[a, b], [b, a]] as const) {
+    from.on('end', () => to.end());
+    from.on('error', () => {
+      from.destroy();
+      to.destroy();
+    });
+  }
+}
+
+// Connections are accepted by acceptWithOnread (below, once listening), never by net.Server itself.
+const server = net.createServer();
+
+function accept(makeClient: (onread: net.OnReadOpts) => net.Socket): void {
+  const up = new Direction();
+  const down = new Direction();
+  const client = makeClient(up.onread);
   // Writes before the connect completes (the startup packet) are queued by the socket.
-  const backend = net.connect({ path: backendPath });
-  // A no-op on a Unix socket; here so that a TCP backend would not wait for Nagle either.
-  backend.setNoDelay(true);
-  pump(client, backend);
-  pump(backend, client);
-});
+  const backend = net.connect({ path: backendPath!, onread: down.onread });
+  up.from = down.to = client;
+  up.to = down.from = backend;
+  link(client, backend);
+}
 
 server.on('error', (err) => {
   process.stderr.write(`node relay: ${err.message}\n`);
@@ -49,6 +82,10 @@ server.on('error', (err) => {
 });
 
 const listening = (): void => {
+  if (!acceptWithOnread(server, !listenAt.startsWith('/'), accept)) {
+    process.stderr.write('node relay: could not accept with onread on this Node.js\n');
+    process.exit(1);
+  }
   const address = server.address();
   process.send?.({ port: typeof address === 'object' && address ? address.port : 0 });
 };

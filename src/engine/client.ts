@@ -59,7 +59,7 @@ export type ClientReader = (chunk: Buffer) => boolean;
 /**
  * Where a session's socket comes from: the listener makes it around the session's `onread` (net's
  * documented zero-copy read: one buffer, a callback per read, no Buffer, stream push or 'data' event
- * per read; see listener.ts, acceptWithOnread), or an accepted socket, paused, that the session reads
+ * per read; see accept-onread.ts), or an accepted socket, paused, that the session reads
  * through 'data' events (a listener that cannot make sockets itself).
  */
 export type ClientSocketSource = net.Socket | ((onread: net.OnReadOpts) => net.Socket);

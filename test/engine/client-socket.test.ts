@@ -1,4 +1,4 @@
-// Client sockets read into a reused buffer (listener.ts, acceptWithOnread). Two things are guarded
+// Client sockets read into a reused buffer (accept-onread.ts). Two things are guarded
 // here: that building an accepted connection's socket with `onread` in place of net.Server still works
 // on this Node (it relies on the listening handle's undocumented `onconnection`, the server's
 // `_connections` and the socket's `handle` option), and that bytes the engine keeps past a read
@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import net from 'node:net';
 import { once } from 'node:events';
 import { serialize } from 'pg-protocol';
-import { acceptWithOnread } from '../../src/engine/listener.js';
+import { acceptWithOnread } from '../../src/engine/accept-onread.js';
 import { ReadBufferShelf, smallReadBuffers } from '../../src/engine/read-buffers.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
