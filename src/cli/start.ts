@@ -24,6 +24,7 @@ import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './
 import { probeStorage, type StorageCapability } from '../runtime/storage-probe.js';
 import { TlsCertificate } from './tls-certificate.js';
 import { cgroupMemoryLimit } from '../runtime/cgroup.js';
+import { capYoungGeneration } from '../runtime/young-generation.js';
 
 export const START_HELP = `Usage: pgx start [options]
 
@@ -232,6 +233,7 @@ function privateSocketDir(dataDir: string): string {
 
 export async function runStart(argv: string[]): Promise<number> {
   const config = parseStartArgs(argv);
+  capYoungGeneration();
   const logger = createLogger({ format: config.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'), level: config.logLevel });
   const runtime = await startRuntime(config, logger);
   const url = `postgresql://postgres@${hostForUrl(config.host)}:${runtime.engine.port}/postgres`;
