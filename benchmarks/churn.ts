@@ -59,9 +59,10 @@ interface Memory {
   heapMB?: number;
   codeMB?: number;
   /**
-   * PGX only: V8's committed heap after the GC. It includes the young generation, which V8 grows to
-   * 32 MB under allocation and does not give back on a full GC, so node's PSS can step by 16-30 MB
-   * between two readings with nothing retained: read this beside a node figure.
+   * PGX only: V8's committed heap after the GC. Before 4d60060 it included a young generation that
+   * V8 grew to 32 MB under allocation and did not give back, so node's PSS could step by 16-30 MB
+   * between two readings with nothing retained; the runtime now keeps it at 2 MB. Read this beside a
+   * node figure.
    */
   heapCommittedMB?: number;
 }
@@ -73,7 +74,9 @@ interface Run {
   errors: number;
   before: Memory;
   after: Memory;
-  /** The same reading taken 15 s before `before`, with nothing running: how far an idle tree's PSS moves by itself. */
+  /** The same reading taken 15 s before `before`, with nothing running. */
+  idle: Memory;
+  /** How far an idle tree's PSS (without file-backed pages) moved by itself: `idle` against `before`. */
   idleDriftMB: number;
 }
 
@@ -144,10 +147,17 @@ async function memoryOf(root: number, rt?: RuntimeProcess): Promise<Memory> {
   };
 }
 
-/** The runtime at rest: no minted database left, the pool full, nothing dropping. */
+/**
+ * The runtime at rest: no minted database left, the pool full, nothing dropping, and node's garbage
+ * collected SETTLE_MS before the reading. V8 hands the pages a full GC frees back to the kernel
+ * from a background thread; read at once after the first GC after 2,500 lifecycles, the tree's PSS
+ * was 14 MB above a reading 15 s later (the 04:44 run), which made the idle drift, and so the
+ * resolution, 14 times the figure it qualifies.
+ */
 async function settle(rt: RuntimeProcess): Promise<void> {
   while ((await rt.api.status()).databases.ephemeral > 0) await sleep(250);
   await waitForPool(rt);
+  await rt.heap();
   await sleep(SETTLE_MS);
 }
 
@@ -169,16 +179,15 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   progress(`PGX: ${opts.warmup} warm-up lifecycles`);
   await lifecycles(opts.warmup, opts.concurrency, rt.engine, (c, i) => pgx(c, 1_000_000 + i), 'warm-up');
   await settle(rt);
-  let drift = owned(await memoryOf(rt.pid, rt));
+  let idle = await memoryOf(rt.pid, rt);
   await sleep(DRIFT_GAP_MS);
   let before = await memoryOf(rt.pid, rt);
-  drift = Math.abs(owned(before) - drift);
   progress(`PGX before: ${JSON.stringify(before)}`);
   let r = await lifecycles(opts.count, opts.concurrency, rt.engine, pgx, 'PGX');
   await settle(rt);
   let after = await memoryOf(rt.pid, rt);
   progress(`PGX after: ${JSON.stringify(after)}`);
-  runs.push({ target: 'pgx', count: opts.count, ...r, before, after, idleDriftMB: drift });
+  runs.push({ target: 'pgx', count: opts.count, ...r, before, after, idle, idleDriftMB: Math.abs(owned(before) - owned(idle)) });
 
   if (opts.pgCount > 0) {
     const direct = (c: pg.Client, i: number): Promise<void> =>
@@ -194,14 +203,13 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
     progress(`PostgreSQL directly: ${pgWarmup} warm-up lifecycles`);
     await lifecycles(pgWarmup, opts.concurrency, rt.postgres, (c, i) => direct(c, 1_000_000 + i), 'warm-up');
     await settle(rt);
-    drift = owned(await memoryOf(rt.postmasterPid()));
+    idle = await memoryOf(rt.postmasterPid());
     await sleep(DRIFT_GAP_MS);
     before = await memoryOf(rt.postmasterPid());
-    drift = Math.abs(owned(before) - drift);
     r = await lifecycles(opts.pgCount, opts.concurrency, rt.postgres, direct, 'PG18');
     await settle(rt);
     after = await memoryOf(rt.postmasterPid());
-    runs.push({ target: 'postgres', count: opts.pgCount, ...r, before, after, idleDriftMB: drift });
+    runs.push({ target: 'postgres', count: opts.pgCount, ...r, before, after, idle, idleDriftMB: Math.abs(owned(before) - owned(idle)) });
   }
   return { options: opts, postgresVersion, runtimeFlags: rt.flags, runs };
 }
