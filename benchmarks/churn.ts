@@ -149,10 +149,10 @@ async function memoryOf(root: number, rt?: RuntimeProcess): Promise<Memory> {
 
 /**
  * The runtime at rest: no minted database left, the pool full, nothing dropping, and node's garbage
- * collected SETTLE_MS before the reading. V8 hands the pages a full GC frees back to the kernel
- * from a background thread; read at once after the first GC after 2,500 lifecycles, the tree's PSS
- * was 14 MB above a reading 15 s later (the 04:44 run), which made the idle drift, and so the
- * resolution, 14 times the figure it qualifies.
+ * collected SETTLE_MS before the reading. Read at once after the first collection following 2,500
+ * lifecycles, the tree's PSS was 14 MB above a reading 15 s later (the 04:44 run on 2026-12-01), and
+ * that idle drift is the resolution. V8 shrinks its committed heap some seconds after a collection,
+ * not during it: even with this wait, 21.3 MB at the idle reading, 18.3 MB 15 s later (05:10 run).
  */
 async function settle(rt: RuntimeProcess): Promise<void> {
   while ((await rt.api.status()).databases.ephemeral > 0) await sleep(250);
