@@ -12,7 +12,7 @@ import type { TestRuntime } from '../helpers/runtime.js';
 import { apply, makeRuntime, NS, PGX, settle, startCluster, stopCluster, startOperator, startRuntimes, waitFor, waitForCondition, type Cluster } from './harness.js';
 
 const SCHEMA = 'CREATE TABLE items (id int PRIMARY KEY);';
-/** Branches applied at once: enough requests (6 to 9 to the API server each) for the connection count to mean something. */
+/** Branches applied at once: enough requests (about 6 to the API server each) for the connection count to mean something. */
 const BURST = 8;
 
 describe('operator: what an event requeues, and what a burst reads', function () {
