@@ -1,9 +1,9 @@
 // The byte pump between a client and the backend it holds. Frames pass both ways as slices of the
-// chunks they arrived in; the engine reads only message headers, plus the few messages it must act on:
-// Terminate from the client, ReadyForQuery from the backend (transaction state), and, when control
-// functions are on, Query and Parse (behind a byte prefilter) and what control.ts asks for. Each
-// direction makes at most one write (or one corked batch) per chunk, and a full socket pauses its
-// source until drain.
+// chunks they arrived in; the engine reads only message headers, plus the few messages it must act
+// on: Terminate from the client, ReadyForQuery (transaction state) and COPY requests from the
+// backend, and, when control functions are on, Query and Parse (behind a byte prefilter) and what
+// control.ts asks for. Each direction makes at most one write (or one corked batch) per chunk, and a
+// full socket pauses its source until drain.
 //
 // A control call holds the client's stream: the bytes before it go out, the call runs, the message
 // control.ts rewrites goes out, and only then are the client's later bytes read, so PostgreSQL sees
@@ -58,6 +58,8 @@ const CONTROL_CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
 
 const BACKEND_ACTIONS: Partial<Record<number, FrameAction>> = {
   [Msg.ReadyForQuery]: FrameAction.Whole,
+  [Msg.CopyInResponse]: FrameAction.Note,
+  [Msg.CopyBothResponse]: FrameAction.Note,
 };
 
 // The scanners' tables, built once; a scanner copies one only when it changes an action (control).
@@ -135,7 +137,16 @@ export class Pump {
   /** Extended-protocol messages sent since the last Sync. */
   private unsynced = false;
   private tx: number = TxStatus.Idle;
+  /**
+   * The client sent Terminate. PostgreSQL reads it only after answering what came before it, so the
+   * session ends once the statements in flight are answered, or at once if the backend waits for COPY
+   * data the client will not send (PostgreSQL would fail that COPY on reading the Terminate).
+   */
   private terminated = false;
+  /** The backend asked for COPY data, and has not been ready for a query since. */
+  private copying = false;
+  /** After Terminate: the backend has answered what was in flight, or waits for COPY data. */
+  private answeredAll = false;
   private stopped = false;
   private violation: { type: number; length: number } | null = null;
   /** A control call is running: the client's later bytes wait in `backlog`, in order. */
@@ -187,13 +198,22 @@ export class Pump {
 
   private readonly backendSink: FrameSink = {
     forward: (buf, start, end) => this.toClient.add(buf, start, end),
-    // Only ParseComplete and CloseComplete are noted, and only for a control session.
-    note: () => this.control!.backendNote(),
+    note: (type) => {
+      if (type === Msg.CopyInResponse || type === Msg.CopyBothResponse) {
+        this.copying = true;
+        if (this.terminated) this.answeredAll = true;
+      } else {
+        // ParseComplete and CloseComplete, noted only for a control session.
+        this.control!.backendNote();
+      }
+    },
     frame: (type, buf, start, end) => {
       if (type === Msg.ReadyForQuery) {
         // Its last byte is the transaction status.
         this.tx = buf[end - 1]!;
         if (this.pending > 0) this.pending--;
+        this.copying = false;
+        if (this.terminated && this.pending === 0) this.answeredAll = true;
         if (this.activeHeld && this.betweenTransactions) {
           this.activeHeld = false;
           this.gate!.slots.release(this.gate!.database);
@@ -401,7 +421,12 @@ export class Pump {
     // Read back through a getter: the sink may have set these during feed().
     const violation = this.currentViolation();
     if (violation) this.events.violation(violation.type, violation.length);
-    else if (this.terminated) this.events.terminate();
+    else if (this.terminated) {
+      if (this.pending === 0 || this.copying) this.events.terminate();
+      // Read nothing more, not even the client's end of stream: a client that shuts down its side
+      // after Terminate still gets its answers.
+      else this.client.pause();
+    }
     return queued;
   }
 
@@ -448,6 +473,7 @@ export class Pump {
     }
     const queued = this.toClient.flush();
     if (this.control !== null) this.syncActions();
+    if (this.answeredAll && !this.stopped) this.events.terminate();
     return queued;
   };
 

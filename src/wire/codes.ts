@@ -20,6 +20,8 @@ export const enum Msg {
   // backend
   Authentication = 0x52, // R
   BackendKeyData = 0x4b, // K
+  CopyInResponse = 0x47, // G
+  CopyBothResponse = 0x57, // W
   ErrorResponse = 0x45, // E
   NoticeResponse = 0x4e, // N
   NegotiateProtocolVersion = 0x76, // v

@@ -1,7 +1,8 @@
 // Malformed and abusive clients against a real runtime, over raw sockets: bad startup packets, a
 // client that never finishes its startup, protocol violations after login, encryption requests,
-// cancel requests with unknown keys, Terminate inside a transaction. After each case the engine must
-// be back where it was: no client session left, no backend held, and a normal client still served.
+// cancel requests with unknown keys, Terminate inside a transaction or behind queries still running.
+// After each case the engine must be back where it was: no client session left, no backend held, and
+// a normal client still served.
 
 import { expect } from 'chai';
 import pg from 'pg';
@@ -315,6 +316,50 @@ describe('engine: malformed clients', function () {
         expect(r.rows).to.deep.equal([{ id: 1 }]);
         expect(Date.now() - t0).to.be.below(2000);
       });
+    });
+
+    // PostgreSQL reads a Terminate only after answering what came before it.
+    it('a query and Terminate in one write: answered in full, then closed', async () => {
+      const { conn } = await loginTrust();
+      conn.write(Buffer.concat([query("SELECT pg_sleep(0.2); SELECT 'still here' AS v"), TERMINATE]));
+      const { messages, closed } = await conn.drain();
+      expect(closed).to.equal(true);
+      expect(messages.map((m) => m.type).join('')).to.equal('TDCTDCZ');
+      expect(messages[4]!.body.subarray(6).toString()).to.equal('still here');
+    });
+
+    it('statements in flight at Terminate commit, and the answer reaches a client that shut down its side', async () => {
+      await withPg((c) => c.query('CREATE TABLE said_goodbye (id int)'));
+      const { conn } = await loginTrust();
+      const parse = message('P', Buffer.concat([Buffer.from('\0INSERT INTO said_goodbye SELECT $1::int FROM pg_sleep(0.2)\0'), Buffer.from([0, 0])]));
+      const bind = message('B', Buffer.concat([Buffer.from('\0\0'), Buffer.from([0, 0, 0, 1]), int32(1), Buffer.from('7'), Buffer.from([0, 0])]));
+      const execute = message('E', Buffer.concat([Buffer.from('\0'), int32(0)]));
+      conn.write(Buffer.concat([query('INSERT INTO said_goodbye VALUES (1)'), parse, bind, execute, message('S'), TERMINATE]));
+      conn.end();
+      const { messages, closed } = await conn.drain();
+      expect(closed).to.equal(true);
+      expect(messages.map((m) => m.type).join('')).to.equal('CZ12CZ');
+      const rows = await withPg((c) => c.query('SELECT id FROM said_goodbye ORDER BY id'));
+      await withPg((c) => c.query('DROP TABLE said_goodbye'));
+      expect(rows.rows).to.deep.equal([{ id: 1 }, { id: 7 }]);
+    });
+
+    it('COPY FROM STDIN and Terminate: closed at once, nothing copied', async () => {
+      await withPg((c) => c.query('CREATE TABLE never_copied (id int)'));
+      for (const before of [false, true]) {
+        const { conn } = await loginTrust();
+        conn.write(query('COPY never_copied FROM STDIN'));
+        // Terminate after the backend asked for data, and (the second time) before it could.
+        if (!before) expect((await conn.readUntil('G')).length).to.equal(1);
+        conn.write(before ? Buffer.concat([message('d', '1\n'), TERMINATE]) : Buffer.concat([message('d', '2\n'), TERMINATE]));
+        expect(await conn.waitClosed(), 'closed').to.equal(true);
+      }
+      await until('no backend still copying', async () =>
+        withPg(async (c) => (await c.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'COPY never_copied%'")).rows[0].n === 0),
+      );
+      const rows = await withPg((c) => c.query('SELECT count(*)::int AS n FROM never_copied'));
+      await withPg((c) => c.query('DROP TABLE never_copied'));
+      expect(rows.rows).to.deep.equal([{ n: 0 }]);
     });
 
     it('garbage inside a transaction leaves no lock held either', async () => {
