@@ -20,9 +20,12 @@
 //
 // Recognition is a byte prefilter (no `pgx_` or `pgrust_` anywhere: forwarded untouched, nothing
 // decoded or allocated), then pgsql-ast-parser. Only statements that are exactly
-// `SELECT fn(args) [[AS] alias]` match; anything else, including SQL the parser cannot read, a
-// schema-qualified name, or a Query mixing control calls with other statements, goes to PostgreSQL
-// unchanged, and PostgreSQL answers it (usually: function does not exist).
+// `SELECT fn(args) [[AS] alias]`, with literal or `$n` arguments, are calls. A statement that uses a
+// control function any other way (inside other SQL, with computed arguments, or as a call in a Query
+// with other statements) is refused with 0A000 and a hint on how to call it, raised where the
+// statement stands so the statements before it run as they would have: PostgreSQL would only have
+// said that the function does not exist. Anything else, including SQL the parser cannot read and
+// schema-qualified names, goes to PostgreSQL unchanged.
 
 import { parse, type Expr, type Statement } from 'pgsql-ast-parser';
 import { asPgxError } from '../errors.js';
@@ -45,21 +48,20 @@ import { queryText } from '../wire/frontend.js';
 import type { Caller, ControlFunction, ControlFunctions } from './ports.js';
 import { mayLeaveResidue } from './residue.js';
 
-/** The names accepted, with their argument counts. The pgrust_ names are PGX's, kept as aliases. */
-const FUNCTIONS = new Map<string, { fn: ControlFunction; min: number; max: number }>([
-  ['pgx_runtime_status', { fn: 'runtime_status', min: 0, max: 0 }],
-  ['pgx_seal_template', { fn: 'seal_template', min: 1, max: 1 }],
-  ['pgx_unseal_template', { fn: 'unseal_template', min: 1, max: 1 }],
-  ['pgx_pin_database', { fn: 'pin_database', min: 1, max: 1 }],
-  ['pgx_unpin_database', { fn: 'unpin_database', min: 1, max: 1 }],
-  ['pgx_drop_database', { fn: 'drop_database', min: 1, max: 1 }],
-  // (db, snapshot [, force])
-  ['pgx_snapshot_database', { fn: 'snapshot_database', min: 2, max: 3 }],
-  ['pgx_restore_database', { fn: 'restore_database', min: 2, max: 3 }],
-  ['pgrust_runtime_status', { fn: 'runtime_status', min: 0, max: 0 }],
-  ['pgrust_seal_template', { fn: 'seal_template', min: 1, max: 1 }],
-  ['pgrust_pin_database', { fn: 'pin_database', min: 1, max: 1 }],
-  ['pgrust_unpin_database', { fn: 'unpin_database', min: 1, max: 1 }],
+/** The names accepted, with their arguments. The pgrust_ names are PGX's, kept as aliases. */
+const FUNCTIONS = new Map<string, { fn: ControlFunction; min: number; max: number; args: string }>([
+  ['pgx_runtime_status', { fn: 'runtime_status', min: 0, max: 0, args: '' }],
+  ['pgx_seal_template', { fn: 'seal_template', min: 1, max: 1, args: "'template'" }],
+  ['pgx_unseal_template', { fn: 'unseal_template', min: 1, max: 1, args: "'template'" }],
+  ['pgx_pin_database', { fn: 'pin_database', min: 1, max: 1, args: "'database'" }],
+  ['pgx_unpin_database', { fn: 'unpin_database', min: 1, max: 1, args: "'database'" }],
+  ['pgx_drop_database', { fn: 'drop_database', min: 1, max: 1, args: "'database'" }],
+  ['pgx_snapshot_database', { fn: 'snapshot_database', min: 2, max: 3, args: "'database', 'snapshot' [, force]" }],
+  ['pgx_restore_database', { fn: 'restore_database', min: 2, max: 3, args: "'database', 'snapshot' [, force]" }],
+  ['pgrust_runtime_status', { fn: 'runtime_status', min: 0, max: 0, args: '' }],
+  ['pgrust_seal_template', { fn: 'seal_template', min: 1, max: 1, args: "'template'" }],
+  ['pgrust_pin_database', { fn: 'pin_database', min: 1, max: 1, args: "'database'" }],
+  ['pgrust_unpin_database', { fn: 'unpin_database', min: 1, max: 1, args: "'database'" }],
 ]);
 
 const TEXT_OID = 25;
@@ -123,24 +125,69 @@ export function mentionsControl(buf: Buffer, start: number, end: number): boolea
  * control call. `$n` parameters are accepted only where a Bind will supply them.
  */
 export function recognize(sql: string, allowParams: boolean): ControlCall[] | null {
+  const plan = planQuery(sql, allowParams);
+  return plan !== null && 'calls' in plan ? plan.calls : null;
+}
+
+/**
+ * What the engine does with SQL that mentions a control function: answer its calls, refuse the
+ * first statement that uses one out of place (`before`: the SQL ahead of that statement, to run as
+ * sent), or (null) leave it all to PostgreSQL.
+ */
+export type QueryPlan = { calls: ControlCall[] } | { before: string; refused: Raise; params: number };
+
+export function planQuery(sql: string, allowParams: boolean): QueryPlan | null {
   let statements: Statement[];
   try {
-    statements = parse(sql);
+    statements = parse(sql, { locationTracking: true });
   } catch {
     return null;
   }
   if (statements.length === 0) return null;
-  const calls: ControlCall[] = [];
-  for (const s of statements) {
-    const call = matchCall(s, allowParams);
-    if (call === null) return null;
-    calls.push(call);
+  const calls = statements.map((s) => matchCall(s, allowParams));
+  if (calls.every((c) => c !== null)) return { calls: calls as ControlCall[] };
+  for (let i = 0; i < statements.length; i++) {
+    const s = statements[i]!;
+    const uses = { name: null as string | null, params: 0 };
+    findUses(s, uses);
+    if (uses.name === null) continue;
+    return { before: sql.slice(0, s._location?.start ?? 0), refused: misplaced(uses.name, calls[i] !== null), params: uses.params };
   }
-  return calls;
+  return null;
 }
 
+/** Finds the first control function a statement calls (unqualified), and the highest `$n` in it. */
+function findUses(node: unknown, uses: { name: string | null; params: number }): void {
+  if (typeof node !== 'object' || node === null) return;
+  if (Array.isArray(node)) {
+    for (const x of node) findUses(x, uses);
+    return;
+  }
+  const n = node as { type?: unknown; function?: { name: string; schema?: string }; name?: unknown };
+  if (n.type === 'call' && uses.name === null && n.function?.schema === undefined && FUNCTIONS.has(n.function!.name)) uses.name = n.function!.name;
+  if (n.type === 'parameter' && typeof n.name === 'string') uses.params = Math.max(uses.params, Number(n.name.slice(1)) || 0);
+  for (const [k, v] of Object.entries(node)) if (k !== '_location') findUses(v, uses);
+}
+
+/** The error for a control function used where the engine cannot answer it. */
+function misplaced(name: string, isCall: boolean): Raise {
+  const usage = `SELECT ${name}(${FUNCTIONS.get(name)!.args})`;
+  return isCall
+    ? {
+        code: '0A000',
+        message: `${name}() must be called in a query of its own`,
+        hint: `PGX answers ${name}() itself, so it cannot run between other statements: send ${usage} separately.`,
+      }
+    : {
+        code: '0A000',
+        message: `${name}() can only be called as ${usage} [AS name]`,
+        hint: `PGX answers ${name}() itself, not inside other SQL: pass literal or $n arguments, and work on its result in your next statement.`,
+      };
+}
+
+/** Whether `o` has no keys but these (and the parser's locations). */
 function onlyKeys(o: object, allowed: readonly string[]): boolean {
-  return Object.keys(o).every((k) => allowed.includes(k));
+  return Object.keys(o).every((k) => k === '_location' || allowed.includes(k));
 }
 
 function matchCall(s: Statement, allowParams: boolean): ControlCall | null {
@@ -221,7 +268,9 @@ function toRaise(err: unknown): Raise {
 
 /** A prepared statement that is a control call, as the client prepared it. */
 interface Prepared {
-  call: ControlCall;
+  /** Null: a statement that uses a control function out of place; each Bind of it is refused. */
+  call: ControlCall | null;
+  refused?: Raise;
   /** Parameters the client believes the statement has (N). */
   clientParams: number;
   /** Parameters PostgreSQL's statement has: N, or 1 when N is 0 (the result needs a slot). */
@@ -231,6 +280,8 @@ interface Prepared {
 /** A client message held back while its calls run. */
 export type Held =
   | { kind: 'query'; calls: ControlCall[]; aborted: boolean }
+  /** The statements `before` go on as sent; the one after them is refused. */
+  | { kind: 'misplaced'; before: string; refused: Raise }
   | { kind: 'bind'; bind: BindMessage; prepared: Prepared; aborted: boolean };
 
 export interface Answer {
@@ -329,7 +380,9 @@ export class ControlSession {
   /** Runs the held calls, in order, stopping at the first failure. Never rejects. */
   async evaluate(held: Held): Promise<Answer> {
     const results: string[] = [];
-    const calls = held.kind === 'query' ? held.calls : [held.prepared.call];
+    if (held.kind === 'misplaced') return { held, results, error: held.refused };
+    if (held.kind === 'bind' && held.prepared.call === null) return { held, results, error: held.prepared.refused! };
+    const calls = held.kind === 'query' ? held.calls : [held.prepared.call!];
     for (const call of calls) {
       if (held.aborted) return { held, results, error: ABORTED };
       try {
@@ -350,13 +403,13 @@ export class ControlSession {
    */
   emit(answer: Answer, inFlight: number): Buffer {
     const { held, results, error } = answer;
-    if (held.kind === 'query') {
-      const statements = results.map((r, i) => resultSelect(r, held.calls[i]!.column));
+    if (held.kind !== 'bind') {
+      const statements = held.kind === 'query' ? results.map((r, i) => resultSelect(r, held.calls[i]!.column)) : [];
       if (error) {
         statements.push(raiseStatement(error));
         this.expected.push({ rfqAhead: inFlight - 1, completesAhead: 0, swallow: 0, raise: error });
       }
-      return queryMessage(statements.join('; '));
+      return queryMessage((held.kind === 'misplaced' ? held.before : '') + statements.join('; '));
     }
     const bind = held.bind;
     if (!error) {
@@ -447,9 +500,9 @@ export class ControlSession {
     this.queryArrived();
     if (!this.residue) this.residue = mayLeaveResidue(buf, start + 5, end);
     if (!mentionsControl(buf, start + 5, end)) return Verdict.Forward;
-    const calls = recognize(queryText(buf.subarray(start + 5, end)), false);
-    if (calls === null) return Verdict.Forward;
-    this.work = { kind: 'query', calls, aborted };
+    const plan = planQuery(queryText(buf.subarray(start + 5, end)), false);
+    if (plan === null) return Verdict.Forward;
+    this.work = 'calls' in plan ? { kind: 'query', calls: plan.calls, aborted } : { kind: 'misplaced', before: plan.before, refused: plan.refused };
     return Verdict.DropAndPause;
   }
 
@@ -462,17 +515,27 @@ export class ControlSession {
     if (this.statements.size > 0) this.statements.delete(statementName(buf, start, end));
     if (!mentionsControl(buf, start + 5, end)) return Verdict.Forward;
     const msg = readParse(buf, start, end);
-    const calls = recognize(msg.query, true);
-    if (calls === null || calls.length !== 1) return Verdict.Forward;
-    const call = calls[0]!;
-    let clientParams = msg.paramTypes.length;
-    for (const a of call.args) if ('param' in a) clientParams = Math.max(clientParams, a.param + 1);
-    const declared = Math.max(clientParams, 1);
-    this.statements.set(msg.name, { call, clientParams, declared });
+    const plan = planQuery(msg.query, true);
+    if (plan === null) return Verdict.Forward;
+    let prepared: Prepared;
+    if ('calls' in plan) {
+      // Several statements: PostgreSQL refuses to prepare them (42601).
+      if (plan.calls.length !== 1) return Verdict.Forward;
+      const call = plan.calls[0]!;
+      let clientParams = msg.paramTypes.length;
+      for (const a of call.args) if ('param' in a) clientParams = Math.max(clientParams, a.param + 1);
+      prepared = { call, clientParams, declared: Math.max(clientParams, 1) };
+    } else {
+      if (plan.before.trim() !== '') return Verdict.Forward;
+      // Refused at each Bind, as a failed call is: the error comes at the client's Execute.
+      const clientParams = Math.max(msg.paramTypes.length, plan.params);
+      prepared = { call: null, refused: plan.refused, clientParams, declared: Math.max(clientParams, 1) };
+    }
+    this.statements.set(msg.name, prepared);
     this.work = parseMessage({
       name: msg.name,
-      query: `SELECT $1::text AS ${identifier(call.column)}`,
-      paramTypes: new Array<number>(declared).fill(TEXT_OID),
+      query: `SELECT $1::text AS ${identifier(prepared.call?.column ?? '?column?')}`,
+      paramTypes: new Array<number>(prepared.declared).fill(TEXT_OID),
     });
     return Verdict.DropAndPause;
   }

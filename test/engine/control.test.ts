@@ -13,7 +13,7 @@ import type { BackendMessage } from 'pg-protocol/dist/messages.js';
 import postgres from 'postgres';
 import { PgxError } from '../../src/errors.js';
 import { Engine } from '../../src/engine/listener.js';
-import { mentionsControl, raiseStatement, recognize } from '../../src/engine/control.js';
+import { mentionsControl, planQuery, raiseStatement, recognize } from '../../src/engine/control.js';
 import type { Caller, ControlFunction, ControlFunctions } from '../../src/engine/ports.js';
 import { directConnection, directEnv, runCommand, type CommandResult } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -121,6 +121,41 @@ describe('engine/control: recognising control calls', () => {
       '',
     ]) {
       expect(recognize(sql, false), sql).to.equal(null);
+    }
+  });
+
+  it('refuses the first statement that uses a control function out of place, keeping the SQL before it', () => {
+    const cases: [string, string, string][] = [
+      ["SELECT 1; SELECT pgx_seal_template('a'); SELECT 2", 'SELECT 1; ', 'pgx_seal_template() must be called in a query of its own'],
+      ["SELECT pgx_seal_template('a'); SELECT 1", '', 'pgx_seal_template() must be called in a query of its own'],
+      ['SELECT * FROM pgx_runtime_status()', '', 'pgx_runtime_status() can only be called as SELECT pgx_runtime_status() [AS name]'],
+      ["/* c */ SELECT 1 ;\nSELECT upper(PGX_DROP_DATABASE('a'))", '/* c */ SELECT 1 ;\n', "pgx_drop_database() can only be called as SELECT pgx_drop_database('database') [AS name]"],
+      ['SELECT pgx_pin_database(current_database())', '', "pgx_pin_database() can only be called as SELECT pgx_pin_database('database') [AS name]"],
+      ['SELECT pgx_seal_template()', '', "pgx_seal_template() can only be called as SELECT pgx_seal_template('template') [AS name]"],
+      [
+        "INSERT INTO t SELECT pgx_snapshot_database('a', 'b')",
+        '',
+        "pgx_snapshot_database() can only be called as SELECT pgx_snapshot_database('database', 'snapshot' [, force]) [AS name]",
+      ],
+    ];
+    for (const [sql, before, message] of cases) {
+      const plan = planQuery(sql, false);
+      expect(plan, sql).to.deep.include({ before });
+      expect(plan && 'refused' in plan ? plan.refused : null, sql).to.include({ code: '0A000', message });
+    }
+    expect(planQuery('SELECT upper(pgx_seal_template($3))', true)).to.deep.include({ params: 3 });
+  });
+
+  it('leaves SQL that names no control function, or only a qualified one, to PostgreSQL', () => {
+    for (const sql of [
+      "SELECT 'pgx_seal_template(1)'",
+      'SELECT 1 AS pgx_x; CREATE TABLE pgx_test (id int)',
+      "SELECT public.pgx_seal_template('a')",
+      'SELECT "PGX_RUNTIME_STATUS"()',
+      "SELECT pgx_unknown('a'); SELECT 1",
+      'SELECT pgx_seal_template((',
+    ]) {
+      expect(planQuery(sql, false), sql).to.equal(null);
     }
   });
 
@@ -250,8 +285,23 @@ describe('engine/control: control functions through the engine', function () {
       const through = await psql(['-c', sql]);
       expect(through.stdout).to.equal((await psql(['-c', sql], undefined, directEnv(rt))).stdout);
       expect(through.stdout).to.contain('pgx_seal_template(1)');
-      const mixed = await psql(['-At', '-c', "SELECT 1; SELECT pgx_seal_template('a')"]);
-      expect(mixed.stderr).to.contain('function pgx_seal_template(unknown) does not exist');
+      expect(control.calls).to.deep.equal([]);
+    });
+
+    it('refuses a control function used out of place with 0A000 and a hint, after running the statements before it', async function () {
+      // Each -c goes as one Query (psql splits a script at semicolons itself).
+      const queries = ["SELECT 1; SELECT pgx_seal_template('a'); SELECT 2", 'SELECT * FROM pgx_runtime_status()', "SELECT 'still here'"];
+      const r = await psql(['-v', 'VERBOSITY=verbose', '-At', ...queries.flatMap((q) => ['-c', q])]);
+      expect(r.stdout).to.equal('1\nstill here\n');
+      expect(r.stderr).to.equal(
+        [
+          'ERROR:  0A000: pgx_seal_template() must be called in a query of its own',
+          "HINT:  PGX answers pgx_seal_template() itself, so it cannot run between other statements: send SELECT pgx_seal_template('template') separately.",
+          'ERROR:  0A000: pgx_runtime_status() can only be called as SELECT pgx_runtime_status() [AS name]',
+          'HINT:  PGX answers pgx_runtime_status() itself, not inside other SQL: pass literal or $n arguments, and work on its result in your next statement.',
+          '',
+        ].join('\n'),
+      );
       expect(control.calls).to.deep.equal([]);
     });
 
@@ -303,6 +353,17 @@ describe('engine/control: control functions through the engine', function () {
       expect(control.calls.map((x) => x.args[0])).to.not.include('in-aborted');
       await c.query('ROLLBACK');
       expect((await c.query('SELECT 2 AS two')).rows).to.deep.equal([{ two: 2 }]);
+    });
+
+    it('node-postgres: a control function used out of place fails at Execute with 0A000, and the session goes on', async function () {
+      const client = await pgClient();
+      for (let i = 0; i < 2; i++) {
+        const err = await client.query('SELECT upper(pgx_seal_template($1)) AS s', ['a']).catch((e: unknown) => e);
+        expect(err).to.include({ code: '0A000', message: "pgx_seal_template() can only be called as SELECT pgx_seal_template('template') [AS name]" });
+        expect((err as { where?: string }).where).to.equal(undefined);
+      }
+      expect((await client.query('SELECT $1::int AS n', [5])).rows).to.deep.equal([{ n: 5 }]);
+      expect(control.calls).to.deep.equal([]);
     });
 
     it('postgres.js: described and cached statements, called twice, with and without arguments', async function () {
