@@ -45,6 +45,7 @@ Options:
   --warmup N     rounds run first and not counted                                       [1]
   --only LIST    lifecycles to run, comma-separated (${LIFECYCLES.map((l) => l.name).join(', ')})
   --targets LIST targets, comma-separated, direct among them (${TARGET_NAMES.join(', ')})   [all]
+                 Either makes a partial run: results to a temp file, docs untouched
   --quick        smoke run: 1 round, no warm-up; results to a temp file, docs untouched
   --report FILE  redraw the tables and docs section from a results JSON
   -h, --help     this help
@@ -279,6 +280,7 @@ export const main = benchMain<Options, Body>({
     }
     return { rounds: intOption(v, 'rounds', quick ? 1 : 5, 1), warmup: intOption(v, 'warmup', quick ? 0 : 1), only, targets };
   },
+  partial: (o) => o.only.length > 0 || (o.targets?.length ?? TARGET_NAMES.length) < TARGET_NAMES.length,
   measure,
   render,
 });

@@ -18,6 +18,8 @@ export interface Meta {
   benchmark: string;
   format: 1;
   quick: boolean;
+  /** A run of part of the benchmark (see BenchDefinition.partial); absent in older results. */
+  partial?: boolean;
   machine: MachineInfo;
   durationSeconds: number;
 }
@@ -47,6 +49,8 @@ export interface BenchDefinition<O, B> {
   /** Options beyond --quick, --report and --help; all strings. */
   options: string[];
   parse(values: OptionValues, quick: boolean): O;
+  /** A run of part of the benchmark: like --quick, it does not replace the published results. */
+  partial?(opts: O): boolean;
   measure(opts: O, ctx: { cleanup: Cleanup; workDir: string }): Promise<B>;
   render(results: Meta & B): Rendered;
 }
@@ -90,12 +94,12 @@ function writeDocs<O, B>(def: BenchDefinition<O, B>, results: Meta & B, rawPath:
   replaceSection(path.join(root, 'docs', 'benchmarks.md'), def.name, r.markdown(rawPath));
 }
 
-/** Raw JSON (timestamped and -latest; a quick run to a temp file) and, for a full run, the docs. */
+/** Raw JSON (timestamped and -latest; a quick or partial run to a temp file) and, for a full run, the docs. */
 function publish<O, B>(def: BenchDefinition<O, B>, results: Meta & B): string {
   const stamp = results.machine.date.replace(/[:.]/g, '-').replace(/-\d{3}Z$/, 'Z');
   const json = `${JSON.stringify(results, null, 1)}\n`;
-  if (results.quick) {
-    const file = path.join(os.tmpdir(), `pgx-${def.name}-quick-${stamp}.json`);
+  if (!published(results)) {
+    const file = path.join(os.tmpdir(), `pgx-${def.name}-${results.quick ? 'quick' : 'partial'}-${stamp}.json`);
     writeFileSync(file, json);
     return file;
   }
@@ -106,6 +110,11 @@ function publish<O, B>(def: BenchDefinition<O, B>, results: Meta & B): string {
   writeFileSync(path.join(root, 'benchmarks', 'results', `${def.name}-latest.json`), json);
   writeDocs(def, results, rel);
   return rel;
+}
+
+/** Whether results replace the published ones (docs/benchmarks.md, benchmarks/results/). */
+function published(results: Meta): boolean {
+  return !results.quick && results.partial !== true;
 }
 
 export function benchMain<O, B>(def: BenchDefinition<O, B>): (argv: string[]) => Promise<number> {
@@ -125,7 +134,7 @@ export function benchMain<O, B>(def: BenchDefinition<O, B>): (argv: string[]) =>
       const results = JSON.parse(readFileSync(values.report, 'utf8')) as Meta & B;
       process.stdout.write(`${terminal(def.render(results))}\n`);
       const rel = path.relative(packageRoot(), path.resolve(values.report));
-      if (!results.quick) writeDocs(def, results, rel.startsWith('..') ? values.report : rel);
+      if (published(results)) writeDocs(def, results, rel.startsWith('..') ? values.report : rel);
       return 0;
     }
     const quick = values.quick === true;
@@ -142,7 +151,9 @@ export function benchMain<O, B>(def: BenchDefinition<O, B>): (argv: string[]) =>
       // PostgreSQL runs as the unprivileged `pgx` user when we are root; it must reach its directory.
       chmodSync(workDir, 0o755);
       const body = await def.measure(opts, { cleanup, workDir });
-      results = { benchmark: def.name, format: 1 as const, quick, machine, durationSeconds: Math.round((systemClock.monotonic() - started) / 1000), ...body };
+      const partial = def.partial?.(opts) === true;
+      const durationSeconds = Math.round((systemClock.monotonic() - started) / 1000);
+      results = { benchmark: def.name, format: 1 as const, quick, ...(partial ? { partial } : {}), machine, durationSeconds, ...body };
       // Saved before cleanup: removing the data directories of a thousand databases takes minutes.
       saved = publish(def, results);
     } finally {
