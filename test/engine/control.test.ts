@@ -5,6 +5,7 @@
 // is reached directly, and outputs are compared.
 
 import { expect } from 'chai';
+import fc from 'fast-check';
 import pg from 'pg';
 import net from 'node:net';
 import fs from 'node:fs';
@@ -144,6 +145,32 @@ describe('engine/control: recognising control calls', () => {
       expect(plan && 'refused' in plan ? plan.refused : null, sql).to.include({ code: '0A000', message });
     }
     expect(planQuery('SELECT upper(pgx_seal_template($3))', true)).to.deep.include({ params: 3 });
+  });
+
+  it('on generated multi-statement SQL: a refusal keeps exactly the statements before the first use', () => {
+    const plain = fc.constantFrom('SELECT 1', "SELECT 'pgx_seal_template(1)'", 'CREATE TABLE pgx_t (id int)', 'INSERT INTO pgx_t VALUES (1)', 'SELECT pgx_unknown()', "SELECT public.pgx_pin_database('a')");
+    const call = "SELECT pgx_seal_template('a')";
+    const use = fc.constantFrom(call, 'SELECT * FROM pgx_runtime_status()', "SELECT upper(PGX_DROP_DATABASE('x'))", 'SELECT pgx_pin_database()', 'SELECT pgx_runtime_status()::json');
+    const sep = fc.constantFrom(';', '; ', ';\n', ' ; /* pgx_drop_database(1) */ ', ';\n-- c\n');
+    fc.assert(
+      fc.property(fc.array(plain, { maxLength: 4 }), fc.option(use, { nil: null }), fc.array(plain, { maxLength: 3 }), sep, (before, used, after, sep) => {
+        const head = before.map((st) => st + sep).join('');
+        const sql = head + (used === null ? '' : used + sep) + after.join(sep);
+        const plan = planQuery(sql, false);
+        if (used === null) expect(plan, sql).to.equal(null);
+        else if (used === call && before.length === 0 && after.length === 0) expect(plan, sql).to.have.property('calls').with.length(1);
+        else expect(plan, sql).to.deep.include({ before: head });
+      }),
+      { seed: 0x5eed, numRuns: 500 },
+    );
+    // Whatever the text, an answer and no exception.
+    const text = fc.tuple(fc.string({ maxLength: 40 }), fc.constantFrom('pgx_seal_template(', 'pgx_runtime_status()', '$1', "'", ';'), fc.string({ maxLength: 40 }));
+    fc.assert(
+      fc.property(text, fc.boolean(), ([a, b, c], params) => {
+        planQuery(a + b + c, params);
+      }),
+      { seed: 0x5eed, numRuns: 2000 },
+    );
   });
 
   it('leaves SQL that names no control function, or only a qualified one, to PostgreSQL', () => {
