@@ -42,13 +42,15 @@ export function createSpareSql(name: string, template: string, strategy: CreateS
  * Sent as one query string, which PostgreSQL runs as one transaction: all of it happens or none.
  * `renameAsOwner` renames as the new owner, so PostgreSQL's own rule for that (superuser, or CREATEDB)
  * decides whether the role may have it; refused, the transaction fails with 42501 and the spare stays.
+ * Its commit does not wait for the WAL flush (the client's connect would, behind a refill's writes):
+ * any later commit in the database flushes it first, and a spare lost to a crash is reconciled at start.
  */
 export function claimSpareSql(spare: string, name: string, owner: string, renameAsOwner: boolean): string {
   const target = quoteIdent(name);
   const role = quoteIdent(owner);
   const rename = `ALTER DATABASE ${quoteIdent(spare)} RENAME TO ${target}; `;
   return (
-    `ALTER DATABASE ${quoteIdent(spare)} OWNER TO ${role}; ` +
+    `SET LOCAL synchronous_commit = off; ALTER DATABASE ${quoteIdent(spare)} OWNER TO ${role}; ` +
     (renameAsOwner ? `SET LOCAL ROLE ${role}; ${rename}RESET ROLE; ` : rename) +
     `ALTER DATABASE ${target} ALLOW_CONNECTIONS true`
   );
