@@ -145,8 +145,6 @@ export class Pump {
   private terminated = false;
   /** The backend asked for COPY data, and has not been ready for a query since. */
   private copying = false;
-  /** After Terminate: the backend has answered what was in flight, or waits for COPY data. */
-  private answeredAll = false;
   private stopped = false;
   private violation: { type: number; length: number } | null = null;
   /** A control call is running: the client's later bytes wait in `backlog`, in order. */
@@ -201,7 +199,6 @@ export class Pump {
     note: (type) => {
       if (type === Msg.CopyInResponse || type === Msg.CopyBothResponse) {
         this.copying = true;
-        if (this.terminated) this.answeredAll = true;
       } else {
         // ParseComplete and CloseComplete, noted only for a control session.
         this.control!.backendNote();
@@ -213,7 +210,6 @@ export class Pump {
         this.tx = buf[end - 1]!;
         if (this.pending > 0) this.pending--;
         this.copying = false;
-        if (this.terminated && this.pending === 0) this.answeredAll = true;
         if (this.activeHeld && this.betweenTransactions) {
           this.activeHeld = false;
           this.gate!.slots.release(this.gate!.database);
@@ -421,13 +417,16 @@ export class Pump {
     // Read back through a getter: the sink may have set these during feed().
     const violation = this.currentViolation();
     if (violation) this.events.violation(violation.type, violation.length);
-    else if (this.terminated) {
-      if (this.pending === 0 || this.copying) this.events.terminate();
-      // Read nothing more, not even the client's end of stream: a client that shuts down its side
-      // after Terminate still gets its answers.
-      else this.client.pause();
-    }
+    else if (this.canEnd) this.events.terminate();
+    // Read nothing more, not even the client's end of stream: a client that shuts down its side
+    // after Terminate still gets its answers.
+    else if (this.terminated) this.client.pause();
     return queued;
+  }
+
+  /** After Terminate: nothing is left in flight, or the backend waits for COPY data. */
+  private get canEnd(): boolean {
+    return this.terminated && (this.pending === 0 || this.copying);
   }
 
   private currentViolation(): { type: number; length: number } | null {
@@ -473,7 +472,7 @@ export class Pump {
     }
     const queued = this.toClient.flush();
     if (this.control !== null) this.syncActions();
-    if (this.answeredAll && !this.stopped) this.events.terminate();
+    if (this.canEnd && !this.stopped) this.events.terminate();
     return queued;
   };
 

@@ -351,7 +351,7 @@ describe('engine: malformed clients', function () {
         conn.write(query('COPY never_copied FROM STDIN'));
         // Terminate after the backend asked for data, and (the second time) before it could.
         if (!before) expect((await conn.readUntil('G')).length).to.equal(1);
-        conn.write(before ? Buffer.concat([message('d', '1\n'), TERMINATE]) : Buffer.concat([message('d', '2\n'), TERMINATE]));
+        conn.write(Buffer.concat([message('d', '1\n'), TERMINATE]));
         expect(await conn.waitClosed(), 'closed').to.equal(true);
       }
       await until('no backend still copying', async () =>
