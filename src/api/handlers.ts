@@ -133,11 +133,8 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
   // request id has none (a password is handed out once and kept nowhere).
   let credential: CredentialBody | undefined;
   const work = async (): Promise<CreatedDatabaseBody> => {
-    const created = await ctx.databases.create(req.template, { name: req.name, user: API_ROLE });
-    if (req.ttl_seconds != null) await ctx.databases.setTtl(created.name, req.ttl_seconds, API_ROLE);
-    if (req.pinned) await ctx.databases.setPinned(created.name, true, API_ROLE);
-    if (req.connection_limit != null) await ctx.databases.setConnectionLimit(created.name, req.connection_limit, API_ROLE);
-    if (req.memory_limit_mb != null) await ctx.databases.setMemoryLimit(created.name, req.memory_limit_mb, API_ROLE);
+    const settings = { ttlSeconds: req.ttl_seconds, pinned: req.pinned, connectionLimit: req.connection_limit, memoryLimitMb: req.memory_limit_mb };
+    const created = await ctx.databases.create(req.template, { name: req.name, user: API_ROLE, settings });
     if (req.credential !== undefined) {
       try {
         credential = await newCredential(ctx, created.name, req.credential);
@@ -252,7 +249,7 @@ function param(params: Record<string, string>): string {
 
 function minted(name: string, ctx: ApiContext): DatabaseRecord {
   const record = ctx.databases.database(name);
-  if (!record) throw new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`, { hint: 'GET /v1/databases lists the minted databases.' });
+  if (!record) throw ctx.databases.dropped(name) ?? new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`, { hint: 'GET /v1/databases lists the minted databases.' });
   return record;
 }
 

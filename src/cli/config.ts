@@ -50,6 +50,7 @@ export const runtimeConfigSchema = z
     // Disposable databases (src/runtime/databases.ts); names match the flags.
     prefix: z.string().regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter').default('tdb_'),
     grace: z.number().min(0).default(15),
+    tombstone: z.number().min(0).max(366 * 86_400).default(86_400),
     poolSize: z.number().int().min(0).max(1000).default(2),
     mintRoles: z.union([z.enum(['any', 'createdb']), z.array(z.string().min(1).max(63))]).default('createdb'),
     maxDatabases: z.number().int().min(1).default(10_000),

@@ -64,7 +64,10 @@ Memory limits (MB; a statement whose backend crosses one is canceled with 53200;
 
 Disposable databases (connect to <prefix><template>__<token> to mint one from a sealed template):
   --prefix P              name prefix that mints on connect                           [tdb_]
-  --grace S               drop a minted database S seconds after its last session     [15]
+  --grace S               drop a minted database S seconds after its last session,
+                          unless it has a TTL (its TTL is then its lifetime)          [15]
+  --tombstone S           a name PGX dropped (TTL, or created through the API) answers
+                          3D000 with the reason for S seconds instead of minting  [86400]
   --pool-size N           warm spare databases kept per sealed template (0: none)     [2]
   --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
                           or a comma-separated list of roles                          [createdb]
@@ -141,6 +144,7 @@ function parseStartFlags(argv: string[]) {
       'login-failure-limit': { type: 'string' },
       prefix: { type: 'string' },
       grace: { type: 'string' },
+      tombstone: { type: 'string' },
       'pool-size': { type: 'string' },
       'mint-roles': { type: 'string' },
       'max-databases': { type: 'string' },
@@ -186,6 +190,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     loginFailureLimit: num(values['login-failure-limit']),
     prefix: values.prefix,
     grace: num(values.grace),
+    tombstone: num(values.tombstone),
     poolSize: num(values['pool-size']),
     mintRoles: mintRolesFlag(values['mint-roles']),
     maxDatabases: num(values['max-databases']),
@@ -370,6 +375,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   const databaseSettings: Partial<DatabaseSettings> = {
     prefix: config.prefix,
     graceSeconds: config.grace,
+    tombstoneSeconds: config.tombstone,
     poolSize: config.poolSize,
     mintRoles: Array.isArray(config.mintRoles) ? { kind: 'list', roles: config.mintRoles } : { kind: config.mintRoles },
     maxDatabases: config.maxDatabases,

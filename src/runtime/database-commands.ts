@@ -12,6 +12,7 @@ import { functionDenied, type Permissions } from './permissions.js';
 import type { DatabaseRecord } from './records.js';
 import type { Registry } from './registry.js';
 import type { SessionCounts } from './sessions.js';
+import { Tombstones } from './tombstones.js';
 
 
 export interface CommandCaller {
@@ -30,6 +31,27 @@ export interface DatabaseCommandsOptions {
   clock: Clock;
 }
 
+/** A TTL in seconds: positive, or null for none. */
+export function checkTtl(seconds: number | null): void {
+  if (seconds !== null && !(Number.isFinite(seconds) && seconds > 0)) {
+    throw new PgxError('INVALID_PARAMETER', `a TTL must be a positive number of seconds, not ${seconds}`, { hint: 'Pass null to clear the TTL.' });
+  }
+}
+
+/** A session cap: an integer >= 1, or null for the runtime default. */
+export function checkConnectionLimit(limit: number | null): void {
+  if (limit !== null && !(Number.isInteger(limit) && limit >= 1)) {
+    throw new PgxError('INVALID_PARAMETER', `a connection limit must be an integer >= 1, not ${limit}`, { hint: 'Pass null for the runtime default (--max-sessions-per-db).' });
+  }
+}
+
+/** A memory limit: whole MB >= 1, or null for the runtime default. */
+export function checkMemoryLimit(mb: number | null): void {
+  if (mb !== null && !(Number.isInteger(mb) && mb >= 1)) {
+    throw new PgxError('INVALID_PARAMETER', `a memory limit must be a whole number of MB >= 1, not ${mb}`, { hint: 'Pass null for the runtime default (--database-memory-limit).' });
+  }
+}
+
 export class DatabaseCommands {
   constructor(private readonly opts: DatabaseCommandsOptions) {}
 
@@ -42,27 +64,21 @@ export class DatabaseCommands {
 
   /** Sets (seconds from now) or clears (null) the hard TTL of a minted database. */
   async setTtl(name: string, seconds: number | null, user: string, fn = 'pgx_set_ttl'): Promise<DatabaseRecord> {
-    if (seconds !== null && !(Number.isFinite(seconds) && seconds > 0)) {
-      throw new PgxError('INVALID_PARAMETER', `a TTL must be a positive number of seconds, not ${seconds}`, { hint: 'Pass null to clear the TTL.' });
-    }
+    checkTtl(seconds);
     await this.mintedFor(name, user, fn);
     return this.save(name, { expiresAt: seconds === null ? null : this.opts.clock.now() + seconds * 1000 });
   }
 
   /** Sets (a number >= 1) or clears (null: the runtime default) the session cap of a minted database. */
   async setConnectionLimit(name: string, limit: number | null, user: string, fn = 'pgx_set_connection_limit'): Promise<DatabaseRecord> {
-    if (limit !== null && !(Number.isInteger(limit) && limit >= 1)) {
-      throw new PgxError('INVALID_PARAMETER', `a connection limit must be an integer >= 1, not ${limit}`, { hint: 'Pass null for the runtime default (--max-sessions-per-db).' });
-    }
+    checkConnectionLimit(limit);
     await this.mintedFor(name, user, fn);
     return this.save(name, { connectionLimit: limit });
   }
 
   /** Sets (MB >= 1) or clears (null: the runtime default) the memory limit of a minted database's backends together. */
   async setMemoryLimit(name: string, mb: number | null, user: string, fn = 'pgx_set_memory_limit'): Promise<DatabaseRecord> {
-    if (mb !== null && !(Number.isInteger(mb) && mb >= 1)) {
-      throw new PgxError('INVALID_PARAMETER', `a memory limit must be a whole number of MB >= 1, not ${mb}`, { hint: 'Pass null for the runtime default (--database-memory-limit).' });
-    }
+    checkMemoryLimit(mb);
     await this.mintedFor(name, user, fn);
     return this.save(name, { memoryLimitMb: mb });
   }
@@ -96,6 +112,7 @@ export class DatabaseCommands {
       name,
       { message: `terminating connection: database "${name}" was dropped`, hint: `Role "${caller.user}" called ${fn}('${name}').` },
       `${fn} called by role "${caller.user}"`,
+      Tombstones.reasonFor(this.opts.registry.databases.get(name), `dropped by role "${caller.user}"`),
     );
     if (this.opts.registry.templates.has(name)) {
       this.opts.registry.templates.delete(name);

@@ -9,6 +9,8 @@ export interface DatabaseSettings {
   prefix: string;
   /** Seconds a minted database lives after its last session (--grace). */
   graceSeconds: number;
+  /** Seconds a name PGX dropped answers 3D000 with the reason instead of minting (--tombstone); 0: none. */
+  tombstoneSeconds: number;
   /** Seconds a database just minted or routed to is kept with no session seen yet. */
   protectSeconds: number;
   /** Warm spares per sealed template (--pool-size); 0 disables the pool. */
@@ -39,6 +41,7 @@ export interface DatabaseSettings {
 export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
   prefix: 'tdb_',
   graceSeconds: 15,
+  tombstoneSeconds: 86_400,
   protectSeconds: 5,
   poolSize: 2,
   mintRoles: { kind: 'createdb' },

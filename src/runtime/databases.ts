@@ -9,7 +9,7 @@ import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { AdminConnection } from './admin-connection.js';
 import { Counters } from './counters.js';
-import { DatabaseCommands } from './database-commands.js';
+import { checkConnectionLimit, checkMemoryLimit, checkTtl, DatabaseCommands } from './database-commands.js';
 import { DEFAULT_DATABASE_SETTINGS, type DatabaseSettings } from './database-settings.js';
 import { credentialDenied, DatabaseCredentials, PREPARED_OWNER, type Credential } from './database-credentials.js';
 import { Dropper, type EngineSessions } from './dropper.js';
@@ -31,7 +31,8 @@ import {
   SPARE_PREFIX,
 } from './names.js';
 import { functionDenied, Permissions } from './permissions.js';
-import type { DatabaseRecord, TemplateRecord } from './records.js';
+import type { DatabaseRecord, InitialSettings, TemplateRecord } from './records.js';
+import { Tombstones } from './tombstones.js';
 import { reconcile } from './reconcile.js';
 import { Registry } from './registry.js';
 import { SessionCounts } from './sessions.js';
@@ -119,6 +120,7 @@ export class DisposableDatabases {
   private readonly snapshots: Snapshots;
   private readonly vacuum: ActivityVacuum;
   private readonly imports: TemplateImports;
+  private readonly tombstones: Tombstones;
   /** Scratch databases (template builds, restores) in progress: reconcile leaves them alone. */
   private readonly scratches = new Set<string>();
   /** Databases whose new connects wait (a snapshot or restore in progress), until the promise settles. */
@@ -167,9 +169,11 @@ export class DisposableDatabases {
       logger: log,
     });
     this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) });
-    this.dropper = new Dropper(control, registry, metadata, opts.engine, log, (name) => {
+    this.tombstones = new Tombstones(metadata, s.tombstoneSeconds * 1000, clock);
+    this.dropper = new Dropper(control, registry, metadata, opts.engine, log, async (name, tombstone) => {
       this.vacuum.forget(name);
-      return this.credentials.databaseDropped(name);
+      await this.credentials.databaseDropped(name);
+      if (tombstone !== null) await this.tombstones.bury(name, tombstone);
     });
     const pg = opts.postgres;
     this.imports = new TemplateImports({ socketDir: pg.socketDir, port: pg.port, workDir: pg.dataDir, connectAs: (db, user) => connect(db, user) }, clock, log.child({ component: 'import' }));
@@ -244,6 +248,7 @@ export class DisposableDatabases {
       await metadata.saveDatabase(registry.update(open.name, { inUse: false, lastSessionEnd: clock.now() })!);
     }
     this.counters.load(counters);
+    await this.tombstones.load();
     await this.reconcile();
     await this.credentials.load();
   }
@@ -292,7 +297,11 @@ export class DisposableDatabases {
     }
     // A name being dropped (idle, expired) is minted afresh once the drop is done.
     await this.dropper.dropping(database)?.catch(() => undefined);
-    if (!this.registry.databases.has(database)) await this.minter.mint(name, user);
+    if (!this.registry.databases.has(database)) {
+      const buried = this.tombstones.refusal(database);
+      if (buried !== null) throw buried;
+      await this.minter.mint(name, user);
+    }
     else this.registry.lastRouted.set(database, this.opts.clock.now());
     const limit = this.registry.databases.get(database)?.connectionLimit ?? null;
     return limit === null ? undefined : { maxSessions: limit };
@@ -371,7 +380,7 @@ export class DisposableDatabases {
    * defaults to <prefix><template>__<random token>. A name that exists already is 42P04; a template
    * that is not sealed is 3D000; a bad name is 22023.
    */
-  async create(template: string, opts: { name?: string | undefined; user: string }): Promise<CreatedDatabase> {
+  async create(template: string, opts: { name?: string | undefined; user: string; settings?: CreateSettings }): Promise<CreatedDatabase> {
     const started = this.opts.clock.monotonic();
     const prefix = this.settings.prefix;
     const name = opts.name ?? `${prefix}${template}__${randomToken(MAX_NAME_BYTES - Buffer.byteLength(`${prefix}${template}__`))}`;
@@ -384,6 +393,7 @@ export class DisposableDatabases {
       });
     }
     if (this.state !== 'running') throw new PgxError('CANNOT_CONNECT_NOW', `cannot create database "${name}": the runtime is not running`, { hint: 'Try again in a moment.' });
+    const initial = initialSettings(opts.settings ?? {}, this.opts.clock.now());
     if (!this.registry.sealedTemplate(template)) {
       throw databaseDoesNotExist(template, {
         hint: this.registry.templates.has(template)
@@ -394,8 +404,12 @@ export class DisposableDatabases {
     await this.dropper.dropping(name)?.catch(() => undefined);
     const duplicate = (): PgxError => new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pick another name, or leave the name out for a random one.' });
     if (this.registry.databases.has(name) || this.minter.isMinting(name)) throw duplicate();
-    const outcome = await this.minter.mint(parsed, opts.user);
+    // Asking for the name again is the one way to reuse a name PGX dropped.
+    await this.tombstones.clear(name);
+    const outcome = await this.minter.mint(parsed, opts.user, initial);
     if (outcome === 'existing') throw duplicate();
+    // The caller was promised this lifetime: on disk before the answer, not a moment later.
+    await this.metadata.flush();
     return { name, template, source: outcome, mint_ms: Math.round((this.opts.clock.monotonic() - started) * 100) / 100 };
   }
 
@@ -559,6 +573,11 @@ export class DisposableDatabases {
     return this.janitor.runOnce();
   }
 
+  /** For a name PGX dropped lately (its tombstone): the 3D000 saying when and why; else null. */
+  dropped(name: string): PgxError | null {
+    return this.registry.databases.has(name) ? null : this.tombstones.refusal(name);
+  }
+
   /** The record of a minted database, or null (a snapshot for tests and the API). */
   database(name: string): DatabaseRecord | null {
     return this.registry.databases.get(name) ?? null;
@@ -617,9 +636,29 @@ export class DisposableDatabases {
         },
       },
       this.vacuum.task(),
+      this.tombstones.task(s.janitorBatch),
       flushCountersTask(this.counters, this.metadata),
     ];
   }
+}
+
+/** What an explicit create sets from the start (the HTTP API's POST /v1/databases). */
+export interface CreateSettings {
+  ttlSeconds?: number | null | undefined;
+  pinned?: boolean | undefined;
+  connectionLimit?: number | null | undefined;
+  memoryLimitMb?: number | null | undefined;
+}
+
+/** The record fields of an explicit create, checked as the separate setters check them. */
+function initialSettings(s: CreateSettings, now: number): InitialSettings {
+  const ttl = s.ttlSeconds ?? null;
+  const connectionLimit = s.connectionLimit ?? null;
+  const memoryLimitMb = s.memoryLimitMb ?? null;
+  checkTtl(ttl);
+  checkConnectionLimit(connectionLimit);
+  checkMemoryLimit(memoryLimitMb);
+  return { origin: 'request', pinned: s.pinned ?? false, expiresAt: ttl === null ? null : now + ttl * 1000, connectionLimit, memoryLimitMb };
 }
 
 /** A template built from a SQL script (the HTTP API's POST /v1/templates). */

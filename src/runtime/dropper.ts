@@ -42,8 +42,8 @@ export class Dropper {
     private readonly metadata: MetadataStore,
     private readonly engine: EngineSessions,
     private readonly log: Logger,
-    /** After a drop: what else goes with the database (its credentials). */
-    private readonly dropped: (name: string) => Promise<void> = async () => undefined,
+    /** After a drop, before routing may mint the name again: what else goes with it (credentials, a tombstone). */
+    private readonly dropped: (name: string, tombstone: string | null) => Promise<void> = async () => undefined,
   ) {
     // Its own connection: a drop may wait on a checkpoint, and must not hold up metadata writes.
     this.conn = new AdminConnection(connect);
@@ -57,8 +57,9 @@ export class Dropper {
   /**
    * Drops `name`. `terminate` is what its client sessions are told; null when it has none to tell
    * (the janitor's idle drops). `reason` is logged and names the setting that caused the drop.
+   * `tombstone`: why, for the tombstone it leaves (tombstones.ts); null to leave none.
    */
-  drop(name: string, terminate: Termination | null, reason: string): Promise<void> {
+  drop(name: string, terminate: Termination | null, reason: string, tombstone: string | null = null): Promise<void> {
     const running = this.inProgress.get(name);
     if (running) return running;
     if (this.stopping) {
@@ -68,7 +69,7 @@ export class Dropper {
         }),
       );
     }
-    const work = this.run(name, terminate, reason).finally(() => this.inProgress.delete(name));
+    const work = this.run(name, terminate, reason, tombstone).finally(() => this.inProgress.delete(name));
     this.inProgress.set(name, work);
     return work;
   }
@@ -94,14 +95,14 @@ export class Dropper {
     await this.conn.close();
   }
 
-  private async run(name: string, terminate: Termination | null, reason: string): Promise<void> {
+  private async run(name: string, terminate: Termination | null, reason: string, tombstone: string | null): Promise<void> {
     const ended = terminate ? this.engine.terminateSessions(name, terminate.message, terminate.hint) : 0;
     const client = await this.conn.get();
     await this.untilNoBackends(client, name);
     await client.query(dropDatabaseSql(name));
     this.registry.forget(name);
     await this.metadata.deleteDatabase(name);
-    await this.dropped(name);
+    await this.dropped(name, tombstone);
     this.log.info('database-dropped', { database: name, reason, sessionsEnded: ended });
   }
 

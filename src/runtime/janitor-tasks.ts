@@ -9,6 +9,7 @@ import type { Dropper, EngineSessions } from './dropper.js';
 import type { JanitorTask } from './janitor.js';
 import type { MetadataStore } from './metadata.js';
 import type { DatabaseRecord } from './records.js';
+import { Tombstones } from './tombstones.js';
 import type { Registry } from './registry.js';
 import type { SessionCounts } from './sessions.js';
 
@@ -46,6 +47,7 @@ export function expireTtlTask(o: LifecycleOptions): JanitorTask {
             hint: `Its TTL ran out and it is being dropped; connect to a new ${o.prefix}${d.template}__<token> name for a fresh copy.`,
           },
           `ttl: expires_at ${at} has passed`,
+          Tombstones.reasonFor(d, 'its ttl expired'),
         );
         o.counters.add('janitor.drops');
       }
@@ -54,7 +56,10 @@ export function expireTtlTask(o: LifecycleOptions): JanitorTask {
   };
 }
 
-/** Drops unpinned minted databases idle for --grace since their last session (or since minted). */
+/**
+ * Drops unpinned minted databases idle for --grace since their last session (or since minted). A
+ * database with a TTL is not one of them: its TTL is its lifetime, sessions or not.
+ */
 export function dropIdleTask(o: LifecycleOptions): JanitorTask {
   return {
     name: 'drop-idle',
@@ -62,11 +67,12 @@ export function dropIdleTask(o: LifecycleOptions): JanitorTask {
       const now = o.clock.now();
       const engineCounts = o.engine.sessionsPerDatabase();
       const due = [...o.registry.databases.values()]
-        .filter((d) => !d.pinned && o.sessions.of(d.name) === 0 && (engineCounts.get(d.name) ?? 0) === 0 && idleDueAt(d, o) <= now)
+        .filter((d) => !d.pinned && d.expiresAt === null && o.sessions.of(d.name) === 0 && (engineCounts.get(d.name) ?? 0) === 0 && idleDueAt(d, o) <= now)
         .slice(0, o.batch);
       for (const d of due) {
         if (o.dropper.closing) break;
-        await o.dropper.drop(d.name, null, `idle: no session for --grace ${o.graceMs / 1000} s`);
+        const idle = `no session for --grace ${o.graceMs / 1000} s`;
+        await o.dropper.drop(d.name, null, `idle: ${idle}`, Tombstones.reasonFor(d, idle));
         o.counters.add('janitor.drops');
       }
       return due.length;

@@ -18,7 +18,7 @@
 import type { Logger } from '../log.js';
 import { AdminConnection } from './admin-connection.js';
 import { CONTROL_DATABASE } from './names.js';
-import type { CreateStrategy, DatabaseKind, DatabaseRecord, TemplateRecord } from './records.js';
+import type { CreateStrategy, DatabaseKind, DatabaseRecord, TemplateRecord, Tombstone } from './records.js';
 import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
 /** How long a database row's change nobody waits for may wait to be written with others. */
@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS databases (
 );
 ALTER TABLE databases ADD COLUMN IF NOT EXISTS connection_limit integer;
 ALTER TABLE databases ADD COLUMN IF NOT EXISTS memory_limit_mb integer;
+ALTER TABLE databases ADD COLUMN IF NOT EXISTS origin text NOT NULL DEFAULT 'connect';
 ALTER TABLE templates ADD COLUMN IF NOT EXISTS snapshot_of text;
 ALTER TABLE templates ADD COLUMN IF NOT EXISTS group_grants_from integer;
 CREATE TABLE IF NOT EXISTS counters (
@@ -54,6 +55,11 @@ CREATE TABLE IF NOT EXISTS counters (
   value  bigint NOT NULL
 );
 CREATE SEQUENCE IF NOT EXISTS spare_numbers;
+CREATE TABLE IF NOT EXISTS tombstones (
+  name        text PRIMARY KEY,
+  dropped_at  timestamptz NOT NULL,
+  reason      text NOT NULL
+);
 CREATE TABLE IF NOT EXISTS credentials (
   role        text PRIMARY KEY,
   database    text NOT NULL,
@@ -131,9 +137,9 @@ export class MetadataStore {
   async loadDatabases(): Promise<DatabaseRecord[]> {
     const { rows } = await (await this.client()).query(
       `SELECT name, kind, template, generation, owner, ${epochMs('created_at')}, ${epochMs('last_session_end')}, ` +
-        `in_use, pinned, ${epochMs('expires_at')}, connection_limit, memory_limit_mb FROM databases ORDER BY name`,
+        `in_use, pinned, ${epochMs('expires_at')}, connection_limit, memory_limit_mb, origin FROM databases ORDER BY name`,
     );
-    return rows.map(([name, kind, template, generation, owner, createdAt, lastEnd, inUse, pinned, expiresAt, connectionLimit, memoryLimitMb]) => ({
+    return rows.map(([name, kind, template, generation, owner, createdAt, lastEnd, inUse, pinned, expiresAt, connectionLimit, memoryLimitMb, origin]) => ({
       name: name!,
       kind: (kind === 'spare' ? 'spare' : 'ephemeral') satisfies DatabaseKind,
       template: template!,
@@ -146,7 +152,25 @@ export class MetadataStore {
       expiresAt: expiresAt === null ? null : Number(expiresAt),
       connectionLimit: connectionLimit === null ? null : Number(connectionLimit),
       memoryLimitMb: memoryLimitMb === null || memoryLimitMb === undefined ? null : Number(memoryLimitMb),
+      origin: origin === 'request' ? 'request' : 'connect',
     }));
+  }
+
+  async loadTombstones(): Promise<Tombstone[]> {
+    const { rows } = await (await this.client()).query(`SELECT name, ${epochMs('dropped_at')}, reason FROM tombstones`);
+    return rows.map(([name, droppedAt, reason]) => ({ name: name!, droppedAt: Number(droppedAt), reason: reason! }));
+  }
+
+  async saveTombstone(t: Tombstone): Promise<void> {
+    await (await this.client()).query(
+      `INSERT INTO tombstones (name, dropped_at, reason) VALUES (${quoteLiteral(t.name)}, ${timestamp(t.droppedAt)}, ${quoteLiteral(t.reason)}) ` +
+        `ON CONFLICT (name) DO UPDATE SET dropped_at = EXCLUDED.dropped_at, reason = EXCLUDED.reason`,
+    );
+  }
+
+  async deleteTombstones(names: string[]): Promise<void> {
+    if (names.length === 0) return;
+    await (await this.client()).query(`DELETE FROM tombstones WHERE name IN (${names.map(quoteLiteral).join(', ')})`);
   }
 
   async loadCounters(): Promise<Map<string, number>> {
@@ -258,11 +282,11 @@ export class MetadataStore {
 
 function upsertDatabases(records: DatabaseRecord[]): string {
   return (
-    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at, connection_limit, memory_limit_mb) VALUES ` +
+    `INSERT INTO databases (name, kind, template, generation, owner, created_at, last_session_end, in_use, pinned, expires_at, connection_limit, memory_limit_mb, origin) VALUES ` +
     records.map(databaseValues).join(', ') +
     ` ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, template = EXCLUDED.template, generation = EXCLUDED.generation, ` +
     `owner = EXCLUDED.owner, created_at = EXCLUDED.created_at, last_session_end = EXCLUDED.last_session_end, ` +
-    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at, connection_limit = EXCLUDED.connection_limit, memory_limit_mb = EXCLUDED.memory_limit_mb`
+    `in_use = EXCLUDED.in_use, pinned = EXCLUDED.pinned, expires_at = EXCLUDED.expires_at, connection_limit = EXCLUDED.connection_limit, memory_limit_mb = EXCLUDED.memory_limit_mb, origin = EXCLUDED.origin`
   );
 }
 
@@ -282,6 +306,7 @@ function databaseValues(r: DatabaseRecord): string {
       timestamp(r.expiresAt),
       r.connectionLimit === null ? 'NULL' : int(r.connectionLimit),
       r.memoryLimitMb === null ? 'NULL' : int(r.memoryLimitMb),
+      quoteLiteral(r.origin),
     ].join(', ') +
     ')'
   );

@@ -13,7 +13,7 @@ import type { MintQueue } from './mint-queue.js';
 import type { AdminConnection } from './admin-connection.js';
 import { databaseDoesNotExist, type MintName } from './names.js';
 import type { Permissions } from './permissions.js';
-import { newDatabaseRecord, type TemplateRecord } from './records.js';
+import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { PostgresError, type SqlClient } from './sql-client.js';
 import type { WarmPool } from './warm-pool.js';
@@ -60,22 +60,25 @@ export class Minter {
     return this.inFlight.has(name);
   }
 
-  /** Creates `name` for `user`, or joins the mint of it already running. */
-  mint(name: MintName, user: string): Promise<MintOutcome> {
+  /**
+   * Creates `name` for `user`, or joins the mint of it already running. `initial`: what its record starts
+   * with (an explicit create's TTL, pin, limits), so no moment exists in which it lacks them.
+   */
+  mint(name: MintName, user: string, initial: InitialSettings = {}): Promise<MintOutcome> {
     const running = this.inFlight.get(name.name);
     if (running) {
       if (running.user === user) return running.promise;
       return running.promise.catch((err: unknown) => {
-        if (err instanceof Error && this.roleRefusals.has(err)) return this.mint(name, user);
+        if (err instanceof Error && this.roleRefusals.has(err)) return this.mint(name, user, initial);
         throw err;
       });
     }
-    const promise = this.run(name, user).finally(() => this.inFlight.delete(name.name));
+    const promise = this.run(name, user, initial).finally(() => this.inFlight.delete(name.name));
     this.inFlight.set(name.name, { user, promise });
     return promise;
   }
 
-  private async run(name: MintName, user: string): Promise<MintOutcome> {
+  private async run(name: MintName, user: string, initial: InitialSettings): Promise<MintOutcome> {
     const { registry, permissions, counters, clock } = this.opts;
     const started = clock.monotonic();
     const template = registry.sealedTemplate(name.template);
@@ -97,7 +100,7 @@ export class Minter {
     }
     this.accept(name.name, user);
     try {
-      const source = await this.obtain(name, template, user, verified);
+      const source = await this.obtain(name, template, user, verified, initial);
       if (source !== 'refused') {
         const ms = clock.monotonic() - started;
         counters.recordMint(source, ms);
@@ -115,13 +118,13 @@ export class Minter {
   }
 
   /** A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not mint. */
-  private async obtain(name: MintName, template: TemplateRecord, user: string, verified: boolean): Promise<MintSource | 'refused'> {
+  private async obtain(name: MintName, template: TemplateRecord, user: string, verified: boolean, initial: InitialSettings): Promise<MintSource | 'refused'> {
     if (this.opts.pool.hasReady(template)) {
-      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, !verified);
+      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, !verified, initial);
       if (claimed !== null) return claimed;
     }
     if (!verified && !(await this.opts.permissions.mayMint(user))) return 'refused';
-    return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user));
+    return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user, initial));
   }
 
   /** The role may not mint: a database of that name made outside PGX is still reachable, else 3D000. */
@@ -165,13 +168,13 @@ export class Minter {
    * Claims a ready spare for `name`: 'warm'; null when there is none or the claim failed; 'refused' when
    * `checkRole` and PostgreSQL refused the role the rename (see claimSpareSql).
    */
-  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: boolean): Promise<MintSource | 'refused' | null> {
+  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: boolean, initial: InitialSettings): Promise<MintSource | 'refused' | null> {
     const { pool, logger } = this.opts;
     const spare = pool.take(template);
     if (!spare) return null;
     try {
       await client.query(claimSpareSql(spare.name, name.name, user, checkRole));
-      this.record(name, template, user, spare.generation, spare.name);
+      this.record(name, template, user, spare.generation, spare.name, initial);
       pool.handedOut(spare);
       return 'warm';
     } catch (err) {
@@ -189,10 +192,10 @@ export class Minter {
   }
 
   /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
-  private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource> {
-    if ((await this.claim(client, name, template, user, false)) === 'warm') return 'warm';
+  private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string, initial: InitialSettings): Promise<MintSource> {
+    if ((await this.claim(client, name, template, user, false, initial)) === 'warm') return 'warm';
     await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
-    this.record(name, template, user, template.generation, null);
+    this.record(name, template, user, template.generation, null, initial);
     this.opts.pool.kick();
     return 'cold';
   }
@@ -202,10 +205,10 @@ export class Minter {
    * write does not compete with the client's first queries. A failure is only logged, since the
    * database exists either way and reconcile adopts a minted name missing from pgx_control.
    */
-  private record(name: MintName, template: TemplateRecord, user: string, generation: number, spare: string | null): void {
+  private record(name: MintName, template: TemplateRecord, user: string, generation: number, spare: string | null, initial: InitialSettings): void {
     const { registry, metadata, clock, logger } = this.opts;
     const now = clock.now();
-    const record = newDatabaseRecord({ name: name.name, kind: 'ephemeral', template: template.name, generation, owner: user, createdAt: now });
+    const record = { ...newDatabaseRecord({ name: name.name, kind: 'ephemeral', template: template.name, generation, owner: user, createdAt: now }), ...initial };
     registry.put(record);
     registry.lastRouted.set(name.name, now);
     const written = metadata.saveDatabaseLater(record, spare ?? undefined);

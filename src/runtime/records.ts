@@ -25,6 +25,13 @@ export interface TemplateRecord {
 /** ephemeral: minted for a client, dropped by the janitor. spare: a warm-pool copy waiting to be claimed. */
 export type DatabaseKind = 'ephemeral' | 'spare';
 
+/**
+ * How a minted database came to be: `connect`, minted by connecting to its name; `request`, created by
+ * an explicit request (the HTTP API, and so `pgx db create`, MCP and the operator), whose caller was
+ * handed its address. A dropped `request` database leaves a tombstone (see Tombstone).
+ */
+export type DatabaseOrigin = 'connect' | 'request';
+
 export interface DatabaseRecord {
   name: string;
   kind: DatabaseKind;
@@ -45,9 +52,26 @@ export interface DatabaseRecord {
   connectionLimit: number | null;
   /** MB its backends may hold together (the engine cancels past it with 53200); null: the runtime default. */
   memoryLimitMb: number | null;
+  origin: DatabaseOrigin;
+}
+
+/** What a minted database starts with besides its name and template (an explicit create sets them at once). */
+export type InitialSettings = Partial<Pick<DatabaseRecord, 'pinned' | 'expiresAt' | 'connectionLimit' | 'memoryLimitMb' | 'origin'>>;
+
+/**
+ * A name PGX dropped whose address a user may still hold: a database with a TTL, or one created by a
+ * request. Connecting to it answers 3D000 with the reason for --tombstone seconds, instead of minting an
+ * empty database under an address that used to hold data.
+ */
+export interface Tombstone {
+  name: string;
+  /** Clock.now() of the drop. */
+  droppedAt: number;
+  /** Why, in a few words: "its ttl expired", "no session for --grace 15 s", ... */
+  reason: string;
 }
 
 /** A record for a database just made (minted, a spare, or found without a record): no session yet, not pinned, no TTL or own limit. */
 export function newDatabaseRecord(r: Pick<DatabaseRecord, 'name' | 'kind' | 'template' | 'generation' | 'owner' | 'createdAt'>): DatabaseRecord {
-  return { ...r, lastSessionEnd: null, inUse: false, pinned: false, expiresAt: null, connectionLimit: null, memoryLimitMb: null };
+  return { ...r, lastSessionEnd: null, inUse: false, pinned: false, expiresAt: null, connectionLimit: null, memoryLimitMb: null, origin: 'connect' };
 }

@@ -124,6 +124,7 @@ describe('runtime: janitor', function () {
       expiresAt: null,
       connectionLimit: null,
       memoryLimitMb: null,
+      origin: 'connect',
     };
     expect(idleDueAt(d, { graceMs: 0, protectMs: 5000, registry })).to.equal(1_005_000);
     expect(idleDueAt(d, { graceMs: 15_000, protectMs: 5000, registry })).to.equal(1_015_000);
@@ -133,6 +134,53 @@ describe('runtime: janitor', function () {
     expect(idleDueAt({ ...d, lastSessionEnd: 1_100_000 }, { graceMs: 2000, protectMs: 5000, registry })).to.equal(1_205_000);
     // A session began and ended after that route: grace alone counts.
     expect(idleDueAt({ ...d, lastSessionEnd: 1_201_000 }, { graceMs: 2000, protectMs: 5000, registry })).to.equal(1_203_000);
+  });
+
+  describe('lifetimes: a TTL is the lifetime, and a dropped address answers with why', function () {
+    it('keeps a database with a TTL and no session past --grace, and drops it at its TTL', async function () {
+      const created = await h.dbs.create('tpl_app', { name: 'tdb_tpl_app__ttl_alone', user: 'postgres', settings: { ttlSeconds: 3 } });
+      expect(h.dbs.database(created.name)!.expiresAt).to.be.a('number');
+      // Grace (1 s) and the mint's protection have passed, the TTL (3 s) has not.
+      expect(await survivesGrace(h, created.name)).to.equal(true);
+      await waitFor('the drop at the TTL', async () => !(await databaseExists(h, created.name)));
+    });
+
+    it('answers a connect to an expired TTL database with 3D000 saying when and why, not an empty mint', async function () {
+      const err = await rejection(connectClient(h, 'tdb_tpl_app__ttl_alone'));
+      expect(err.code).to.equal('3D000');
+      expect(err.message).to.match(/^database "tdb_tpl_app__ttl_alone" was dropped at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(its ttl expired\)$/);
+      expect(await databaseExists(h, 'tdb_tpl_app__ttl_alone')).to.equal(false);
+      // Kept on disk, so a restart does not forget it.
+      const control = await h.rt.runtime.supervisor.connect('pgx_control', 'postgres');
+      try {
+        const { rows } = await control.query("SELECT reason FROM tombstones WHERE name = 'tdb_tpl_app__ttl_alone'");
+        expect(rows).to.deep.equal([['its ttl expired']]);
+      } finally {
+        await control.close();
+      }
+    });
+
+    it('buries a name created by request and dropped after its grace; an explicit create reuses it', async function () {
+      await h.dbs.create('tpl_app', { name: 'tdb_tpl_app__asked', user: 'postgres' });
+      await waitFor('the drop after grace', async () => !(await databaseExists(h, 'tdb_tpl_app__asked')));
+      const err = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__asked' }));
+      expect(err.message).to.match(/was dropped at .* \(no session for --grace 1 s\)$/);
+      const again = await h.dbs.create('tpl_app', { name: 'tdb_tpl_app__asked', user: 'postgres', settings: { pinned: true } });
+      expect(again.name).to.equal('tdb_tpl_app__asked');
+      const c = await connectClient(h, 'tdb_tpl_app__asked');
+      await c.end();
+      await h.dbs.drop('tdb_tpl_app__asked', AS_POSTGRES);
+      const dropped = await rejection(connectClient(h, 'tdb_tpl_app__asked'));
+      expect(dropped.message).to.match(/\(dropped by role "postgres"\)$/);
+    });
+
+    it('leaves no tombstone for a name minted by connecting, so a job can reconnect to it', async function () {
+      const c = await connectClient(h, 'tdb_tpl_app__ci_job');
+      await c.end();
+      await waitFor('the drop after grace', async () => !(await databaseExists(h, 'tdb_tpl_app__ci_job')));
+      const again = await connectClient(h, 'tdb_tpl_app__ci_job');
+      await again.end();
+    });
   });
 
   describe('pin, unpin, TTL and drop_database permissions', function () {
