@@ -31,6 +31,8 @@ describe('runtime: restart keeps disposable databases', function () {
     await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__ttl' });
     await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
     expiresAt = (await h.dbs.setTtl('tdb_tpl_app__ttl', 3600, 'postgres')).expiresAt!;
+    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__idle' });
+    await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
     await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__live' });
     await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
     coldBefore = (await h.dbs.status()).mints.cold + (await h.dbs.status()).mints.warm;
@@ -85,12 +87,14 @@ describe('runtime: restart keeps disposable databases', function () {
     // Its session died with the old runtime: idle since the restart, not since an older session end.
     expect(h.dbs.database('tdb_tpl_app__pinned')).to.include({ inUse: false });
     expect(h.dbs.database('tdb_tpl_app__pinned')!.lastSessionEnd).to.be.at.least(restartedAt);
-    // Grace is now 1 s; both were minted long enough ago. The pinned one stays, the other goes.
+    // Grace is now 1 s; all were minted long enough ago. The one with neither pin nor TTL goes; the
+    // pinned one stays, and so does the one with a TTL: an hour is its lifetime, sessions or not.
     await waitFor('the unpinned database to be dropped', async () => {
       await h.dbs.runJanitor();
-      return !(await databaseExists(h, 'tdb_tpl_app__ttl'));
+      return !(await databaseExists(h, 'tdb_tpl_app__idle'));
     });
     expect(await databaseExists(h, 'tdb_tpl_app__pinned')).to.equal(true);
+    expect(await databaseExists(h, 'tdb_tpl_app__ttl')).to.equal(true);
   });
 });
 
