@@ -55,6 +55,7 @@ export class ApiClientError extends PgxError {
   constructor(status: number, body: ErrorBody, cause?: unknown) {
     super(isErrorCode(body.code) ? body.code : 'INTERNAL', body.message, {
       ...(body.hint !== null ? { hint: body.hint } : {}),
+      ...(body.detail !== undefined ? { detail: body.detail } : {}),
       ...(cause !== undefined ? { cause } : {}),
     });
     this.name = 'ApiClientError';
@@ -242,6 +243,7 @@ function errorBody(status: number, text: string, url: string): ErrorBody {
         sqlstate: typeof parsed.sqlstate === 'string' ? parsed.sqlstate : 'XX000',
         message: parsed.message,
         hint: typeof parsed.hint === 'string' ? parsed.hint : null,
+        ...(typeof parsed.detail === 'string' ? { detail: parsed.detail } : {}),
       };
     }
   } catch {

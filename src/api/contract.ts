@@ -45,8 +45,10 @@ export type CreateDatabaseRequest = z.infer<typeof createDatabaseRequest>;
 export const buildTemplateRequest = z
   .object({
     name: pgName,
-    /** Run in a new database, as `owner`, in one simple-protocol query (no COPY FROM STDIN). */
+    /** Run in a new database, as `owner`, as psql runs a file (runtime/psql-script.ts). */
     sql: z.string().min(1),
+    /** The script's file name, for error messages ("schema.sql ... failed at line 12: ..."). */
+    script_name: z.string().min(1).max(255).optional(),
     /** The role that owns the template and runs the script; default postgres. */
     owner: pgName.optional(),
     /** Seal it when the script has run (default true). */
@@ -122,6 +124,8 @@ export interface ErrorBody {
   sqlstate: string;
   message: string;
   hint: string | null;
+  /** More about what happened (PostgreSQL's DETAIL), when there is more; absent otherwise. */
+  detail?: string;
 }
 
 /** The database as GET /v1/databases/{name} would answer it right after the create, and how it was made. */

@@ -32,5 +32,5 @@ export function errorResponse(err: unknown, logger: Logger, requestId: string | 
 }
 
 function bodyOf(err: PgxError): ErrorBody {
-  return { code: err.code, sqlstate: err.sqlstate, message: err.message, hint: err.hint ?? null };
+  return { code: err.code, sqlstate: err.sqlstate, message: err.message, hint: err.hint ?? null, ...(err.detail !== undefined ? { detail: err.detail } : {}) };
 }

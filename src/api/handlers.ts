@@ -94,7 +94,8 @@ export const listTemplates: Handler = async (_input, ctx) => {
 export const buildTemplate: Handler = async ({ body }, ctx) => {
   const req = parseBody(buildTemplateRequest, body);
   try {
-    return ok(templateBody(await ctx.databases.buildTemplate(req, API_ROLE)), 201);
+    const { script_name: scriptName, ...build } = req;
+    return ok(templateBody(await ctx.databases.buildTemplate({ ...build, scriptName }, API_ROLE)), 201);
   } catch (err) {
     // The script's own error: the request could not be processed as sent.
     if (err instanceof ScriptError) throw new ApiError(422, err);

@@ -95,7 +95,7 @@ export async function main(argv: string[]): Promise<number> {
       return 2;
     }
     if (err instanceof PgxError) {
-      process.stderr.write(`pgx: ${err.message}\n${err.hint ? `hint: ${err.hint}\n` : ''}`);
+      process.stderr.write(`pgx: ${err.message}\n${err.detail ? `detail: ${err.detail}\n` : ''}${err.hint ? `hint: ${err.hint}\n` : ''}`);
       return 1;
     }
     throw err;

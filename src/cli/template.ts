@@ -1,6 +1,8 @@
 // `pgx template list|create NAME|seal NAME|unseal NAME`: templates through the runtime's HTTP API.
 
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { scriptFromFile } from '../runtime/template-import.js';
 import type { ImportJobBody, TemplateBody } from '../api/contract.js';
 import { ApiClientError } from '../api/client.js';
 import { apiClient, parseCommand, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
@@ -9,7 +11,9 @@ export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import N
 
   list          the templates PGX knows, sealed or not
   create NAME   build template NAME from a SQL script (--file) in a new database, then seal it
-      --file FILE     the script; - reads standard input (required)
+      --file FILE     the script; - reads standard input (required). psql's reading of it:
+                      statements, COPY ... FROM stdin data, a pg_dump plain file (its owners
+                      and grants left out) or a custom-format one (-Fc, through pg_restore)
       --owner ROLE    the role that owns the template and runs the script    [postgres]
       --no-seal       leave it unsealed (seal it later with pgx template seal NAME)
       --replace       rebuild NAME if it exists (its sessions are ended once the script ran)
@@ -52,10 +56,11 @@ export async function runTemplate(argv: string[]): Promise<number> {
       const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
       const file = cmd.values.file as string | undefined;
       if (file === undefined) throw new UsageError('missing --file FILE (the SQL script; - for standard input)', TEMPLATE_HELP);
-      const sql = readFileSync(file === '-' ? 0 : file, 'utf8');
+      const sql = await scriptFromFile(file === '-' ? 'standard input' : file, readFileSync(file === '-' ? 0 : file));
       const t = await apiClient(cmd).buildTemplate({
         name: name!,
         sql,
+        script_name: file === '-' ? 'standard input' : path.basename(file),
         owner: cmd.values.owner as string | undefined,
         seal: cmd.values['no-seal'] !== true,
         replace: cmd.values.replace === true,

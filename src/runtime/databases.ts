@@ -441,8 +441,13 @@ export class DisposableDatabases {
   /** A template from a SQL script (see template-build.ts), sealed unless `seal` is false. */
   buildTemplate(req: ScriptBuild, user: string): Promise<TemplateRecord> {
     this.assertRunning(`cannot build template "${req.name}"`);
-    const { sql, ...rest } = req;
-    const fill = (database: string, owner: string): Promise<void> => runScript(this.opts.connect, database, owner, sql, `the script for template "${req.name}"`);
+    const { sql, scriptName, ...rest } = req;
+    const what = scriptName === undefined ? `the script for template "${req.name}"` : `${scriptName} (the script for template "${req.name}")`;
+    const fill = async (database: string, owner: string): Promise<void> => {
+      const run = await runScript(this.opts.connect, database, owner, sql, what);
+      // A pg_dump file's owners and grants name the source's roles: left out, as pg_restore --no-owner does.
+      this.log.info('template-script-ran', { template: req.name, statements: run.statements, skippedOwnershipAndPrivileges: run.skipped });
+    };
     return this.templates.build({ ...rest, fill, source: 'script' }, user);
   }
 
@@ -662,7 +667,7 @@ function initialSettings(s: CreateSettings, now: number): InitialSettings {
 }
 
 /** A template built from a SQL script (the HTTP API's POST /v1/templates). */
-export type ScriptBuild = Omit<BuildRequest, 'fill' | 'source'> & { sql: string };
+export type ScriptBuild = Omit<BuildRequest, 'fill' | 'source'> & { sql: string; scriptName?: string | undefined };
 
 export interface CreatedDatabase {
   name: string;

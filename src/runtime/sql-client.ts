@@ -63,11 +63,15 @@ export class PostgresError extends PgxError {
 interface Pending {
   /** null for the startup handshake, which completes like a query: at ReadyForQuery. */
   sql: string | null;
+  /** For COPY ... FROM STDIN: the data to send when the server asks for it. */
+  copyData?: Buffer;
   resolve: (result: QueryResult) => void;
   reject: (err: Error) => void;
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
+/** COPY data goes out in CopyData messages of at most this many bytes. */
+const COPY_CHUNK = 1 << 20;
 
 export class SqlClient {
   private readonly socket: Socket;
@@ -150,6 +154,17 @@ export class SqlClient {
     });
   }
 
+  /** Runs a `COPY ... FROM STDIN` statement, sending `data` (COPY's text format) as its input. */
+  copyFrom(sql: string, data: string): Promise<QueryResult> {
+    if (this.isClosed || this.ending || this.queue.length > 0) {
+      return Promise.reject(new PgxError('INTERNAL', 'copyFrom needs an open, idle connection'));
+    }
+    return new Promise<QueryResult>((resolve, reject) => {
+      this.queue.push({ sql, copyData: Buffer.from(data, 'utf8'), resolve, reject });
+      this.socket.write(serialize.query(sql));
+    });
+  }
+
   /** Sends Terminate and waits for the socket to close; queries not yet answered are rejected. */
   async close(): Promise<void> {
     if (!this.isClosed && !this.ending) {
@@ -181,7 +196,13 @@ export class SqlClient {
         });
         this.socket.destroy();
         return;
-      case 'copyInResponse':
+      case 'copyInResponse': {
+        const data = this.queue[0]?.copyData;
+        if (data !== undefined) {
+          for (let at = 0; at < data.length; at += COPY_CHUNK) this.socket.write(serialize.copyData(data.subarray(at, at + COPY_CHUNK)));
+          this.socket.write(serialize.copyDone());
+          return;
+        }
         if (this.queue.length > 1) {
           // The server, now reading COPY data, swallows the next pipelined Query as a protocol
           // violation: its answer would never come, so the connection is out of step. Give it up.
@@ -192,6 +213,7 @@ export class SqlClient {
         // Nothing to send: fail the COPY so the server moves on to ErrorResponse and ReadyForQuery.
         this.socket.write(serialize.copyFail('COPY FROM STDIN is not supported by the runtime admin client'));
         return;
+      }
       case 'rowDescription':
         this.fields = (msg as RowDescriptionMessage).fields.map((f) => f.name);
         this.rows = [];

@@ -8,6 +8,7 @@
 // runtime dies mid-build, reconcile finds it unrecorded and the janitor drops it.
 
 import { PgxError } from '../errors.js';
+import { isOwnershipOrPrivilege, parseScript, type ParsedScript } from './psql-script.js';
 import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
 /** The script itself failed (its SQLSTATE is PostgreSQL's): the caller's fault, not the runtime's. */
@@ -51,27 +52,57 @@ export async function buildScratch(o: BuildOptions): Promise<void> {
 }
 
 /**
- * Runs a SQL script in `database` as `user`, in one simple-protocol query; PostgreSQL's error comes
- * back as a ScriptError naming `what` ("the script for template "x"") with the SQLSTATE kept.
+ * Runs a SQL script in `database` as `user`, as psql would run the file (psql-script.ts): statement by
+ * statement in one session, COPY ... FROM stdin with its data, pg_dump's meta-commands understood. A
+ * pg_dump file's ownership and privilege statements are left out (they name the source's roles). The
+ * first failure stops it: PostgreSQL's error comes back as a ScriptError naming `what` ("the script
+ * for template "x"", or the file) and the line and statement, with the SQLSTATE kept.
  */
-export async function runScript(connectAs: (database: string, user: string) => Promise<SqlClient>, database: string, user: string, sql: string, what: string): Promise<void> {
+export async function runScript(connectAs: (database: string, user: string) => Promise<SqlClient>, database: string, user: string, sql: string, what: string): Promise<ScriptRun> {
+  let parsed: ParsedScript;
   try {
-    const client = await connectAs(database, user);
-    try {
-      await client.query(sql);
-    } finally {
-      await client.close();
-    }
+    parsed = parseScript(sql);
   } catch (err) {
-    if (err instanceof PostgresError) {
-      throw new ScriptError({
-        sqlstate: err.sqlstate,
-        severity: err.severity,
-        message: `${what} failed: ${err.message}`,
-        detail: err.detail,
-        hint: err.hint ?? 'Fix the script and submit it again; nothing was changed.',
-      });
-    }
+    if (err instanceof PgxError) throw new PgxError(err.code, `${what}: ${err.message}`, { hint: err.hint ?? 'Fix the script and submit it again; nothing was changed.' });
     throw err;
   }
+  const run: ScriptRun = { statements: 0, skipped: 0 };
+  const client = await connectAs(database, user);
+  try {
+    for (const step of parsed.steps) {
+      if (parsed.fromPgDump && step.kind === 'sql' && isOwnershipOrPrivilege(step.sql)) {
+        run.skipped++;
+        continue;
+      }
+      try {
+        if (step.kind === 'copy') await client.copyFrom(step.sql, step.data);
+        else await client.query(step.sql);
+      } catch (err) {
+        if (!(err instanceof PostgresError)) throw err;
+        throw new ScriptError({
+          sqlstate: err.sqlstate,
+          severity: err.severity,
+          message: `${what} failed at line ${step.line}: ${err.message}`,
+          detail: [`The statement: ${firstLines(step.sql)}`, err.detail].filter((d) => d !== undefined).join('\n'),
+          hint: err.hint ?? 'Fix the script and submit it again; nothing was changed.',
+        });
+      }
+      run.statements++;
+    }
+  } finally {
+    await client.close();
+  }
+  return run;
+}
+
+/** What a script run did: statements run, and pg_dump ownership/privilege statements left out. */
+export interface ScriptRun {
+  statements: number;
+  skipped: number;
+}
+
+/** A statement shortened for an error message: its first lines, at most 300 characters. */
+function firstLines(sql: string): string {
+  const text = sql.trim().split('\n').slice(0, 3).join('\n');
+  return text.length > 300 ? `${text.slice(0, 300)}...` : text;
 }

@@ -277,3 +277,22 @@ function scrub(text: string, source: Source): string {
 function lastLines(text: string, n = 3): string {
   return text.trim().split('\n').slice(-n).join(' / ') || 'no message';
 }
+
+/** The first bytes of pg_dump's custom format (-Fc). */
+const CUSTOM_DUMP_MAGIC = 'PGDMP';
+
+/**
+ * A script file as SQL text: a plain-format file as it is, a pg_dump custom-format file (-Fc) turned
+ * into its plain script by pg_restore (without owners and privileges: they name the source's roles).
+ */
+export async function scriptFromFile(file: string, bytes: Buffer): Promise<string> {
+  if (bytes.subarray(0, CUSTOM_DUMP_MAGIC.length).toString('latin1') !== CUSTOM_DUMP_MAGIC) return bytes.toString('utf8');
+  const tools = findDumpTools();
+  const { code, stdout, stderr } = await runTool(tools.pgRestore, ['--no-owner', '--no-privileges', '--file', '-', file], {});
+  if (code !== 0) {
+    throw new PgxError('INVALID_PARAMETER', `${file}: pg_restore could not read this custom-format dump: ${lastLines(stderr)}`, {
+      hint: `This machine has ${tools.version.replace('pg_dump', 'pg_restore')}; a dump made by a newer pg_dump needs a pg_restore at least as new (or dump it again with --format=plain).`,
+    });
+  }
+  return stdout;
+}

@@ -55,7 +55,7 @@ describe('api: templates built from a SQL script', function () {
     const err = await failure(api.buildTemplate({ name: 'tpl_escalate', owner: 'app_owner', sql: 'ALTER ROLE app_owner SUPERUSER' }));
     expect(err.status).to.equal(422);
     expect(err.sqlstate).to.equal('42501');
-    expect(err.message).to.match(/^the script for template "tpl_escalate" failed: permission denied/);
+    expect(err.message).to.match(/^the script for template "tpl_escalate" failed at line 1: permission denied/);
     expect(await databases()).to.not.include('tpl_escalate');
     const { rows: su } = await queryOnce(rt.connection('postgres'), "SELECT rolsuper FROM pg_roles WHERE rolname = 'app_owner'");
     expect(su).to.deep.equal([{ rolsuper: false }]);
