@@ -17,8 +17,10 @@ Usage: pgx <command> [options]
 Commands:
   start     run a runtime: a supervised PostgreSQL 18 behind the PGX wire engine
   status    a running runtime at a glance: memory, sessions, databases, pools, mints, janitor
-  template  list | create NAME --file F | seal NAME | unseal NAME: templates databases are minted from
-  db        create TEMPLATE | list | get | drop | pin | unpin | ttl | limit: minted databases
+  template  list | create NAME --file F | import NAME --from URL | seal NAME | unseal NAME:
+            templates databases are minted from
+  db        create TEMPLATE | list | get | drop | pin | unpin | ttl | limit | memory-limit |
+            snapshot | restore | credential | revoke: minted databases
   url       NAME: a minted database's connection URL
   env       NAME: export DATABASE_URL=... and PGHOST/PGPORT/PGUSER/PGDATABASE lines for it
   psql      NAME [-- psql args]: open psql on it
