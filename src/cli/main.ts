@@ -88,12 +88,12 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(HELP);
         return 0;
       default:
-        process.stderr.write(`pgx: unknown command "${command}"\n\n${HELP}`);
+        process.stderr.write(`pgx: unknown command "${command}"\n${helpPointer(HELP)}\n`);
         return 2;
     }
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`pgx: ${err.message}\n\n${err.help}`);
+      process.stderr.write(`pgx: ${err.message}\n${helpPointer(err.help)}\n`);
       return 2;
     }
     if (err instanceof PgxError) {
@@ -102,4 +102,10 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
+}
+
+/** One line after a usage error, as git and kubectl do: where the whole help is, not the help itself. */
+function helpPointer(help: string): string {
+  const command = /^Usage: (pgx(?: [a-z-]+)*)/m.exec(help)?.[1] ?? 'pgx';
+  return `Run '${command} --help' for usage.`;
 }

@@ -182,12 +182,15 @@ describe('cli: pgx status, template and db against a runtime', function () {
     expect(viaFlag.code).to.equal(1);
   });
 
-  it('bad usage: exit 2 with the command help', async () => {
+  it('bad usage: exit 2 with the error and one line pointing to the command\'s --help', async () => {
     for (const args of [['db'], ['db', 'create'], ['db', 'frobnicate'], ['db', 'list', '--bogus'], ['template', 'seal'], ['status', 'extra'], ['db', 'create', 'tpl', '--ttl', 'soon'], ['db', 'list', '--pin'], ['nosuchcommand']]) {
       const r = await pgx(args);
       expect(r.code, args.join(' ')).to.equal(2);
       expect(r.stderr, args.join(' ')).to.match(/^pgx: /);
-      expect(r.stderr, args.join(' ')).to.include('Usage: pgx');
+      const lines = r.stderr.trimEnd().split('\n');
+      expect(lines, args.join(' ')).to.have.length(2);
+      const command = args[0] === 'nosuchcommand' ? 'pgx' : `pgx ${args[0]}`;
+      expect(lines[1], args.join(' ')).to.equal(`Run '${command} --help' for usage.`);
     }
   });
 
