@@ -391,7 +391,8 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   });
   await supervisor.start();
   const admin = new AdminConnection(() => supervisor.connect('postgres', 'postgres'));
-  const credentials = new RoleCredentials(() => admin.get());
+  // `databases` is made below; logins reach this only once both exist.
+  const credentials = new RoleCredentials(() => admin.get(), (role) => databases.isCredential(role), logger.child({ component: 'auth' }));
   const auth = config.auth ?? (inContainer() ? 'scram' : 'trust');
   try {
     await credentials.ensureUsers(config.users, logger);

@@ -75,19 +75,43 @@ const TEMPLATE_BUSY_RETRIES = 5;
 const TEMPLATE_BUSY_WAIT_MS = 50;
 
 /**
- * Runs CREATE DATABASE. Returns false if the name already existed (42P04): someone else made it, which
- * is what was asked. A template some other backend is still connected to is retried briefly.
+ * Runs CREATE DATABASE. A name that exists already fails with PostgreSQL's 42P04: never taken for
+ * success, since the database there may be someone else's (a tenant's CREATE DATABASE under the mint
+ * prefix or of a spare's name), and adopting it would hand that database to whoever asked for the
+ * name. A template some other backend is still connected to is retried briefly.
  */
-export async function createDatabase(client: SqlClient, sql: string): Promise<boolean> {
+export async function createDatabase(client: SqlClient, sql: string): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       await client.query(sql);
-      return true;
+      return;
     } catch (err) {
-      if (err instanceof PostgresError && err.sqlstate === '42P04') return false;
       const busy = err instanceof PostgresError && err.sqlstate === '55006';
       if (!busy || attempt >= TEMPLATE_BUSY_RETRIES) throw err;
       await new Promise((resolve) => setTimeout(resolve, TEMPLATE_BUSY_WAIT_MS * (attempt + 1)));
     }
   }
+}
+
+/**
+ * Closes a database PGX made to PUBLIC: a new database lets every role CONNECT (PostgreSQL's default,
+ * and CREATE DATABASE never copies the template's ACL), so without this any login role could reach
+ * any minted database whatever the engine's walls said. Its owner keeps CONNECT (an owner's rights are
+ * implicit, and follow ALTER DATABASE OWNER), superusers need none, and a credential is granted it.
+ */
+export function closeToPublicSql(name: string): string {
+  return `REVOKE CONNECT, TEMPORARY ON DATABASE ${quoteIdent(name)} FROM PUBLIC`;
+}
+
+/**
+ * closeToPublicSql for every database under the prefix and every spare still open to PUBLIC, in one
+ * statement: run at start, for databases minted by a PGX that did not close them yet.
+ */
+export function closeAllToPublicSql(prefix: string, sparePrefix: string): string {
+  return (
+    `DO $close$ DECLARE d name; BEGIN FOR d IN SELECT datname FROM pg_catalog.pg_database ` +
+    `WHERE (starts_with(datname::text, ${quoteLiteral(prefix)}) OR starts_with(datname::text, ${quoteLiteral(sparePrefix)})) ` +
+    `AND (datacl IS NULL OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(datacl) a WHERE a.grantee = 0 AND a.privilege_type IN ('CONNECT', 'TEMPORARY'))) ` +
+    `LOOP EXECUTE pg_catalog.format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', d); END LOOP; END $close$`
+  );
 }

@@ -7,7 +7,7 @@ import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Counters, MintSource } from './counters.js';
-import { claimSpareSql, createDatabase, createDatabaseSql } from './create-database.js';
+import { claimSpareSql, closeToPublicSql, createDatabase, createDatabaseSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
 import type { MintQueue } from './mint-queue.js';
 import type { AdminConnection } from './admin-connection.js';
@@ -80,8 +80,8 @@ export class Minter {
     const started = clock.monotonic();
     const template = registry.sealedTemplate(name.template);
     if (!template) {
-      // A database made outside PGX (or before its template was unsealed) is still a database.
-      if (await permissions.databaseExists(name.name)) return 'existing';
+      // Not recorded (route() asks the registry first): a database of that name was made outside PGX.
+      if (await permissions.databaseExists(name.name)) throw notMinted(name.name);
       throw databaseDoesNotExist(name.name, {
         hint: registry.templates.has(name.template)
           ? `Template "${name.template}" is unsealed; seal it again with SELECT pgx_seal_template('${name.template}').`
@@ -124,9 +124,9 @@ export class Minter {
     return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user));
   }
 
-  /** The role may not mint: a database of that name made outside PGX is still reachable, else 3D000. */
-  private async refusal(name: MintName, user: string): Promise<'existing'> {
-    if (await this.opts.permissions.databaseExists(name.name)) return 'existing';
+  /** The role may not mint: 3D000, or 42P04 when a database of that name was made outside PGX. */
+  private async refusal(name: MintName, user: string): Promise<never> {
+    if (await this.opts.permissions.databaseExists(name.name)) throw notMinted(name.name);
     const err = databaseDoesNotExist(name.name, {
       hint: `Role "${user}" may not create databases on connect. Connect as a role with CREATEDB, or add it to the runtime's mint roles (--mint-roles).`,
     });
@@ -182,6 +182,8 @@ export class Minter {
       const sqlstate = err instanceof PostgresError ? err.sqlstate : null;
       if (sqlstate === '42P04' || sqlstate === '42501') pool.giveBack(spare);
       else pool.discard(spare);
+      // The name is taken by a database PGX did not mint (route() found no record): never served.
+      if (sqlstate === '42P04') throw notMinted(name.name);
       if (sqlstate === '42501' && checkRole) return 'refused';
       logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
       return null;
@@ -191,7 +193,14 @@ export class Minter {
   /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
   private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource> {
     if ((await this.claim(client, name, template, user, false)) === 'warm') return 'warm';
-    await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
+    try {
+      await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
+    } catch (err) {
+      if (err instanceof PostgresError && err.sqlstate === '42P04') throw notMinted(name.name);
+      throw err;
+    }
+    // Before the record, so routing never serves it open to PUBLIC (spares are closed when made).
+    await client.query(closeToPublicSql(name.name));
     this.record(name, template, user, template.generation, null);
     this.opts.pool.kick();
     return 'cold';
@@ -211,4 +220,16 @@ export class Minter {
     const written = metadata.saveDatabaseLater(record, spare ?? undefined);
     written.catch((err: unknown) => logger.error('metadata-write-failed', { database: name.name, err }));
   }
+}
+
+/**
+ * 42P04 for a name under the mint prefix that holds a database PGX did not mint (a tenant's CREATE
+ * DATABASE or RENAME): only databases the runtime minted and recorded are served there, and a mint
+ * never adopts one, or the next client to ask for the name would land in the squatter's database.
+ */
+export function notMinted(name: string): PgxError {
+  return new PgxError('DUPLICATE_DATABASE', `database "${name}" exists but was not minted by PGX`, {
+    detail: 'Only databases this runtime minted and recorded are served under the mint prefix.',
+    hint: 'Connect to another name under the prefix. A superuser can drop the database (DROP DATABASE) to free the name.',
+  });
 }
