@@ -14,9 +14,8 @@ export const MAX_IDENTIFIER_BYTES = 63;
  */
 export function clipIdentifier(name: string): string {
   // Each UTF-16 unit is at most 3 UTF-8 bytes (a surrogate pair, 2 units, is 4): 21 units always fit.
-  if (name.length <= MAX_IDENTIFIER_BYTES / 3) return name;
+  if (name.length <= MAX_IDENTIFIER_BYTES / 3 || Buffer.byteLength(name, 'utf8') <= MAX_IDENTIFIER_BYTES) return name;
   const bytes = Buffer.from(name, 'utf8');
-  if (bytes.length <= MAX_IDENTIFIER_BYTES) return name;
   let end = MAX_IDENTIFIER_BYTES;
   // Back off continuation bytes (10xxxxxx) to the start of the character the limit falls in.
   while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
