@@ -51,7 +51,7 @@ export const runtimeConfigSchema = z
     prefix: z.string().regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter').default('tdb_'),
     grace: z.number().min(0).default(15),
     poolSize: z.number().int().min(0).max(1000).default(2),
-    mintRoles: z.union([z.enum(['any', 'createdb']), z.array(z.string().min(1).max(63))]).default('createdb'),
+    mintRoles: z.union([z.enum(['any', 'createdb', 'group']), z.array(z.string().min(1).max(63))]).default('createdb'),
     maxDatabases: z.number().int().min(1).default(10_000),
     maxDatabasesPerRole: z.number().int().min(1).nullable().default(null),
     mintQueueSize: z.number().int().min(0).default(1000),

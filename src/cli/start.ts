@@ -67,6 +67,7 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
   --grace S               drop a minted database S seconds after its last session     [15]
   --pool-size N           warm spare databases kept per sealed template (0: none)     [2]
   --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
+                          group (members of pgx_minters: no CREATEDB needed),
                           or a comma-separated list of roles                          [createdb]
   --max-databases N       minted databases in the runtime; beyond it 53400           [10000]
   --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
@@ -219,9 +220,9 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
   return parseConfig(merged, values.config ? `${values.config} and flags` : 'flags');
 }
 
-/** --mint-roles any | createdb | role1,role2 */
+/** --mint-roles any | createdb | group | role1,role2 */
 function mintRolesFlag(v: string | undefined): string | string[] | undefined {
-  if (v === undefined || v === 'any' || v === 'createdb') return v;
+  if (v === undefined || v === 'any' || v === 'createdb' || v === 'group') return v;
   return v.split(',').map((r) => r.trim()).filter((r) => r.length > 0);
 }
 

@@ -1,6 +1,7 @@
 // How a database is made from a template, claimed from the warm pool, and dropped: the SQL text, and
 // the one place the copy strategy is chosen.
 
+import { MINTERS_GROUP, type ClaimCheck } from './permissions.js';
 import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 import type { CreateStrategy } from './records.js';
 import type { StorageCapability } from './storage-probe.js';
@@ -40,18 +41,25 @@ export function createSpareSql(name: string, template: string, strategy: CreateS
 /**
  * A spare becomes the client's database: renamed, given to the client's role, opened for connections.
  * Sent as one query string, which PostgreSQL runs as one transaction: all of it happens or none.
- * `renameAsOwner` renames as the new owner, so PostgreSQL's own rule for that (superuser, or CREATEDB)
- * decides whether the role may have it; refused, the transaction fails with 42501 and the spare stays.
+ * `check` 'rename' renames as the new owner, so PostgreSQL's own rule for that (superuser, or CREATEDB)
+ * decides whether the role may have it; 'member' refuses a role that is neither a superuser nor a
+ * member of MINTERS_GROUP. Refused, the transaction fails with 42501 and the spare stays.
  * Its commit does not wait for the WAL flush (the client's connect would, behind a refill's writes):
  * any later commit in the database flushes it first, and a spare lost to a crash is reconciled at start.
  */
-export function claimSpareSql(spare: string, name: string, owner: string, renameAsOwner: boolean): string {
+export function claimSpareSql(spare: string, name: string, owner: string, check: ClaimCheck | null): string {
   const target = quoteIdent(name);
   const role = quoteIdent(owner);
   const rename = `ALTER DATABASE ${quoteIdent(spare)} RENAME TO ${target}; `;
+  const member =
+    check === 'member'
+      ? `DO $member$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = ${quoteLiteral(owner)} AND (r.rolsuper OR ` +
+        `pg_catalog.pg_has_role(r.oid, (SELECT g.oid FROM pg_catalog.pg_roles g WHERE g.rolname = ${quoteLiteral(MINTERS_GROUP)}), 'MEMBER'))) ` +
+        `THEN RAISE EXCEPTION 'permission denied to create database' USING ERRCODE = '42501'; END IF; END $member$; `
+      : '';
   return (
-    `SET LOCAL synchronous_commit = off; ALTER DATABASE ${quoteIdent(spare)} OWNER TO ${role}; ` +
-    (renameAsOwner ? `SET LOCAL ROLE ${role}; ${rename}RESET ROLE; ` : rename) +
+    `SET LOCAL synchronous_commit = off; ${member}ALTER DATABASE ${quoteIdent(spare)} OWNER TO ${role}; ` +
+    (check === 'rename' ? `SET LOCAL ROLE ${role}; ${rename}RESET ROLE; ` : rename) +
     `ALTER DATABASE ${target} ALLOW_CONNECTIONS true`
   );
 }

@@ -230,6 +230,7 @@ export class DisposableDatabases {
     const { metadata, registry } = this;
     const { clock } = this.opts;
     await metadata.open();
+    await this.permissions.ensureMintersGroup();
     // Databases made with a plain CREATE DATABASE copy template1: they get the extension allow-list too.
     const template1 = await this.opts.connect('template1');
     try {

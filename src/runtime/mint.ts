@@ -12,7 +12,7 @@ import type { MetadataStore } from './metadata.js';
 import type { MintQueue } from './mint-queue.js';
 import type { AdminConnection } from './admin-connection.js';
 import { databaseDoesNotExist, type MintName } from './names.js';
-import type { Permissions } from './permissions.js';
+import type { ClaimCheck, Permissions } from './permissions.js';
 import { newDatabaseRecord, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { PostgresError, type SqlClient } from './sql-client.js';
@@ -91,13 +91,13 @@ export class Minter {
     // A claim of a ready spare can check the mint rule itself (claimCheck), saving a catalog lookup.
     const check = permissions.claimCheck(user);
     let verified = check === 'none';
-    if (!verified && !(check === 'rename' && this.opts.pool.hasReady(template))) {
+    if (!verified && !(check !== null && this.opts.pool.hasReady(template))) {
       if (!(await permissions.mayMint(user))) return this.refusal(name, user);
       verified = true;
     }
     this.accept(name.name, user);
     try {
-      const source = await this.obtain(name, template, user, verified);
+      const source = await this.obtain(name, template, user, verified ? null : check);
       if (source !== 'refused') {
         const ms = clock.monotonic() - started;
         counters.recordMint(source, ms);
@@ -115,12 +115,14 @@ export class Minter {
   }
 
   /** A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not mint. */
-  private async obtain(name: MintName, template: TemplateRecord, user: string, verified: boolean): Promise<MintSource | 'refused'> {
+  /** `check`: how the claim checks the mint rule, null when it is verified already. */
+  private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null): Promise<MintSource | 'refused'> {
+    const claimCheck = check === 'none' ? null : check;
     if (this.opts.pool.hasReady(template)) {
-      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, !verified);
+      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, claimCheck);
       if (claimed !== null) return claimed;
     }
-    if (!verified && !(await this.opts.permissions.mayMint(user))) return 'refused';
+    if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
     return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user));
   }
 
@@ -163,9 +165,9 @@ export class Minter {
 
   /**
    * Claims a ready spare for `name`: 'warm'; null when there is none or the claim failed; 'refused' when
-   * `checkRole` and PostgreSQL refused the role the rename (see claimSpareSql).
+   * `checkRole` (how the claim checks the mint rule) and PostgreSQL refused the role (see claimSpareSql).
    */
-  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: boolean): Promise<MintSource | 'refused' | null> {
+  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null): Promise<MintSource | 'refused' | null> {
     const { pool, logger } = this.opts;
     const spare = pool.take(template);
     if (!spare) return null;
@@ -184,7 +186,7 @@ export class Minter {
       else pool.discard(spare);
       // The name is taken by a database PGX did not mint (route() found no record): never served.
       if (sqlstate === '42P04') throw notMinted(name.name);
-      if (sqlstate === '42501' && checkRole) return 'refused';
+      if (sqlstate === '42501' && checkRole !== null) return 'refused';
       logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
       return null;
     }
@@ -192,7 +194,7 @@ export class Minter {
 
   /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
   private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string): Promise<MintSource> {
-    if ((await this.claim(client, name, template, user, false)) === 'warm') return 'warm';
+    if ((await this.claim(client, name, template, user, null)) === 'warm') return 'warm';
     try {
       await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
     } catch (err) {

@@ -237,3 +237,77 @@ describe('runtime: tenant walls hold at every name length and under races', func
     });
   });
 });
+
+describe('runtime: --mint-roles group: minting without CREATEDB', function () {
+  this.timeout(120_000);
+  let rt: TestRuntime;
+  const open: pg.Client[] = [];
+
+  async function connect(database: string, user: string): Promise<pg.Client> {
+    const c = new pg.Client({ ...rt.connection(database, user), password: `pw-${user}` });
+    c.on('error', () => undefined);
+    await c.connect();
+    open.push(c);
+    return c;
+  }
+
+  before(async function () {
+    rt = await startTestRuntime({ auth: 'scram', apiPort: 0, apiToken: TOKEN, poolSize: 1, mintRoles: 'group', users: [{ name: 'postgres', password: ADMIN_PASSWORD, superuser: true }] });
+    const api = new ApiClient({ url: `http://127.0.0.1:${rt.runtime.api!.port}`, token: TOKEN });
+    await api.buildTemplate({ name: 'tpl_grp', sql: 'CREATE TABLE t (x int)' });
+    const admin = new pg.Client({ ...rt.connection('postgres'), password: ADMIN_PASSWORD });
+    await admin.connect();
+    open.push(admin);
+    await admin.query("CREATE ROLE carol LOGIN NOCREATEDB PASSWORD 'pw-carol'; CREATE ROLE dave LOGIN NOCREATEDB PASSWORD 'pw-dave'; GRANT pgx_minters TO carol");
+  });
+
+  after(async function () {
+    await Promise.all(open.splice(0).map((c) => c.end().catch(() => undefined)));
+    await rt?.stop();
+  });
+
+  /** Waits (bounded) until the pool holds a ready spare, so the next mint is a claim. */
+  async function spareReady(): Promise<void> {
+    for (let i = 0; i < 300; i++) {
+      if (((await rt.runtime.databases.status()).pool.tpl_grp?.ready ?? 0) >= 1) return;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    throw new Error('no spare became ready within 30 s');
+  }
+
+  it('a member of pgx_minters mints warm and cold, owns its databases, and cannot CREATE DATABASE itself (42501)', async function () {
+    await spareReady();
+    const warmBefore = (await rt.runtime.databases.status()).mints.warm;
+    for (const token of ['warm', 'cold', 'third']) {
+      const c = await connect(`tdb_tpl_grp__${token}`, 'carol');
+      if (token === 'warm') expect((await rt.runtime.databases.status()).mints.warm).to.equal(warmBefore + 1);
+      expect((await c.query('SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = current_database()')).rows).to.deep.equal([{ owner: 'carol' }]);
+    }
+    const carol = await connect('postgres', 'carol');
+    const err = await carol.query('CREATE DATABASE tdb_tpl_grp__squat').then(
+      () => null,
+      (e: unknown) => e as PgErr,
+    );
+    expect(err?.code).to.equal('42501');
+    expect(err?.message).to.equal('permission denied to create database');
+  });
+
+  it('a role outside the group is refused the mint (3D000, hint naming --mint-roles), and no spare is lost', async function () {
+    // With a spare ready the claim itself checks the membership (in its own transaction).
+    await spareReady();
+    const before = (await rt.runtime.databases.status()).mints;
+    const c = new pg.Client({ ...rt.connection('tdb_tpl_grp__dave', 'dave'), password: 'pw-dave' });
+    c.on('error', () => undefined);
+    const err = await c.connect().then(
+      () => null,
+      (e: unknown) => e as PgErr & { hint?: string },
+    );
+    await c.end().catch(() => undefined);
+    expect(err?.code).to.equal('3D000');
+    expect(err?.hint).to.match(/--mint-roles/);
+    expect(rt.runtime.databases.database('tdb_tpl_grp__dave')).to.equal(null);
+    const after = await rt.runtime.databases.status();
+    expect(after.mints.warm + after.mints.cold).to.equal(before.warm + before.cold);
+    expect(after.pool.tpl_grp?.ready).to.equal(1);
+  });
+});
