@@ -52,7 +52,7 @@ export const runtimeConfigSchema = z
     grace: z.number().min(0).default(15),
     tombstone: z.number().min(0).max(366 * 86_400).default(86_400),
     poolSize: z.number().int().min(0).max(1000).default(2),
-    mintRoles: z.union([z.enum(['any', 'createdb']), z.array(z.string().min(1).max(63))]).default('createdb'),
+    mintRoles: z.union([z.enum(['any', 'createdb', 'group']), z.array(z.string().min(1).max(63))]).default('createdb'),
     maxDatabases: z.number().int().min(1).default(10_000),
     maxDatabasesPerRole: z.number().int().min(1).nullable().default(null),
     mintQueueSize: z.number().int().min(0).default(1000),

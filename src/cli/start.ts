@@ -70,6 +70,7 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
                           3D000 with the reason for S seconds instead of minting  [86400]
   --pool-size N           warm spare databases kept per sealed template (0: none)     [2]
   --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
+                          group (members of pgx_minters: no CREATEDB needed),
                           or a comma-separated list of roles                          [createdb]
   --max-databases N       minted databases in the runtime; beyond it 53400           [10000]
   --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
@@ -224,9 +225,9 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
   return parseConfig(merged, values.config ? `${values.config} and flags` : 'flags');
 }
 
-/** --mint-roles any | createdb | role1,role2 */
+/** --mint-roles any | createdb | group | role1,role2 */
 function mintRolesFlag(v: string | undefined): string | string[] | undefined {
-  if (v === undefined || v === 'any' || v === 'createdb') return v;
+  if (v === undefined || v === 'any' || v === 'createdb' || v === 'group') return v;
   return v.split(',').map((r) => r.trim()).filter((r) => r.length > 0);
 }
 
@@ -397,7 +398,8 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   });
   await supervisor.start();
   const admin = new AdminConnection(() => supervisor.connect('postgres', 'postgres'));
-  const credentials = new RoleCredentials(() => admin.get());
+  // `databases` is made below; logins reach this only once both exist.
+  const credentials = new RoleCredentials(() => admin.get(), (role) => databases.isCredential(role), logger.child({ component: 'auth' }));
   const auth = config.auth ?? (inContainer() ? 'scram' : 'trust');
   try {
     await credentials.ensureUsers(config.users, logger);

@@ -18,6 +18,7 @@ import {
 } from '../wire/backend.js';
 import { errorResponse } from '../wire/error-response.js';
 import { ProtocolError, parseStartupPacket, startupPacketLength } from '../wire/frontend.js';
+import { clipIdentifier } from '../wire/identifier.js';
 import { PgxError, asPgxError } from '../errors.js';
 import { ScramExchange, SCRAM_MECHANISM } from './auth.js';
 import { BackendRefused, BackendUnreachable, type BackendConnection } from './server.js';
@@ -223,7 +224,10 @@ export class ClientSession implements Cancellable {
       case 'startup':
         break;
     }
-    const user = msg.params.get('user');
+    // Every name as PostgreSQL will see it (cut to 63 bytes): routing, the credential wall, session
+    // caps and the pool key all use the name in force, not the one the client typed.
+    const sent = msg.params.get('user');
+    const user = sent ? clipIdentifier(sent) : sent;
     if (!user) throw new PgxError('INVALID_AUTHORIZATION', 'no PostgreSQL user name specified in startup packet');
     if (this.ctx.options.tls?.require && !this.encrypted && !this.overUnixSocket) {
       // As PostgreSQL words a hostssl-only pg_hba.conf refusing a plain connection.
@@ -237,7 +241,7 @@ export class ClientSession implements Cancellable {
       });
     }
     this.user = user;
-    this.database = msg.params.get('database') || user;
+    this.database = clipIdentifier(msg.params.get('database') || user);
     this.startupParams = msg.params;
     if (msg.minor > 0 || msg.protocolOptions.length > 0) {
       this.socket.write(negotiateProtocolVersion(0, msg.protocolOptions));
@@ -390,8 +394,10 @@ export class ClientSession implements Cancellable {
     routed
       .then((route) => {
         if (this.state !== 'connecting') return null;
-        this.takeSlot(route ? route.maxSessions : undefined);
-        return this.ctx.pool.acquire(keyParts.join('\0'), startup);
+        const key = keyParts.join('\0');
+        const limit = route && route.maxSessions !== undefined ? route.maxSessions : (this.ctx.options.maxSessionsPerDatabase ?? null);
+        if (this.takeSlot(limit)) return this.ctx.pool.acquire(key, startup);
+        return this.admitOverCap(limit).then(() => (this.state === 'connecting' ? this.ctx.pool.acquire(key, startup) : null));
       })
       .then(
         (backend) => {
@@ -401,16 +407,28 @@ export class ClientSession implements Cancellable {
       );
   }
 
-  /** Admits the session on its database's cap, or throws 53300 as PostgreSQL words it. */
-  private takeSlot(routeLimit: number | null | undefined): void {
-    const limit = routeLimit !== undefined ? routeLimit : (this.ctx.options.maxSessionsPerDatabase ?? null);
-    if (!this.ctx.slots.take(this.database, limit)) {
+  /** Admits the session on its database's cap; false when the cap is reached. */
+  private takeSlot(limit: number | null): boolean {
+    if (!this.ctx.slots.take(this.database, limit)) return false;
+    this.slotHeld = true;
+    return true;
+  }
+
+  /**
+   * At the cap, a superuser is admitted anyway (its session counts, as PostgreSQL counts it in a
+   * database's connections while letting it past datconnlimit); anyone else gets 53300 as PostgreSQL
+   * words it. The catalog is asked only here, so a session under its cap costs no lookup.
+   */
+  private async admitOverCap(limit: number | null): Promise<void> {
+    const superuser = (await this.ctx.options.credentials.isSuperuser?.(this.user)) ?? false;
+    if (this.state !== 'connecting') return;
+    if (!superuser) {
       throw new PgxError('TOO_MANY_CONNECTIONS', `too many connections for database "${this.database}"`, {
         detail: `The database allows ${limit} sessions at once.`,
         hint: 'Close idle sessions (or connect through a client pool), or raise the limit: --max-sessions-per-db, or the database\'s connection_limit.',
       });
     }
-    this.slotHeld = true;
+    this.takeSlot(null);
   }
 
   private attach(backend: BackendConnection): void {

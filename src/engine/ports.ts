@@ -20,6 +20,11 @@ export interface BackendStatus {
 export interface Credentials {
   /** The SCRAM-SHA-256 verifier stored for a role, or null if the role has none (or does not exist). */
   scramVerifier(user: string): Promise<string | null>;
+  /**
+   * Whether `user` is a superuser: asked only when a session would exceed its database's cap, since
+   * PostgreSQL lets superusers past a database's connection limit. Absent: nobody is exempt.
+   */
+  isSuperuser?(user: string): Promise<boolean>;
 }
 
 export type AuthMode = 'trust' | 'scram';

@@ -3,6 +3,7 @@
 
 import { makeVerifier } from '../wire/scram.js';
 import type { Logger } from '../log.js';
+import { CREDENTIALS_GROUP } from './database-credentials.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
 export interface ConfiguredUser {
@@ -12,17 +13,42 @@ export interface ConfiguredUser {
 }
 
 export class RoleCredentials {
-  constructor(private readonly admin: () => Promise<SqlClient>) {}
+  constructor(
+    private readonly admin: () => Promise<SqlClient>,
+    /**
+     * Whether `role` is a per-database credential the runtime recorded (its map of role -> database).
+     * A member of the credentials group that is not one is refused at login: the wall that keeps a
+     * credential in its database is keyed by that map, so a miss must close it, not open it.
+     */
+    private readonly isRecordedCredential: (role: string) => boolean = () => false,
+    private readonly logger?: Logger,
+  ) {}
 
-  /** The role's SCRAM verifier, or null when it has none, cannot log in, or has expired. */
+  /**
+   * The role's SCRAM verifier, or null when it has none, cannot log in, has expired, or is in the
+   * credentials group without being a recorded credential (answered like a wrong password, 28P01).
+   * Group membership is read in the same query: no extra round trip per login.
+   */
   async scramVerifier(user: string): Promise<string | null> {
     const client = await this.admin();
     const { rows } = await client.query(
-      `SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = ${quoteLiteral(user)} ` +
-        `AND rolcanlogin AND (rolvaliduntil IS NULL OR rolvaliduntil > now())`,
+      `SELECT a.rolpassword, EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid ` +
+        `WHERE m.member = a.oid AND g.rolname = ${quoteLiteral(CREDENTIALS_GROUP)}) ` +
+        `FROM pg_catalog.pg_authid a WHERE a.rolname = ${quoteLiteral(user)} ` +
+        `AND a.rolcanlogin AND (a.rolvaliduntil IS NULL OR a.rolvaliduntil > now())`,
     );
     const stored = rows[0]?.[0] ?? null;
+    if (rows[0]?.[1] === 't' && !this.isRecordedCredential(user)) {
+      this.logger?.warn('credential-unrecorded', { role: user, reason: `a member of ${CREDENTIALS_GROUP} that is not a recorded per-database credential cannot log in` });
+      return null;
+    }
     return stored !== null && stored.startsWith('SCRAM-SHA-256$') ? stored : null;
+  }
+
+  /** Whether `user` is a superuser (the engine asks only at a database's session cap). */
+  async isSuperuser(user: string): Promise<boolean> {
+    const { rows } = await (await this.admin()).query(`SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(user)}`);
+    return rows[0]?.[0] === 't';
   }
 
   /**

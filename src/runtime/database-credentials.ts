@@ -35,6 +35,7 @@ import { randomBytes } from 'node:crypto';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { makeVerifier } from '../wire/scram.js';
+import { GUARD_SCHEMA } from './extension-guard.js';
 import type { MetadataStore } from './metadata.js';
 import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
@@ -220,12 +221,17 @@ export function roleNameFor(database: string): string {
 }
 
 /**
- * Grants the credentials' group its rights in every non-system schema of the database `client` is
+ * Grants the credentials' group its rights in every non-system schema but pgx_guard of the database `client` is
  * connected to (as a superuser), and default privileges for what `owner` creates there later.
  * Idempotent. Run on a template before it is sealed, so its copies carry the grants.
  */
 export async function prepareDatabase(client: SqlClient, owner = PREPARED_OWNER): Promise<void> {
-  const { rows } = await client.query(`SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\\_%' ORDER BY 1`);
+  // Not the extension guard's schema: its event trigger function is the superuser's, and nothing of a
+  // tenant's belongs beside it.
+  const { rows } = await client.query(
+    `SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\\_%' ` +
+      `AND nspname <> ${quoteLiteral(GUARD_SCHEMA)} ORDER BY 1`,
+  );
   const role = quoteIdent(CREDENTIALS_GROUP);
   const sql: string[] = [];
   for (const [nsp] of rows) {

@@ -41,7 +41,7 @@ import { ActivityVacuum } from './vacuum.js';
 import { quoteLiteral, type SqlClient } from './sql-client.js';
 import { measureTree, type TreeMemory } from './memory.js';
 import type { StorageCapability } from './storage-probe.js';
-import { CLONE_FILES_SQL } from './create-database.js';
+import { CLONE_FILES_SQL, closeAllToPublicSql } from './create-database.js';
 import { runtimeStatus, type MemoryLimitsStatus, type RuntimeStatus } from './status.js';
 import { runScript } from './template-build.js';
 import { TemplateImports, type ImportJob, type ImportRequest } from './template-import.js';
@@ -234,6 +234,7 @@ export class DisposableDatabases {
     const { metadata, registry } = this;
     const { clock } = this.opts;
     await metadata.open();
+    await this.permissions.ensureMintersGroup();
     // Databases made with a plain CREATE DATABASE copy template1: they get the extension allow-list too.
     const template1 = await this.opts.connect('template1');
     try {
@@ -250,6 +251,8 @@ export class DisposableDatabases {
     this.counters.load(counters);
     await this.tombstones.load();
     await this.reconcile();
+    // Minted databases and spares are closed to PUBLIC when made; this closes those made before.
+    await (await metadata.client()).query(closeAllToPublicSql(this.settings.prefix, SPARE_PREFIX));
     await this.credentials.load();
   }
 
@@ -513,6 +516,11 @@ export class DisposableDatabases {
     const from = this.registry.templates.get(record.template)?.groupGrantsFrom ?? null;
     const prepared = record.owner === PREPARED_OWNER && from !== null && record.generation >= from;
     return this.credentials.create(name, record.owner, opts.connectionLimit ?? -1, prepared);
+  }
+
+  /** Whether `role` is a per-database credential this runtime recorded (for the login check). */
+  isCredential(role: string): boolean {
+    return this.credentials.databaseOf(role) !== undefined;
   }
 
   /** Drops the credential `user` of `name`; false when there was none (idempotent). */

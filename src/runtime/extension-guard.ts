@@ -5,7 +5,8 @@
 // its own refusal, and the statement's transaction rolls back whatever the extension's script did.
 //
 // It lives in a schema the superuser owns (pgx_guard): a database owner owns `public` and could drop a
-// function there, and with it (CASCADE) the trigger. It is installed in template1 (so databases made
+// function there, and with it (CASCADE) the trigger. Nobody else has any right on that schema: the
+// trigger runs as its owner and needs no USAGE granted, and a tenant has no business creating there. It is installed in template1 (so databases made
 // with a plain CREATE DATABASE have it) and in every template when it is sealed (so every minted
 // database has it). Superusers are not checked.
 
@@ -43,6 +44,13 @@ export function extensionGuardSql(allowed: readonly string[]): string {
   const shown = allowed.length === 0 ? 'none' : allowed.join(', ');
   return `
 CREATE SCHEMA IF NOT EXISTS ${GUARD_SCHEMA};
+REVOKE ALL ON SCHEMA ${GUARD_SCHEMA} FROM PUBLIC;
+DO $revoke$ BEGIN
+  -- A template sealed by an older PGX granted the credentials' group CREATE here (prepareDatabase).
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgx_credentials') THEN
+    REVOKE ALL ON SCHEMA ${GUARD_SCHEMA} FROM pgx_credentials;
+  END IF;
+END $revoke$;
 CREATE OR REPLACE FUNCTION ${GUARD_SCHEMA}.extension_allowed() RETURNS event_trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $guard$
 DECLARE

@@ -7,12 +7,12 @@ import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Counters, MintSource } from './counters.js';
-import { claimSpareSql, createDatabase, createDatabaseSql } from './create-database.js';
+import { claimSpareSql, closeToPublicSql, createDatabase, createDatabaseSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
 import type { MintQueue } from './mint-queue.js';
 import type { AdminConnection } from './admin-connection.js';
 import { databaseDoesNotExist, type MintName } from './names.js';
-import type { Permissions } from './permissions.js';
+import type { ClaimCheck, Permissions } from './permissions.js';
 import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { PostgresError, type SqlClient } from './sql-client.js';
@@ -83,8 +83,8 @@ export class Minter {
     const started = clock.monotonic();
     const template = registry.sealedTemplate(name.template);
     if (!template) {
-      // A database made outside PGX (or before its template was unsealed) is still a database.
-      if (await permissions.databaseExists(name.name)) return 'existing';
+      // Not recorded (route() asks the registry first): a database of that name was made outside PGX.
+      if (await permissions.databaseExists(name.name)) throw notMinted(name.name);
       throw databaseDoesNotExist(name.name, {
         hint: registry.templates.has(name.template)
           ? `Template "${name.template}" is unsealed; seal it again with SELECT pgx_seal_template('${name.template}').`
@@ -94,13 +94,13 @@ export class Minter {
     // A claim of a ready spare can check the mint rule itself (claimCheck), saving a catalog lookup.
     const check = permissions.claimCheck(user);
     let verified = check === 'none';
-    if (!verified && !(check === 'rename' && this.opts.pool.hasReady(template))) {
+    if (!verified && !(check !== null && this.opts.pool.hasReady(template))) {
       if (!(await permissions.mayMint(user))) return this.refusal(name, user);
       verified = true;
     }
     this.accept(name.name, user);
     try {
-      const source = await this.obtain(name, template, user, verified, initial);
+      const source = await this.obtain(name, template, user, verified ? null : check, initial);
       if (source !== 'refused') {
         const ms = clock.monotonic() - started;
         counters.recordMint(source, ms);
@@ -118,18 +118,20 @@ export class Minter {
   }
 
   /** A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not mint. */
-  private async obtain(name: MintName, template: TemplateRecord, user: string, verified: boolean, initial: InitialSettings): Promise<MintSource | 'refused'> {
+  /** `check`: how the claim checks the mint rule, null when it is verified already. */
+  private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null, initial: InitialSettings): Promise<MintSource | 'refused'> {
+    const claimCheck = check === 'none' ? null : check;
     if (this.opts.pool.hasReady(template)) {
-      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, !verified, initial);
+      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, claimCheck, initial);
       if (claimed !== null) return claimed;
     }
-    if (!verified && !(await this.opts.permissions.mayMint(user))) return 'refused';
+    if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
     return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user, initial));
   }
 
-  /** The role may not mint: a database of that name made outside PGX is still reachable, else 3D000. */
-  private async refusal(name: MintName, user: string): Promise<'existing'> {
-    if (await this.opts.permissions.databaseExists(name.name)) return 'existing';
+  /** The role may not mint: 3D000, or 42P04 when a database of that name was made outside PGX. */
+  private async refusal(name: MintName, user: string): Promise<never> {
+    if (await this.opts.permissions.databaseExists(name.name)) throw notMinted(name.name);
     const err = databaseDoesNotExist(name.name, {
       hint: `Role "${user}" may not create databases on connect. Connect as a role with CREATEDB, or add it to the runtime's mint roles (--mint-roles).`,
     });
@@ -166,9 +168,9 @@ export class Minter {
 
   /**
    * Claims a ready spare for `name`: 'warm'; null when there is none or the claim failed; 'refused' when
-   * `checkRole` and PostgreSQL refused the role the rename (see claimSpareSql).
+   * `checkRole` (how the claim checks the mint rule) and PostgreSQL refused the role (see claimSpareSql).
    */
-  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: boolean, initial: InitialSettings): Promise<MintSource | 'refused' | null> {
+  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null, initial: InitialSettings): Promise<MintSource | 'refused' | null> {
     const { pool, logger } = this.opts;
     const spare = pool.take(template);
     if (!spare) return null;
@@ -185,7 +187,9 @@ export class Minter {
       const sqlstate = err instanceof PostgresError ? err.sqlstate : null;
       if (sqlstate === '42P04' || sqlstate === '42501') pool.giveBack(spare);
       else pool.discard(spare);
-      if (sqlstate === '42501' && checkRole) return 'refused';
+      // The name is taken by a database PGX did not mint (route() found no record): never served.
+      if (sqlstate === '42P04') throw notMinted(name.name);
+      if (sqlstate === '42501' && checkRole !== null) return 'refused';
       logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
       return null;
     }
@@ -193,8 +197,15 @@ export class Minter {
 
   /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
   private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string, initial: InitialSettings): Promise<MintSource> {
-    if ((await this.claim(client, name, template, user, false, initial)) === 'warm') return 'warm';
-    await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
+    if ((await this.claim(client, name, template, user, null, initial)) === 'warm') return 'warm';
+    try {
+      await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
+    } catch (err) {
+      if (err instanceof PostgresError && err.sqlstate === '42P04') throw notMinted(name.name);
+      throw err;
+    }
+    // Before the record, so routing never serves it open to PUBLIC (spares are closed when made).
+    await client.query(closeToPublicSql(name.name));
     this.record(name, template, user, template.generation, null, initial);
     this.opts.pool.kick();
     return 'cold';
@@ -214,4 +225,16 @@ export class Minter {
     const written = metadata.saveDatabaseLater(record, spare ?? undefined);
     written.catch((err: unknown) => logger.error('metadata-write-failed', { database: name.name, err }));
   }
+}
+
+/**
+ * 42P04 for a name under the mint prefix that holds a database PGX did not mint (a tenant's CREATE
+ * DATABASE or RENAME): only databases the runtime minted and recorded are served there, and a mint
+ * never adopts one, or the next client to ask for the name would land in the squatter's database.
+ */
+export function notMinted(name: string): PgxError {
+  return new PgxError('DUPLICATE_DATABASE', `database "${name}" exists but was not minted by PGX`, {
+    detail: 'Only databases this runtime minted and recorded are served under the mint prefix.',
+    hint: 'Connect to another name under the prefix. A superuser can drop the database (DROP DATABASE) to free the name.',
+  });
 }

@@ -4,8 +4,18 @@
 import { PgxError } from '../errors.js';
 import { quoteLiteral, type SqlClient } from './sql-client.js';
 
-/** Who may mint on connect: every role, roles with CREATEDB, or named roles. Superusers always may. */
-export type MintRoles = { kind: 'any' } | { kind: 'createdb' } | { kind: 'list'; roles: string[] };
+/**
+ * Who may mint on connect: every role, roles with CREATEDB, named roles, or members of the NOLOGIN
+ * group MINTERS_GROUP. Superusers always may. With a list or the group, minting is PGX's right to
+ * grant: tenants need no CREATEDB, so PostgreSQL's CREATE DATABASE is not in their hands at all.
+ */
+export type MintRoles = { kind: 'any' } | { kind: 'createdb' } | { kind: 'list'; roles: string[] } | { kind: 'group' };
+
+/** Under --mint-roles group, members of this role may mint (GRANT pgx_minters TO app). */
+export const MINTERS_GROUP = 'pgx_minters';
+
+/** How a warm claim checks the mint rule in its own transaction (see claimSpareSql). */
+export type ClaimCheck = 'rename' | 'member';
 
 export interface DatabaseAccess {
   /** The caller is a superuser. */
@@ -29,23 +39,35 @@ export class Permissions {
    * How a warm claim for `user` checks the mint rule without a catalog lookup first: 'none' when the
    * settings alone allow it (--mint-roles any, or a listed role); 'rename' under --mint-roles createdb,
    * whose rule (superuser, or CREATEDB) is PostgreSQL's own for renaming a database one owns, so the
-   * claim renames as that role and PostgreSQL checks (claimSpareSql); null when only mayMint can tell.
+   * claim renames as that role and PostgreSQL checks (claimSpareSql); 'member' under --mint-roles
+   * group, whose claim refuses a role not in MINTERS_GROUP in the same transaction; null when only
+   * mayMint can tell.
    */
-  claimCheck(user: string): 'none' | 'rename' | null {
+  claimCheck(user: string): 'none' | ClaimCheck | null {
     if (this.mintRoles.kind === 'any') return 'none';
     if (this.mintRoles.kind === 'list') return this.mintRoles.roles.includes(user) ? 'none' : null;
+    if (this.mintRoles.kind === 'group') return 'member';
     return 'rename';
+  }
+
+  /** Under --mint-roles group: the group role exists (NOLOGIN, no rights of its own). */
+  async ensureMintersGroup(): Promise<void> {
+    if (this.mintRoles.kind !== 'group') return;
+    const client = await this.client();
+    const { rows } = await client.query(`SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(MINTERS_GROUP)}`);
+    if (rows.length === 0) await client.query(`CREATE ROLE ${MINTERS_GROUP} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT`).catch(() => undefined);
   }
 
   /** Whether `user` may create databases by connecting to a name under the prefix. */
   async mayMint(user: string): Promise<boolean> {
     if (this.claimCheck(user) === 'none') return true;
     const { rows } = await (await this.client()).query(
-      `SELECT rolsuper, rolcreatedb FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(user)}`,
+      `SELECT rolsuper, rolcreatedb, coalesce(pg_catalog.pg_has_role(oid, (SELECT g.oid FROM pg_catalog.pg_roles g WHERE g.rolname = ${quoteLiteral(MINTERS_GROUP)}), 'MEMBER'), false) ` +
+        `FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(user)}`,
     );
     const row = rows[0];
     if (!row) return false;
-    return row[0] === 't' || (this.mintRoles.kind === 'createdb' && row[1] === 't');
+    return row[0] === 't' || (this.mintRoles.kind === 'createdb' && row[1] === 't') || (this.mintRoles.kind === 'group' && row[2] === 't');
   }
 
   /** The caller's standing towards one database, in one catalog query. */

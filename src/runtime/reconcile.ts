@@ -2,7 +2,11 @@
 // janitor. The records and the cluster drift when the runtime dies between a CREATE/DROP and its
 // record, or when someone runs DROP DATABASE or ALTER DATABASE by hand.
 //   - a record whose database is gone is forgotten (routing would otherwise send clients to nothing);
-//   - a database under the prefix with no record is adopted as minted (the mint namespace is PGX's);
+//   - a database under the prefix with no record is adopted as minted only when a superuser owns it
+//     (a mint by the API whose record a crash lost: no tenant can make a database a superuser owns);
+//     one a tenant owns is never adopted, and never served (mint.ts refuses its name with 42P04), or a
+//     tenant's CREATE DATABASE under the prefix would squat a name someone else is handed. A tenant's
+//     own mint whose record a crash lost stays out too: logged, for a superuser to drop;
 //   - a spare with no record is handed to the janitor to drop;
 //   - a template recorded sealed that PostgreSQL no longer has sealed is recorded unsealed (or gone).
 // Anything changed after the catalog snapshot was taken is left for the next run.
@@ -27,16 +31,23 @@ export interface ReconcileOptions {
 interface ClusterDatabase {
   owner: string;
   sealed: boolean;
+  ownerIsSuperuser: boolean;
 }
+
+/** Unrecorded names under the prefix already logged, so each is logged once per process. */
+const reported = new Set<string>();
 
 /** Returns how many records it changed. */
 export async function reconcile(o: ReconcileOptions): Promise<number> {
   const { registry, metadata, clock, logger } = o;
   const snapshotAt = clock.now();
   const { rows } = await (await metadata.client()).query(
-    'SELECT datname, pg_catalog.pg_get_userbyid(datdba), datistemplate AND NOT datallowconn FROM pg_catalog.pg_database',
+    'SELECT d.datname, pg_catalog.pg_get_userbyid(d.datdba), d.datistemplate AND NOT d.datallowconn, coalesce(r.rolsuper, false) ' +
+      'FROM pg_catalog.pg_database d LEFT JOIN pg_catalog.pg_roles r ON r.oid = d.datdba',
   );
-  const cluster = new Map<string, ClusterDatabase>(rows.map(([name, owner, sealed]) => [name!, { owner: owner ?? '', sealed: sealed === 't' }]));
+  const cluster = new Map<string, ClusterDatabase>(
+    rows.map(([name, owner, sealed, superuser]) => [name!, { owner: owner ?? '', sealed: sealed === 't', ownerIsSuperuser: superuser === 't' }]),
+  );
   let changed = 0;
 
   for (const d of [...registry.databases.values(), ...registry.spares.values()]) {
@@ -54,6 +65,15 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
       registry.put(orphan(name, '', db.owner, snapshotAt, 'spare'));
       logger.info('spare-orphaned', { spare: name, reason: 'not in pgx_control: left by a runtime that stopped while creating it' });
       changed++;
+    } else if (name.startsWith(o.prefix) && !db.ownerIsSuperuser) {
+      if (!reported.has(name)) {
+        reported.add(name);
+        logger.warn('database-not-adopted', {
+          database: name,
+          owner: db.owner,
+          reason: 'under the mint prefix but not minted by this runtime (no record, not owned by a superuser): never served; a superuser may drop it',
+        });
+      }
     } else if (name.startsWith(o.prefix) && mintNameProblem(name, o.prefix) === null) {
       const record = orphan(name, parseMintName(name, o.prefix).template, db.owner, snapshotAt, 'ephemeral');
       registry.put(record);

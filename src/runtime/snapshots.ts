@@ -12,7 +12,7 @@
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { chooseStrategy, createDatabase, createDatabaseSql, terminateBackends } from './create-database.js';
+import { chooseStrategy, closeToPublicSql, createDatabase, createDatabaseSql, terminateBackends } from './create-database.js';
 import type { EngineSessions } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
 import { buildName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from './names.js';
@@ -95,24 +95,47 @@ export class Snapshots {
     const started = clock.monotonic();
     const client = await this.opts.connect();
     const scratch = buildName(await this.opts.metadata.nextSpareNumber());
+    const old = buildName(await this.opts.metadata.nextSpareNumber());
     this.opts.scratches.add(scratch);
+    this.opts.scratches.add(old);
     const owner = (await this.opts.permissions.access(caller.user, db)).owner ?? caller.user;
+    let swapped = false;
     try {
-      // The copy first, under a scratch name: if it fails, `db` is as it was.
+      // The copy first, under a scratch name: if it fails, `db` is as it was. Closed to PUBLIC before
+      // it takes the name (a new database lets every role connect), as every minted database is.
       await createDatabase(client, createDatabaseSql(scratch, name, snapshot.strategy, owner));
+      await client.query(closeToPublicSql(scratch));
       await this.opts.holdConnects(db, async () => {
         await this.clearSessions(client, db, force, `database "${db}" is being restored to snapshot "${name}"`, `Connect again: "${db}" now holds the state of snapshot "${name}".`);
-        await client.query(`DROP DATABASE ${quoteIdent(db)} WITH (FORCE)`);
-        await client.query(`ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(db)}`);
+        // Both renames in one transaction (ALTER DATABASE RENAME is transactional): at every instant
+        // the name is the old database or the restored one. A CREATE DATABASE of the name meanwhile
+        // waits on pg_database's unique index and then fails with 42P04; it never holds the name.
+        await client.query(`BEGIN; ALTER DATABASE ${quoteIdent(db)} RENAME TO ${quoteIdent(old)}; ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(db)}; COMMIT`);
+        swapped = true;
+        // The old database's credentials and grants are put back before anyone is let in.
+        await this.opts.replaced(db, owner);
       });
     } catch (err) {
-      await client.query(`DROP DATABASE IF EXISTS ${quoteIdent(scratch)} WITH (FORCE)`).catch(() => undefined);
-      throw err;
-    } finally {
+      if (!swapped) {
+        // A failed swap leaves the transaction block open and aborted: ended first, then the copy goes.
+        await client.query('ROLLBACK').catch(() => undefined);
+        await client.query(`DROP DATABASE IF EXISTS ${quoteIdent(scratch)} WITH (FORCE)`).catch(() => undefined);
+      }
       this.opts.scratches.delete(scratch);
+      this.opts.scratches.delete(old);
       await client.close();
+      throw err;
     }
-    await this.opts.replaced(db, owner);
+    this.opts.scratches.delete(scratch);
+    // The old database goes once clients are let through again; a failure leaves a pgx_build_ orphan
+    // that reconcile hands to the janitor.
+    await client
+      .query(`DROP DATABASE IF EXISTS ${quoteIdent(old)} WITH (FORCE)`)
+      .catch((err: unknown) => logger.warn('restore-old-not-dropped', { database: db, old, err }))
+      .finally(() => {
+        this.opts.scratches.delete(old);
+        return client.close();
+      });
     logger.info('database-restored', { database: db, snapshot: name, ms: Math.round(clock.monotonic() - started) });
   }
 

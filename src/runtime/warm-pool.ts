@@ -10,7 +10,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { AdminConnection } from './admin-connection.js';
 import type { Counters } from './counters.js';
-import { createDatabase, createSpareSql } from './create-database.js';
+import { closeToPublicSql, createDatabase, createSpareSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
 import { spareName } from './names.js';
 import { newDatabaseRecord, type DatabaseRecord, type TemplateRecord } from './records.js';
@@ -225,7 +225,8 @@ export class WarmPool {
    * first connect took about twice a later one).
    */
   private async warmUp(conn: SqlClient, name: string): Promise<void> {
-    await conn.query(`ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS true`);
+    // Closed to PUBLIC in the same round trip: the claim's ALTER OWNER hands the owner's CONNECT on.
+    await conn.query(`${closeToPublicSql(name)}; ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS true`);
     try {
       const spare = await this.opts.connectTo(name);
       await spare.close();

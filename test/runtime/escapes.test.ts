@@ -72,6 +72,7 @@ describe('runtime: a tenant cannot escape its database', function () {
     ['turning triggers off', 'SET session_replication_role = replica', /^permission denied to set parameter "session_replication_role"$/],
     ['dropping the allow-list', 'DROP EVENT TRIGGER pgx_extension_allow_list', /^must be owner of event trigger pgx_extension_allow_list$/],
     ["dropping the allow-list's schema", 'DROP SCHEMA pgx_guard CASCADE', /^must be owner of schema pgx_guard$/],
+    ["creating in the allow-list's schema", 'CREATE TABLE pgx_guard.mine (x int)', /^permission denied for schema pgx_guard$/],
     ['becoming superuser', 'ALTER ROLE current_user SUPERUSER', /^permission denied to alter role$/],
   ];
 

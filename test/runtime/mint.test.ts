@@ -90,12 +90,23 @@ describe('runtime: mint on connect', function () {
     });
 
     it('refuses bad names through the engine with 3D000 and a hint', async function () {
-      for (const name of ['tdb_tpl_app', 'tdb_Tpl_app__x', 'tdb_tpl_app__x"y', `tdb_tpl_app__${'x'.repeat(60)}`]) {
+      for (const name of ['tdb_tpl_app', 'tdb_Tpl_app__x', 'tdb_tpl_app__x"y']) {
         const err = (await rejection(connectClient(h, name))) as Error & { code?: string; hint?: string };
         expect(err.code, name).to.equal('3D000');
         expect(err.hint, name).to.match(/tdb_<template>__<token>/);
       }
       expect(await countLike(h, 'tdb_tpl_app__x')).to.equal(0);
+    });
+
+    it('reads a name over 63 bytes as PostgreSQL does: its first 63 bytes, minted under that name', async function () {
+      const long = `tdb_tpl_app__${'y'.repeat(60)}`;
+      const client = await connectClient(h, long);
+      try {
+        expect((await client.query('SELECT current_database() AS d')).rows).to.deep.equal([{ d: long.slice(0, 63) }]);
+      } finally {
+        await client.end();
+      }
+      expect(h.dbs.database(long.slice(0, 63))).to.not.equal(null);
     });
 
     it('refuses unknown templates with 3D000', async function () {
