@@ -9,7 +9,7 @@ import type { Dropper } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
 import { databaseDoesNotExist, isReservedName, isSystemDatabase } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
-import type { DatabaseRecord } from './records.js';
+import { BOUNDS, checkBound, type DatabaseRecord } from './records.js';
 import type { Registry } from './registry.js';
 import type { SessionCounts } from './sessions.js';
 
@@ -42,27 +42,21 @@ export class DatabaseCommands {
 
   /** Sets (seconds from now) or clears (null) the hard TTL of a minted database. */
   async setTtl(name: string, seconds: number | null, user: string, fn = 'pgx_set_ttl'): Promise<DatabaseRecord> {
-    if (seconds !== null && !(Number.isFinite(seconds) && seconds > 0)) {
-      throw new PgxError('INVALID_PARAMETER', `a TTL must be a positive number of seconds, not ${seconds}`, { hint: 'Pass null to clear the TTL.' });
-    }
+    if (seconds !== null) checkBound('a TTL', seconds, BOUNDS.ttlSeconds, 'or null to clear the TTL');
     await this.mintedFor(name, user, fn);
     return this.save(name, { expiresAt: seconds === null ? null : this.opts.clock.now() + seconds * 1000 });
   }
 
   /** Sets (a number >= 1) or clears (null: the runtime default) the session cap of a minted database. */
   async setConnectionLimit(name: string, limit: number | null, user: string, fn = 'pgx_set_connection_limit'): Promise<DatabaseRecord> {
-    if (limit !== null && !(Number.isInteger(limit) && limit >= 1)) {
-      throw new PgxError('INVALID_PARAMETER', `a connection limit must be an integer >= 1, not ${limit}`, { hint: 'Pass null for the runtime default (--max-sessions-per-db).' });
-    }
+    if (limit !== null) checkBound('a connection limit', limit, BOUNDS.connectionLimit, 'or null for the runtime default (--max-sessions-per-db)');
     await this.mintedFor(name, user, fn);
     return this.save(name, { connectionLimit: limit });
   }
 
   /** Sets (MB >= 1) or clears (null: the runtime default) the memory limit of a minted database's backends together. */
   async setMemoryLimit(name: string, mb: number | null, user: string, fn = 'pgx_set_memory_limit'): Promise<DatabaseRecord> {
-    if (mb !== null && !(Number.isInteger(mb) && mb >= 1)) {
-      throw new PgxError('INVALID_PARAMETER', `a memory limit must be a whole number of MB >= 1, not ${mb}`, { hint: 'Pass null for the runtime default (--database-memory-limit).' });
-    }
+    if (mb !== null) checkBound('a memory limit', mb, BOUNDS.memoryLimitMb, 'or null for the runtime default (--database-memory-limit)');
     await this.mintedFor(name, user, fn);
     return this.save(name, { memoryLimitMb: mb });
   }
@@ -127,3 +121,4 @@ export class DatabaseCommands {
     return d;
   }
 }
+
