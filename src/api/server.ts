@@ -86,9 +86,7 @@ export class ApiServer {
       response = admission.response;
       answerAndDrain(req, res, response);
     } else {
-      // Only now may the client send the body it announced with Expect: 100-continue.
-      if (expectsContinue) res.writeContinue();
-      response = await this.readAndRun(req, res, head, admission);
+      response = await this.readAndRun(req, res, head, admission, expectsContinue);
     }
     ctx.metrics.requests.inc({ method, route: response.route, status: String(response.status) });
     logger.info('api-request', {
@@ -101,7 +99,13 @@ export class ApiServer {
   }
 
   /** Reads the body (holding its bytes against BODY_BUDGET_BYTES until the answer), runs the request, answers. */
-  private async readAndRun(req: http.IncomingMessage, res: http.ServerResponse, head: RequestHead, admission: Admission & { admitted: true }): Promise<ApiResponse> {
+  private async readAndRun(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    head: RequestHead,
+    admission: Admission & { admitted: true },
+    expectsContinue: boolean,
+  ): Promise<ApiResponse> {
     const { ctx } = this.opts;
     const route = admission.route.path;
     let held = 0;
@@ -112,7 +116,8 @@ export class ApiServer {
       return true;
     };
     try {
-      const read = await readBody(req, head.contentLength, admission.maxBodyBytes, hold);
+      // Only once admitted and within the budget may the client send the body it announced with Expect: 100-continue.
+      const read = await readBody(req, head.contentLength, admission.maxBodyBytes, hold, () => expectsContinue && res.writeContinue());
       if (read !== 'too-large' && read !== 'over-budget' && read !== 'gone') {
         const response = await run(admission, { ...head, contentType: header(req.headers['content-type']), body: read }, ctx);
         answer(res, response);
@@ -195,12 +200,14 @@ type BodyRead = string | 'too-large' | 'over-budget' | 'gone';
 
 /**
  * The body as text, read into one buffer when its length is declared (no chunk list, no second copy);
- * 'too-large' past maxBytes, 'over-budget' when hold() refuses its bytes, 'gone' if the client left.
+ * 'too-large' past maxBytes, 'over-budget' when hold() refuses its bytes, 'gone' if the client left;
+ * begin() once a declared length is held.
  * It stops reading at a refusal: answerAndDrain takes the stream from there.
  */
-function readBody(req: http.IncomingMessage, declared: number | undefined, maxBytes: number, hold: (bytes: number) => boolean): Promise<BodyRead> {
+function readBody(req: http.IncomingMessage, declared: number | undefined, maxBytes: number, hold: (bytes: number) => boolean, begin: () => void): Promise<BodyRead> {
   return new Promise((resolve) => {
     if (declared !== undefined && !hold(declared)) return resolve('over-budget');
+    begin();
     const whole = declared !== undefined ? Buffer.allocUnsafe(declared) : null;
     const chunks: Buffer[] = [];
     let size = 0;

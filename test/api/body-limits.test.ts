@@ -199,6 +199,43 @@ describe('api: request bodies (token first, caps per route)', function () {
     expect(a.sentAtAnswer).to.be.lessThan(16 * MiB);
   });
 
+  it('holds at most 64 MiB of bodies at once: past it 429 / 53300 before the body is sent, and the budget comes back', async function () {
+    // Four admitted scripts at the 16 MiB cap, each told 100 Continue and then sending nothing: 64 MiB held.
+    const holders = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        new Promise<http.ClientRequest>((resolve, reject) => {
+          const req = http.request({
+            host: '127.0.0.1',
+            port: apiPort,
+            method: 'POST',
+            path: PATHS.templates,
+            agent: false,
+            headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': 16 * MiB, expect: '100-continue' },
+          });
+          req.once('continue', () => resolve(req));
+          req.once('response', (res) => reject(new Error(`holder answered ${res.statusCode}`)));
+          req.once('error', reject);
+        }),
+      ),
+    );
+    try {
+      const refused = await send(apiPort, PATHS.templates, 16 * MiB, { token: TOKEN, expectContinue: true });
+      expect(refused.status).to.equal(429);
+      expect(refused.body).to.include({ code: 'TOO_MANY_CONNECTIONS', sqlstate: '53300' });
+      expect(refused.continued).to.equal(false);
+    } finally {
+      for (const h of holders) h.destroy();
+    }
+    // The holders' bytes are given back when their connections close.
+    const body = Buffer.from(JSON.stringify({ name: 'tpl_after_budget', sql: 'CREATE TABLE t (id int);' }));
+    let after: Sent | undefined;
+    for (let i = 0; i < 100 && (after === undefined || after.status === 429); i++) {
+      if (after) await new Promise((r) => setTimeout(r, 100));
+      after = await send(apiPort, PATHS.templates, body.length, { token: TOKEN, body });
+    }
+    expect(after!.status, JSON.stringify(after!.body)).to.equal(201);
+  });
+
   it('still takes a large script with the token (3 MiB, under the 16 MiB cap of POST /v1/templates)', async function () {
     const sql = `-- ${'x'.repeat(3 * MiB)}\nCREATE TABLE big_script (id int);`;
     const body = Buffer.from(JSON.stringify({ name: 'tpl_big_script', sql }));
