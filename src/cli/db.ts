@@ -10,7 +10,7 @@ export const DB_HELP = `Usage: pgx db <subcommand> [options]
                 [--memory-limit MB]
                 mint a database from a sealed template; prints its connection URL
                   --name N     the database's name (else tdb_TEMPLATE__<random>)
-                  --ttl T      drop it T after creation whatever its sessions or pin
+                  --ttl T      drop it T after creation whatever its sessions or pin (at most 3650d)
                   --pin        keep it when idle (the janitor drops it only at its TTL)
                   --connection-limit N
                                client sessions on it at once; more get 53300
