@@ -3,6 +3,21 @@
 // add fields, never rename or remove one.
 
 import { z } from 'zod';
+import { BOUNDS, type Bound } from '../runtime/records.js';
+
+export { BOUNDS } from '../runtime/records.js';
+
+/**
+ * A number within `bound`; outside it, the issue's message says "<value> is out of range (<range>)"
+ * and parseBody (handlers.ts) puts the range in the error's hint.
+ */
+function bounded(bound: Bound): z.ZodNumber {
+  const error = (iss: { input?: unknown }): string => `${String(iss.input)} is out of range (${bound.text})`;
+  let n = z.number({ error: `expected ${bound.text}` });
+  if (bound.int) n = n.int({ error });
+  n = bound.exclusiveMin ? n.gt(bound.min, { error }) : n.min(bound.min, { error });
+  return n.max(bound.max, { error });
+}
 
 /** A PostgreSQL name as PGX mints them: lower-case letters, digits, underscores; at most 63 bytes. */
 const pgName = z.string().min(1).max(63);
@@ -11,7 +26,7 @@ const requestId = z.string().min(1).max(200);
 export const createCredentialRequest = z
   .object({
     /** The role's CONNECTION LIMIT; -1 (the default) for none. */
-    connection_limit: z.number().int().min(-1).optional(),
+    connection_limit: bounded(BOUNDS.credentialConnectionLimit).optional(),
   })
   .strict();
 export type CreateCredentialRequest = z.infer<typeof createCredentialRequest>;
@@ -23,13 +38,13 @@ export const createDatabaseRequest = z
     /** Defaults to <prefix><template>__<random token>. */
     name: pgName.optional(),
     /** Hard TTL: dropped this many seconds after creation whatever its sessions or pin; null for none. */
-    ttl_seconds: z.number().positive().nullable().optional(),
+    ttl_seconds: bounded(BOUNDS.ttlSeconds).nullable().optional(),
     /** Pinned databases are not dropped when idle. */
     pinned: z.boolean().optional(),
     /** Client sessions allowed on it at once (beyond it 53300); null or absent: the runtime's default. */
-    connection_limit: z.number().int().min(1).nullable().optional(),
+    connection_limit: bounded(BOUNDS.connectionLimit).nullable().optional(),
     /** MB its backends may hold together (beyond it a statement gets 53200); null or absent: the runtime's default. */
-    memory_limit_mb: z.number().int().min(1).nullable().optional(),
+    memory_limit_mb: bounded(BOUNDS.memoryLimitMb).nullable().optional(),
     /**
      * Also make a per-database credential, as POST /v1/databases/{name}/credentials with this body would,
      * in the same call: the answer's `credential`. If it cannot be made, the database is dropped again.
@@ -77,7 +92,7 @@ export type ImportTemplateRequest = z.infer<typeof importTemplateRequest>;
 export const setTtlRequest = z
   .object({
     /** Seconds from now; null clears the TTL. */
-    ttl_seconds: z.number().positive().nullable(),
+    ttl_seconds: bounded(BOUNDS.ttlSeconds).nullable(),
   })
   .strict();
 export type SetTtlRequest = z.infer<typeof setTtlRequest>;
@@ -85,7 +100,7 @@ export type SetTtlRequest = z.infer<typeof setTtlRequest>;
 export const setConnectionLimitRequest = z
   .object({
     /** Client sessions at once; null: the runtime's default (--max-sessions-per-db). */
-    connection_limit: z.number().int().min(1).nullable(),
+    connection_limit: bounded(BOUNDS.connectionLimit).nullable(),
   })
   .strict();
 export type SetConnectionLimitRequest = z.infer<typeof setConnectionLimitRequest>;
@@ -93,7 +108,7 @@ export type SetConnectionLimitRequest = z.infer<typeof setConnectionLimitRequest
 export const setMemoryLimitRequest = z
   .object({
     /** MB the database's backends may hold together; null: the runtime's default (--database-memory-limit). */
-    memory_limit_mb: z.number().int().min(1).nullable(),
+    memory_limit_mb: bounded(BOUNDS.memoryLimitMb).nullable(),
   })
   .strict();
 export type SetMemoryLimitRequest = z.infer<typeof setMemoryLimitRequest>;

@@ -8,7 +8,7 @@ import type { DisposableDatabases } from '../runtime/databases.js';
 import { isUnderPrefix } from '../runtime/names.js';
 import { ScriptError } from '../runtime/template-build.js';
 import type { ImportJob } from '../runtime/template-import.js';
-import type { DatabaseRecord, TemplateRecord } from '../runtime/records.js';
+import { clampTime, type DatabaseRecord, type TemplateRecord } from '../runtime/records.js';
 import {
   buildTemplateRequest,
   importTemplateRequest,
@@ -236,12 +236,20 @@ export const revokeCredential: Handler = async ({ params }, ctx) => {
 
 // --- helpers -----------------------------------------------------------------------------------------
 
-/** Parses a body through its schema; a problem is 22023 naming the field. */
+/** Parses a body through its schema; a problem is 22023 naming the field, a number out of range gets its range in the hint. */
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
   const result = schema.safeParse(body ?? {});
   if (result.success) return result.data;
-  const problems = result.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(body)'}: ${i.message}`).join('; ');
-  throw new PgxError('INVALID_PARAMETER', `invalid request body: ${problems}`, { hint: 'See docs/api.md for the request fields.' });
+  const problems = new Set<string>();
+  const ranges = new Set<string>();
+  for (const i of result.error.issues) {
+    const field = i.path.length > 0 ? i.path.join('.') : '(body)';
+    problems.add(`${field}: ${i.message}`);
+    const range = / is out of range \((.+)\)$/.exec(i.message) ?? /^expected (.+)$/.exec(i.message);
+    if (range && i.code !== 'unrecognized_keys') ranges.add(`${field} takes ${range[1]}`);
+  }
+  const hint = ranges.size > 0 ? `${[...ranges].join('; ')} (docs/api.md, Bounds).` : 'See docs/api.md for the request fields.';
+  throw new PgxError('INVALID_PARAMETER', `invalid request body: ${[...problems].join('; ')}`, { hint });
 }
 
 function param(params: Record<string, string>): string {
@@ -254,7 +262,8 @@ function minted(name: string, ctx: ApiContext): DatabaseRecord {
   return record;
 }
 
-const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+/** Never throws: a time beyond what a record holds (an absurd stored value) shows as the nearest one it holds. */
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(clampTime(ms)).toISOString());
 
 export function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
   return {

@@ -7,17 +7,22 @@ import { ApiError, errorResponse } from './errors.js';
 import * as h from './handlers.js';
 import { matchPath, PATHS, type PathPattern } from './paths.js';
 
-interface Route {
+export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   path: PathPattern;
   handler: h.Handler;
   /** Probes answer without a token. */
   open?: boolean;
-  /** Bodies are small JSON objects but for this route's (default SMALL_BODY_BYTES). */
+  /** The largest body the route reads (default SMALL_BODY_BYTES); see docs/api.md, "Request bodies". */
   maxBodyBytes?: number;
 }
 
+/** Every JSON body but a script's is a handful of fields: names, numbers, flags. */
 export const SMALL_BODY_BYTES = 64 * 1024;
+/** POST /v1/templates carries a whole schema script (the operator's Template with inline SQL). */
+export const SCRIPT_BODY_BYTES = 16 * 1024 * 1024;
+/** POST /v1/templates/import carries a masking script beside the source URL; masks are UPDATEs, not schemas. */
+export const MASK_BODY_BYTES = 1024 * 1024;
 
 export const ROUTES: readonly Route[] = [
   { method: 'GET', path: PATHS.healthz, handler: h.healthz, open: true },
@@ -25,8 +30,8 @@ export const ROUTES: readonly Route[] = [
   { method: 'GET', path: PATHS.metrics, handler: h.metrics },
   { method: 'GET', path: PATHS.status, handler: h.status },
   { method: 'GET', path: PATHS.templates, handler: h.listTemplates },
-  { method: 'POST', path: PATHS.templates, handler: h.buildTemplate, maxBodyBytes: 16 * 1024 * 1024 },
-  { method: 'POST', path: PATHS.templateImport, handler: h.importTemplate, maxBodyBytes: 16 * 1024 * 1024 },
+  { method: 'POST', path: PATHS.templates, handler: h.buildTemplate, maxBodyBytes: SCRIPT_BODY_BYTES },
+  { method: 'POST', path: PATHS.templateImport, handler: h.importTemplate, maxBodyBytes: MASK_BODY_BYTES },
   { method: 'GET', path: PATHS.importJob, handler: h.getImportJob },
   { method: 'POST', path: PATHS.templateSeal, handler: h.sealTemplate },
   { method: 'POST', path: PATHS.templateUnseal, handler: h.unsealTemplate },
@@ -44,12 +49,6 @@ export const ROUTES: readonly Route[] = [
   { method: 'POST', path: PATHS.databaseCredentials, handler: h.createCredential },
   { method: 'DELETE', path: PATHS.databaseCredential, handler: h.revokeCredential },
 ];
-
-/** How large a body `method path` may send. */
-export function bodyLimit(method: string, path: string): number {
-  const route = ROUTES.find((r) => r.method === method && matchPath(r.path, path) !== null);
-  return route?.maxBodyBytes ?? SMALL_BODY_BYTES;
-}
 
 export interface ApiRequest {
   method: string;
@@ -71,40 +70,93 @@ export interface ApiResponse {
   requestId: string | undefined;
 }
 
-export async function dispatch(req: ApiRequest, ctx: h.ApiContext, token: BearerToken | null): Promise<ApiResponse> {
-  let requestId = req.idempotencyKey;
+/** What is known of a request before its body is read. */
+export interface RequestHead {
+  method: string;
+  /** The path without the query string. */
+  path: string;
+  authorization: string | undefined;
+  idempotencyKey: string | undefined;
+  /** The declared Content-Length; undefined when there is none (no body, or chunked). */
+  contentLength: number | undefined;
+}
+
+export type Admission =
+  | { admitted: true; route: Route; params: Record<string, string>; maxBodyBytes: number }
+  | { admitted: false; response: ApiResponse };
+
+/**
+ * Route, token and declared size, from the head alone: server.ts calls it before it reads a byte of the
+ * body, so an unauthenticated or oversized request costs no buffer (404, 405, 401, 413).
+ */
+export function admit(head: RequestHead, ctx: h.ApiContext, token: BearerToken | null): Admission {
   let route = 'unmatched';
   try {
-    const matches = ROUTES.map((r) => ({ r, params: matchPath(r.path, req.path) })).filter((m) => m.params !== null);
-    const hit = matches.find((m) => m.r.method === req.method);
+    const matches = ROUTES.map((r) => ({ r, params: matchPath(r.path, head.path) })).filter((m) => m.params !== null);
+    const hit = matches.find((m) => m.r.method === head.method);
     if (!hit) {
       if (matches.length > 0) {
         route = matches[0]!.r.path;
         const allow = matches.map((m) => m.r.method).join(', ');
-        throw new ApiError(405, new PgxError('FEATURE_NOT_SUPPORTED', `${req.method} is not allowed on ${req.path}`, { hint: `Allowed: ${allow}.` }));
+        throw new ApiError(405, new PgxError('FEATURE_NOT_SUPPORTED', `${head.method} is not allowed on ${head.path}`, { hint: `Allowed: ${allow}.` }));
       }
-      throw new ApiError(404, new PgxError('FEATURE_NOT_SUPPORTED', `no such path: ${req.path}`, { hint: 'See docs/api.md for the paths.' }));
+      throw new ApiError(404, new PgxError('FEATURE_NOT_SUPPORTED', `no such path: ${head.path}`, { hint: 'See docs/api.md for the paths.' }));
     }
     route = hit.r.path;
-    if (!hit.r.open && token !== null && !token.accepts(req.authorization)) {
+    if (!hit.r.open && token !== null && !token.accepts(head.authorization)) {
       throw new PgxError('INVALID_AUTHORIZATION', 'missing or wrong bearer token', { hint: 'Send Authorization: Bearer <token> (--api-token-file or PGX_API_TOKEN).' });
     }
+    const maxBodyBytes = hit.r.maxBodyBytes ?? SMALL_BODY_BYTES;
+    if (head.contentLength !== undefined && head.contentLength > maxBodyBytes) throw bodyTooLarge(head, maxBodyBytes);
+    return { admitted: true, route: hit.r, params: hit.params!, maxBodyBytes };
+  } catch (err) {
+    return { admitted: false, response: errorAnswer(err, ctx, route, head.idempotencyKey) };
+  }
+}
+
+/** 413: the body of `head` is over what its route reads. */
+export function bodyTooLarge(head: Pick<RequestHead, 'method' | 'path'>, maxBodyBytes: number): ApiError {
+  return new ApiError(
+    413,
+    new PgxError('PROTOCOL_VIOLATION', `request body exceeds ${maxBodyBytes} bytes, the most ${head.method} ${head.path} takes`, {
+      hint: 'Send a smaller body; the limits per route are in docs/api.md (Request bodies).',
+    }),
+  );
+}
+
+/** Admits the request, then runs it: for callers holding the whole request (tests, in-process clients). */
+export async function dispatch(req: ApiRequest, ctx: h.ApiContext, token: BearerToken | null): Promise<ApiResponse> {
+  const admission = admit({ ...req, contentLength: Buffer.byteLength(req.body) }, ctx, token);
+  if (!admission.admitted) return admission.response;
+  return run(admission, req, ctx);
+}
+
+/** Runs an admitted request: JSON body through the handler, the answer or the error as JSON. */
+export async function run(admission: Admission & { admitted: true }, req: ApiRequest, ctx: h.ApiContext): Promise<ApiResponse> {
+  let requestId = req.idempotencyKey;
+  const route = admission.route.path;
+  try {
     const body = parseJson(req);
     if (body !== null && typeof body === 'object' && typeof (body as { request_id?: unknown }).request_id === 'string') {
       requestId ??= (body as { request_id: string }).request_id;
     }
-    const result = await hit.r.handler({ params: hit.params!, body, idempotencyKey: req.idempotencyKey }, ctx);
+    const result = await admission.route.handler({ params: admission.params, body, idempotencyKey: req.idempotencyKey }, ctx);
     if (result.text !== undefined) {
       return { status: result.status, headers: { 'content-type': result.contentType ?? 'text/plain; charset=utf-8' }, body: result.text, route, requestId };
     }
     if (result.body === undefined) return { status: result.status, headers: {}, body: '', route, requestId };
     return { status: result.status, headers: JSON_HEADERS, body: JSON.stringify(result.body), route, requestId };
   } catch (err) {
-    const { status, body } = errorResponse(err, ctx.logger, requestId);
-    const headers: Record<string, string> = { ...JSON_HEADERS };
-    if (status === 401) headers['www-authenticate'] = 'Bearer';
-    return { status, headers, body: JSON.stringify(body), route, requestId };
+    return errorAnswer(err, ctx, route, requestId);
   }
+}
+
+/** Any error as the API answers it: JSON {code, sqlstate, message, hint}; 401 says how to authenticate. */
+export function errorAnswer(err: unknown, ctx: Pick<h.ApiContext, 'logger'>, route: string, requestId: string | undefined): ApiResponse {
+  const { status, body } = errorResponse(err, ctx.logger, requestId);
+  const headers: Record<string, string> = { ...JSON_HEADERS };
+  if (status === 401) headers['www-authenticate'] = 'Bearer';
+  return { status, headers, body: JSON.stringify(body), route, requestId };
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8' };

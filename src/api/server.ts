@@ -1,5 +1,8 @@
-// The HTTP listener: the only file in PGX that touches node:http. It reads the request (with a size
-// cap and timeouts), hands it to dispatch(), writes the answer and logs one line per request.
+// The HTTP listener: the only file in PGX that touches node:http. It admits a request on its head alone
+// (route, token, declared size: router.ts) before reading a byte of its body, reads admitted bodies up to
+// their route's cap within a budget shared by all requests, hands them to run(), writes the answer and
+// logs one line per request. A refused request is answered at once; its unread body is drained without
+// being kept (a moment, then the connection closes), so a client still sending still reads the answer.
 
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -8,7 +11,7 @@ import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BearerToken } from './auth.js';
 import type { ApiContext } from './handlers.js';
-import { bodyLimit, dispatch, type ApiResponse } from './router.js';
+import { admit, bodyTooLarge, errorAnswer, run, type Admission, type ApiResponse, type RequestHead } from './router.js';
 
 export interface ApiServerOptions {
   host: string;
@@ -33,9 +36,11 @@ export class ApiServer {
         keepAliveTimeout: 5_000,
         maxHeaderSize: 16 * 1024,
       },
-      (req, res) => void this.handle(req, res),
+      (req, res) => void this.handle(req, res, false),
     );
     this.server.maxHeadersCount = 100;
+    // Expect: 100-continue is answered only once the head is admitted: a refused client never sends its body.
+    this.server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => void this.handle(req, res, true));
   }
 
   async start(): Promise<number> {
@@ -60,41 +65,28 @@ export class ApiServer {
     clearTimeout(timer);
   }
 
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  /** Bytes of request bodies held now, by every request being read or run. */
+  private bodyBytes = 0;
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean): Promise<void> {
     const { clock, logger, ctx } = this.opts;
     const started = clock.monotonic();
     const method = req.method ?? 'GET';
     const path = (req.url ?? '/').split('?')[0]!;
+    const head: RequestHead = {
+      method,
+      path,
+      authorization: req.headers.authorization,
+      idempotencyKey: header(req.headers['idempotency-key']),
+      contentLength: req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']),
+    };
     let response: ApiResponse;
-    try {
-      const body = await readBody(req, bodyLimit(method, path));
-      response = await dispatch(
-        {
-          method,
-          path,
-          authorization: req.headers.authorization,
-          idempotencyKey: header(req.headers['idempotency-key']),
-          contentType: header(req.headers['content-type']),
-          body,
-        },
-        ctx,
-        this.opts.token,
-      );
-    } catch (err) {
-      // Only reading the body throws here: too large, or the client went away.
-      const e = err instanceof PgxError ? err : new PgxError('PROTOCOL_VIOLATION', 'could not read the request body');
-      const status = e.message.startsWith('request body exceeds') ? 413 : 400;
-      response = {
-        status,
-        headers: { 'content-type': 'application/json; charset=utf-8', connection: 'close' },
-        body: JSON.stringify({ code: e.code, sqlstate: e.sqlstate, message: e.message, hint: e.hint ?? null }),
-        route: 'unmatched',
-        requestId: header(req.headers['idempotency-key']),
-      };
-    }
-    if (!res.headersSent && !res.destroyed) {
-      res.writeHead(response.status, { ...response.headers, 'content-length': Buffer.byteLength(response.body) });
-      res.end(response.body);
+    const admission = admit(head, ctx, this.opts.token);
+    if (!admission.admitted) {
+      response = admission.response;
+      answerAndDrain(req, res, response);
+    } else {
+      response = await this.readAndRun(req, res, head, admission, expectsContinue);
     }
     ctx.metrics.requests.inc({ method, route: response.route, status: String(response.status) });
     logger.info('api-request', {
@@ -105,26 +97,142 @@ export class ApiServer {
       request_id: response.requestId ?? null,
     });
   }
+
+  /** Reads the body (holding its bytes against BODY_BUDGET_BYTES until the answer), runs the request, answers. */
+  private async readAndRun(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    head: RequestHead,
+    admission: Admission & { admitted: true },
+    expectsContinue: boolean,
+  ): Promise<ApiResponse> {
+    const { ctx } = this.opts;
+    const route = admission.route.path;
+    let held = 0;
+    const hold = (bytes: number): boolean => {
+      if (this.bodyBytes + bytes > BODY_BUDGET_BYTES) return false;
+      this.bodyBytes += bytes;
+      held += bytes;
+      return true;
+    };
+    try {
+      // Only once admitted and within the budget may the client send the body it announced with Expect: 100-continue.
+      const read = await readBody(req, head.contentLength, admission.maxBodyBytes, hold, () => expectsContinue && res.writeContinue());
+      if (read !== 'too-large' && read !== 'over-budget' && read !== 'gone') {
+        const response = await run(admission, { ...head, contentType: header(req.headers['content-type']), body: read }, ctx);
+        answer(res, response);
+        return response;
+      }
+      const refusal =
+        read === 'too-large'
+          ? bodyTooLarge(head, admission.maxBodyBytes)
+          : read === 'over-budget'
+            ? new PgxError('TOO_MANY_CONNECTIONS', `request bodies being read or run would exceed ${BODY_BUDGET_BYTES} bytes`, {
+                hint: 'Retry shortly: other large requests (template scripts) are in progress.',
+              })
+            : new PgxError('PROTOCOL_VIOLATION', 'could not read the request body: the client went away');
+      const response = errorAnswer(refusal, ctx, route, head.idempotencyKey);
+      answerAndDrain(req, res, response);
+      return response;
+    } finally {
+      this.bodyBytes -= held;
+    }
+  }
 }
+
+/** Every request's body bytes together, while read and run: 4 template scripts at their cap. */
+export const BODY_BUDGET_BYTES = 64 * 1024 * 1024;
+/**
+ * A refused request's body: up to DRAIN_BYTES are read and dropped (a small body to its end, so the
+ * connection closes cleanly), then reading stops, so TCP holds the client back at no cost to us, until
+ * the client goes or DRAIN_MS pass and the connection closes. Closing at once would reset a client still
+ * sending, which may then lose the answer it has not read yet.
+ */
+const DRAIN_BYTES = 64 * 1024;
+const DRAIN_MS = 5_000;
 
 function header(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-function readBody(req: http.IncomingMessage, maxBytes: number): Promise<string> {
-  return new Promise((resolve, reject) => {
+function answer(res: http.ServerResponse, response: ApiResponse, close = false): void {
+  if (res.headersSent || res.destroyed) return;
+  const headers: Record<string, string | number> = { ...response.headers, 'content-length': Buffer.byteLength(response.body) };
+  if (close) headers.connection = 'close';
+  res.writeHead(response.status, headers);
+  if (close) res.write(response.body);
+  else res.end(response.body);
+}
+
+/**
+ * Answers a refused request now. If its body is still coming, the connection is to close: the answer is
+ * written at once, the body is drained (DRAIN_BYTES, DRAIN_MS), then the response ends and node closes
+ * the socket.
+ */
+function answerAndDrain(req: http.IncomingMessage, res: http.ServerResponse, response: ApiResponse): void {
+  if (res.destroyed) return;
+  const bodyComing = !req.complete && (req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0);
+  if (!bodyComing) {
+    answer(res, response);
+    return;
+  }
+  answer(res, response, true);
+  let dropped = 0;
+  const onData = (chunk: Buffer): void => {
+    dropped += chunk.length;
+    if (dropped > DRAIN_BYTES) req.pause();
+  };
+  const finish = (): void => {
+    clearTimeout(timer);
+    req.off('data', onData);
+    req.off('end', finish);
+    if (!res.writableEnded) res.end();
+  };
+  const timer = setTimeout(finish, DRAIN_MS);
+  timer.unref();
+  req.on('data', onData);
+  req.resume();
+  req.once('end', finish);
+  res.once('close', finish);
+}
+
+type BodyRead = string | 'too-large' | 'over-budget' | 'gone';
+
+/**
+ * The body as text, read into one buffer when its length is declared (no chunk list, no second copy);
+ * 'too-large' past maxBytes, 'over-budget' when hold() refuses its bytes, 'gone' if the client left;
+ * begin() once a declared length is held.
+ * It stops reading at a refusal: answerAndDrain takes the stream from there.
+ */
+function readBody(req: http.IncomingMessage, declared: number | undefined, maxBytes: number, hold: (bytes: number) => boolean, begin: () => void): Promise<BodyRead> {
+  return new Promise((resolve) => {
+    if (declared !== undefined && !hold(declared)) return resolve('over-budget');
+    begin();
+    const whole = declared !== undefined ? Buffer.allocUnsafe(declared) : null;
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (chunk: Buffer) => {
+    const settle = (result: BodyRead): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onGone);
+      req.off('close', onClose);
+      resolve(result);
+    };
+    const onData = (chunk: Buffer): void => {
+      if (size + chunk.length > maxBytes) return settle('too-large');
+      if (whole !== null) chunk.copy(whole, size);
+      else if (hold(chunk.length)) chunks.push(chunk);
+      else return settle('over-budget');
       size += chunk.length;
-      if (size > maxBytes) {
-        reject(new PgxError('PROTOCOL_VIOLATION', `request body exceeds ${maxBytes} bytes`));
-        req.resume();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
+    };
+    const onEnd = (): void => settle((whole !== null ? whole.subarray(0, size) : Buffer.concat(chunks)).toString('utf8'));
+    const onGone = (): void => settle('gone');
+    const onClose = (): void => {
+      if (!req.complete) settle('gone');
+    };
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onGone);
+    req.once('close', onClose);
   });
 }

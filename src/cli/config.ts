@@ -4,8 +4,19 @@
 import fs from 'node:fs';
 import { z } from 'zod';
 import { PgxError } from '../errors.js';
+import { BOUNDS } from '../runtime/records.js';
 
 const pgSettingName = /^[a-z_][a-z0-9_.]*$/i;
+
+/**
+ * Upper bounds, so no setting can overflow what it feeds: a timeout goes into setTimeout, which fires at
+ * once (1 ms) past 2^31-1 ms (24.8 days), so a --login-timeout of a month would refuse every login.
+ */
+const MAX_TIMER_SECONDS = 2_147_483;
+/** Counts (clients, databases, queue slots): far past what one runtime serves. */
+const MAX_COUNT = 1_000_000;
+/** 16 TiB: far past any machine's memory, and MB * 2^20 stays an exact number of bytes. */
+const MAX_MEMORY_MB = 16_777_216;
 
 export const runtimeConfigSchema = z
   .object({
@@ -16,25 +27,25 @@ export const runtimeConfigSchema = z
     socketDir: z.string().min(1).nullable().default('/tmp'),
     pgBin: z.string().min(1).optional(),
     auth: z.enum(['trust', 'scram']).optional(),
-    maxClients: z.number().int().min(1).default(10000),
+    maxClients: z.number().int().min(1).max(MAX_COUNT).default(10000),
     /** Client sessions per database at once (a database's connection_limit overrides it); null: none. */
-    maxSessionsPerDb: z.number().int().min(1).nullable().default(null),
+    maxSessionsPerDb: z.number().int().min(1).max(BOUNDS.connectionLimit.max).nullable().default(null),
     /** Sessions per database with a transaction in progress at once; the next waits in a queue. null: none. */
-    maxActivePerDb: z.number().int().min(1).nullable().default(null),
-    activeWaitTimeout: z.number().min(0.1).default(30),
+    maxActivePerDb: z.number().int().min(1).max(BOUNDS.connectionLimit.max).nullable().default(null),
+    activeWaitTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(30),
     maxBackends: z.number().int().min(2).max(10000).default(100),
     /** Memory limits in MB (the engine cancels a statement past one with 53200); null: none. */
-    sessionMemoryLimit: z.number().int().min(1).nullable().default(null),
-    databaseMemoryLimit: z.number().int().min(1).nullable().default(null),
+    sessionMemoryLimit: z.number().int().min(1).max(MAX_MEMORY_MB).nullable().default(null),
+    databaseMemoryLimit: z.number().int().min(1).max(MAX_MEMORY_MB).nullable().default(null),
     /** null: 75% of the cgroup's memory limit when there is one, else none. */
-    runtimeMemoryLimit: z.number().int().min(1).nullable().default(null),
-    backendIdleTimeout: z.number().min(1).default(300),
+    runtimeMemoryLimit: z.number().int().min(1).max(MAX_MEMORY_MB).nullable().default(null),
+    backendIdleTimeout: z.number().min(1).max(MAX_TIMER_SECONDS).default(300),
     /** Idle pooled backends kept at most, over all databases. */
-    maxIdleBackends: z.number().int().min(0).default(10),
-    backendWaitTimeout: z.number().min(0.1).default(30),
-    loginTimeout: z.number().min(0.1).default(15),
+    maxIdleBackends: z.number().int().min(0).max(MAX_COUNT).default(10),
+    backendWaitTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(30),
+    loginTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(15),
     /** Failed logins per source address and minute before its logins are refused for a while; null: none. */
-    loginFailureLimit: z.number().int().min(1).nullable().default(20),
+    loginFailureLimit: z.number().int().min(1).max(MAX_COUNT).nullable().default(20),
     pgSettings: z
       .record(z.string().regex(pgSettingName, 'a PostgreSQL setting name'), z.string())
       .default({}),
@@ -49,14 +60,14 @@ export const runtimeConfigSchema = z
       .default([]),
     // Disposable databases (src/runtime/databases.ts); names match the flags.
     prefix: z.string().regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter').default('tdb_'),
-    grace: z.number().min(0).default(15),
+    grace: z.number().min(0).max(BOUNDS.ttlSeconds.max).default(15),
     tombstone: z.number().min(0).max(366 * 86_400).default(86_400),
     poolSize: z.number().int().min(0).max(1000).default(2),
     mintRoles: z.union([z.enum(['any', 'createdb', 'group']), z.array(z.string().min(1).max(63))]).default('createdb'),
-    maxDatabases: z.number().int().min(1).default(10_000),
-    maxDatabasesPerRole: z.number().int().min(1).nullable().default(null),
-    mintQueueSize: z.number().int().min(0).default(1000),
-    mintTimeout: z.number().min(0.1).default(30),
+    maxDatabases: z.number().int().min(1).max(MAX_COUNT).default(10_000),
+    maxDatabasesPerRole: z.number().int().min(1).max(MAX_COUNT).nullable().default(null),
+    mintQueueSize: z.number().int().min(0).max(MAX_COUNT).default(1000),
+    mintTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(30),
     /** Extensions tenants may create; absent: PGX's default list (docs/limits.md). */
     allowExtensions: z.array(z.string().regex(/^[a-z0-9_-]+$/, 'an extension name')).optional(),
     // The HTTP control API (src/api): off unless apiPort is given; 0 picks a free port (tests).

@@ -1,6 +1,7 @@
 // `pgx db create|list|get|drop|pin|unpin|ttl|snapshot|restore|limit|memory-limit|credential|revoke`: minted databases through the runtime's HTTP API.
 
-import type { DatabaseBody } from '../api/contract.js';
+import { BOUNDS, type DatabaseBody } from '../api/contract.js';
+import { withinBound, type Bound } from '../runtime/records.js';
 import { apiClient, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
 
 export const DB_HELP = `Usage: pgx db <subcommand> [options]
@@ -9,7 +10,7 @@ export const DB_HELP = `Usage: pgx db <subcommand> [options]
                 [--memory-limit MB]
                 mint a database from a sealed template; prints its connection URL
                   --name N     the database's name (else tdb_TEMPLATE__<random>)
-                  --ttl T      drop it T after creation whatever its sessions or pin
+                  --ttl T      drop it T after creation whatever its sessions or pin (at most 3650d)
                   --pin        keep it when idle (the janitor drops it only at its TTL)
                   --connection-limit N
                                client sessions on it at once; more get 53300
@@ -59,14 +60,14 @@ export async function runDb(argv: string[]): Promise<number> {
   switch (sub) {
     case 'create': {
       const [template] = positionals(rest, ['TEMPLATE'], DB_HELP);
-      const ttl = cmd.values.ttl === undefined ? null : parseDuration(cmd.values.ttl as string, '--ttl', DB_HELP);
+      const ttl = cmd.values.ttl === undefined ? null : parseTtl(cmd.values.ttl as string, '--ttl');
       const created = await apiClient(cmd).createDatabase({
         template: template!,
         ...(cmd.values.name !== undefined ? { name: cmd.values.name as string } : {}),
         ...(ttl !== null ? { ttl_seconds: ttl } : {}),
         ...(cmd.values.pin === true ? { pinned: true } : {}),
-        ...(cmd.values['connection-limit'] !== undefined ? { connection_limit: parseLimit(cmd.values['connection-limit'] as string, '--connection-limit') } : {}),
-        ...(cmd.values['memory-limit'] !== undefined ? { memory_limit_mb: parseLimit(cmd.values['memory-limit'] as string, '--memory-limit') } : {}),
+        ...(cmd.values['connection-limit'] !== undefined ? { connection_limit: parseLimit(cmd.values['connection-limit'] as string, '--connection-limit', BOUNDS.connectionLimit) } : {}),
+        ...(cmd.values['memory-limit'] !== undefined ? { memory_limit_mb: parseLimit(cmd.values['memory-limit'] as string, '--memory-limit', BOUNDS.memoryLimitMb) } : {}),
       });
       if (cmd.json) printJson(created);
       else process.stdout.write(`${created.url}\n`);
@@ -105,7 +106,7 @@ export async function runDb(argv: string[]): Promise<number> {
     }
     case 'ttl': {
       const [name, ttlText] = positionals(rest, ['NAME', 'TTL'], DB_HELP);
-      const seconds = parseDuration(ttlText!, 'TTL', DB_HELP);
+      const seconds = parseTtl(ttlText!, 'TTL');
       const d = await apiClient(cmd).setTtl(name!, seconds);
       if (cmd.json) printJson(d);
       else process.stdout.write(`${d.name} expires ${d.expires_at ?? 'never (no TTL)'}\n`);
@@ -129,14 +130,14 @@ export async function runDb(argv: string[]): Promise<number> {
     }
     case 'limit': {
       const [name, limitText] = positionals(rest, ['NAME', 'N'], DB_HELP);
-      const d = await apiClient(cmd).setConnectionLimit(name!, limitText === 'default' ? null : parseLimit(limitText!, 'N'));
+      const d = await apiClient(cmd).setConnectionLimit(name!, limitText === 'default' ? null : parseLimit(limitText!, 'N', BOUNDS.connectionLimit));
       if (cmd.json) printJson(d);
       else process.stdout.write(`${d.name} allows ${d.connection_limit ?? "the runtime's default number of"} sessions at once\n`);
       return 0;
     }
     case 'memory-limit': {
       const [name, mbText] = positionals(rest, ['NAME', 'MB'], DB_HELP);
-      const d = await apiClient(cmd).setMemoryLimit(name!, mbText === 'default' ? null : parseLimit(mbText!, 'MB'));
+      const d = await apiClient(cmd).setMemoryLimit(name!, mbText === 'default' ? null : parseLimit(mbText!, 'MB', BOUNDS.memoryLimitMb));
       if (cmd.json) printJson(d);
       else process.stdout.write(`${d.name} may hold ${d.memory_limit_mb === null ? "the runtime's default" : `${d.memory_limit_mb} MB`} of backend memory\n`);
       return 0;
@@ -179,8 +180,16 @@ function printDatabases(items: DatabaseBody[], withUrl = false): void {
   );
 }
 
-function parseLimit(text: string, what: string): number {
+/** A limit within its range (the API's, records.ts BOUNDS), refused here before any request. */
+function parseLimit(text: string, what: string, bound: Bound): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text) || n < 1) throw new UsageError(`${what} ${text}: expected a whole number, at least 1`, DB_HELP);
+  if (!/^\d+$/.test(text) || !withinBound(n, bound)) throw new UsageError(`${what} ${text}: expected ${bound.text}`, DB_HELP);
   return n;
+}
+
+/** A duration (1h, 7d, seconds) of at most the API's longest TTL; 'none' is null. */
+function parseTtl(text: string, what: string): number | null {
+  const seconds = parseDuration(text, what, DB_HELP);
+  if (seconds !== null && !withinBound(seconds, BOUNDS.ttlSeconds)) throw new UsageError(`${what} ${text}: expected ${BOUNDS.ttlSeconds.text}`, DB_HELP);
+  return seconds;
 }

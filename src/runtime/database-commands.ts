@@ -9,7 +9,7 @@ import type { Dropper } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
 import { databaseDoesNotExist, isReservedName, isSystemDatabase } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
-import type { DatabaseRecord } from './records.js';
+import { BOUNDS, checkBound, type DatabaseRecord } from './records.js';
 import type { Registry } from './registry.js';
 import type { SessionCounts } from './sessions.js';
 import { Tombstones } from './tombstones.js';
@@ -31,25 +31,19 @@ export interface DatabaseCommandsOptions {
   clock: Clock;
 }
 
-/** A TTL in seconds: positive, or null for none. */
+/** A TTL in seconds within BOUNDS, or null for none. */
 export function checkTtl(seconds: number | null): void {
-  if (seconds !== null && !(Number.isFinite(seconds) && seconds > 0)) {
-    throw new PgxError('INVALID_PARAMETER', `a TTL must be a positive number of seconds, not ${seconds}`, { hint: 'Pass null to clear the TTL.' });
-  }
+  if (seconds !== null) checkBound('a TTL', seconds, BOUNDS.ttlSeconds, 'or null to clear the TTL');
 }
 
-/** A session cap: an integer >= 1, or null for the runtime default. */
+/** A session cap within BOUNDS, or null for the runtime default. */
 export function checkConnectionLimit(limit: number | null): void {
-  if (limit !== null && !(Number.isInteger(limit) && limit >= 1)) {
-    throw new PgxError('INVALID_PARAMETER', `a connection limit must be an integer >= 1, not ${limit}`, { hint: 'Pass null for the runtime default (--max-sessions-per-db).' });
-  }
+  if (limit !== null) checkBound('a connection limit', limit, BOUNDS.connectionLimit, 'or null for the runtime default (--max-sessions-per-db)');
 }
 
-/** A memory limit: whole MB >= 1, or null for the runtime default. */
+/** A memory limit in MB within BOUNDS, or null for the runtime default. */
 export function checkMemoryLimit(mb: number | null): void {
-  if (mb !== null && !(Number.isInteger(mb) && mb >= 1)) {
-    throw new PgxError('INVALID_PARAMETER', `a memory limit must be a whole number of MB >= 1, not ${mb}`, { hint: 'Pass null for the runtime default (--database-memory-limit).' });
-  }
+  if (mb !== null) checkBound('a memory limit', mb, BOUNDS.memoryLimitMb, 'or null for the runtime default (--database-memory-limit)');
 }
 
 export class DatabaseCommands {
@@ -144,3 +138,4 @@ export class DatabaseCommands {
     return d;
   }
 }
+

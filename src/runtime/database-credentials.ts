@@ -37,6 +37,7 @@ import type { Logger } from '../log.js';
 import { makeVerifier } from '../wire/scram.js';
 import { GUARD_SCHEMA } from './extension-guard.js';
 import type { MetadataStore } from './metadata.js';
+import { BOUNDS, checkBound } from './records.js';
 import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
 export interface Credential {
@@ -101,7 +102,7 @@ export class DatabaseCredentials {
    * (prepareDatabase), so nothing needs doing inside it.
    */
   async create(database: string, owner: string, connectionLimit = -1, prepared = false): Promise<Credential> {
-    if (!Number.isInteger(connectionLimit) || connectionLimit < -1) throw new PgxError('INVALID_PARAMETER', `connection limit ${connectionLimit} is not an integer >= -1`);
+    checkBound('a connection limit', connectionLimit, BOUNDS.credentialConnectionLimit);
     const password = randomBytes(24).toString('base64url');
     const admin = await this.opts.metadata.client();
     const db = quoteIdent(database);

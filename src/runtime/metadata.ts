@@ -18,7 +18,7 @@
 import type { Logger } from '../log.js';
 import { AdminConnection } from './admin-connection.js';
 import { CONTROL_DATABASE } from './names.js';
-import type { CreateStrategy, DatabaseKind, DatabaseRecord, TemplateRecord, Tombstone } from './records.js';
+import { BOUNDS, clampTime, withinBound, type Bound, type CreateStrategy, type DatabaseKind, type DatabaseRecord, type TemplateRecord, type Tombstone } from './records.js';
 import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
 /** How long a database row's change nobody waits for may wait to be written with others. */
@@ -126,7 +126,7 @@ export class MetadataStore {
     return rows.map(([name, sealed, sealedAt, strategy, generation, snapshotOf, groupGrantsFrom]) => ({
       name: name!,
       sealed: sealed === 't',
-      sealedAt: sealedAt === null ? null : Number(sealedAt),
+      sealedAt: this.storedTime(sealedAt, name!, 'sealed_at'),
       strategy: (strategy === 'FILE_COPY' ? 'FILE_COPY' : 'WAL_LOG') satisfies CreateStrategy,
       generation: Number(generation),
       snapshotOf: snapshotOf ?? null,
@@ -145,13 +145,13 @@ export class MetadataStore {
       template: template!,
       generation: Number(generation),
       owner: owner!,
-      createdAt: Number(createdAt),
-      lastSessionEnd: lastEnd === null ? null : Number(lastEnd),
+      createdAt: this.storedTime(createdAt, name!, 'created_at')!,
+      lastSessionEnd: this.storedTime(lastEnd, name!, 'last_session_end'),
       inUse: inUse === 't',
       pinned: pinned === 't',
-      expiresAt: expiresAt === null ? null : Number(expiresAt),
-      connectionLimit: connectionLimit === null ? null : Number(connectionLimit),
-      memoryLimitMb: memoryLimitMb === null || memoryLimitMb === undefined ? null : Number(memoryLimitMb),
+      expiresAt: this.storedTime(expiresAt, name!, 'expires_at'),
+      connectionLimit: this.storedNumber(connectionLimit, name!, 'connection_limit', BOUNDS.connectionLimit),
+      memoryLimitMb: this.storedNumber(memoryLimitMb, name!, 'memory_limit_mb', BOUNDS.memoryLimitMb),
       origin: origin === 'request' ? 'request' : 'connect',
     }));
   }
@@ -171,6 +171,30 @@ export class MetadataStore {
   async deleteTombstones(names: string[]): Promise<void> {
     if (names.length === 0) return;
     await (await this.client()).query(`DELETE FROM tombstones WHERE name IN (${names.map(quoteLiteral).join(', ')})`);
+  }
+
+  /**
+   * A stored time (epoch ms as text, 'Infinity' for PostgreSQL's infinity) clamped to the times a record
+   * holds: a row from an older runtime or written by hand (year 200000, 'infinity') reads as the latest
+   * time, 9999-12-31T23:59:59.999Z (for an expiry: never, in effect), instead of failing this load or a
+   * later GET. Each clamp is logged with the stored value.
+   */
+  private storedTime(text: string | null | undefined, name: string, column: string): number | null {
+    if (text === null || text === undefined) return null;
+    const stored = Number(text);
+    const ms = clampTime(Math.round(stored));
+    if (ms !== Math.round(stored)) this.log.warn('metadata-value-clamped', { name, column, stored: text, used: new Date(ms).toISOString() });
+    return ms;
+  }
+
+  /** A stored limit clamped into its range (records.ts BOUNDS), logged; the columns are integers, so never NaN. */
+  private storedNumber(text: string | null | undefined, name: string, column: string, bound: Bound): number | null {
+    if (text === null || text === undefined) return null;
+    const stored = Number(text);
+    if (withinBound(stored, bound)) return stored;
+    const used = Math.min(Math.max(stored, bound.min), bound.max);
+    this.log.warn('metadata-value-clamped', { name, column, stored: text, used });
+    return used;
   }
 
   async loadCounters(): Promise<Map<string, number>> {
@@ -318,8 +342,9 @@ function timestamp(ms: number | null): string {
   return `to_timestamp(${finite(ms) / 1000})`;
 }
 
+/** Epoch ms as text: no cast that could fail ('infinity' reads 'Infinity'); storedTime clamps it. */
 function epochMs(column: string): string {
-  return `round(extract(epoch FROM ${column}) * 1000)::int8`;
+  return `(extract(epoch FROM ${column}) * 1000)::text`;
 }
 
 function int(n: number): string {

@@ -1,5 +1,8 @@
 // The shapes PGX records about templates and the databases it minted, shared by the metadata store
-// (which persists them) and the registry (which holds them in memory for routing and the janitor).
+// (which persists them) and the registry (which holds them in memory for routing and the janitor),
+// and the ranges their numbers take.
+
+import { PgxError } from '../errors.js';
 
 /** How CREATE DATABASE copies a template; chosen in create-database.ts. */
 export type CreateStrategy = 'WAL_LOG' | 'FILE_COPY';
@@ -74,4 +77,49 @@ export interface Tombstone {
 /** A record for a database just made (minted, a spare, or found without a record): no session yet, not pinned, no TTL or own limit. */
 export function newDatabaseRecord(r: Pick<DatabaseRecord, 'name' | 'kind' | 'template' | 'generation' | 'owner' | 'createdAt'>): DatabaseRecord {
   return { ...r, lastSessionEnd: null, inUse: false, pinned: false, expiresAt: null, connectionLimit: null, memoryLimitMb: null, origin: 'connect' };
+}
+
+/** A range a number takes, and how a person is told it. */
+export interface Bound {
+  min: number;
+  max: number;
+  /** Whole numbers only. */
+  int: boolean;
+  /** min itself is out of range (a TTL must be above 0). */
+  exclusiveMin?: boolean;
+  text: string;
+}
+
+/**
+ * The ranges of a minted database's own settings. The API's schemas (api/contract.ts), the CLI's flags
+ * and the runtime's commands all check them, so nothing stored is beyond what a later read can show:
+ * ten years of TTL keeps every expiry a date with a four-digit year (what ISO 8601 and most clients'
+ * parsers take), and the limits sit far inside PostgreSQL's integer columns.
+ */
+export const BOUNDS = {
+  ttlSeconds: { min: 0, exclusiveMin: true, max: 315_360_000, int: false, text: 'a number of seconds above 0 and at most 315360000 (3650 days)' },
+  connectionLimit: { min: 1, max: 100_000, int: true, text: 'a whole number from 1 to 100000' },
+  /** A credential role's CONNECTION LIMIT; -1 for none, as PostgreSQL has it. */
+  credentialConnectionLimit: { min: -1, max: 100_000, int: true, text: 'a whole number from -1 (no limit) to 100000' },
+  memoryLimitMb: { min: 1, max: 1_048_576, int: true, text: 'a whole number of MB from 1 to 1048576 (1 TiB)' },
+} as const satisfies Record<string, Bound>;
+
+export function withinBound(n: number, b: Bound): boolean {
+  return Number.isFinite(n) && (!b.int || Number.isInteger(n)) && (b.exclusiveMin ? n > b.min : n >= b.min) && n <= b.max;
+}
+
+/** 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the times a record holds, written with four-digit years. */
+export const EARLIEST_TIME_MS = -62_135_596_800_000;
+export const LATEST_TIME_MS = 253_402_300_799_999;
+
+/** A time clamped to what records hold (NaN reads as the latest: never). */
+export function clampTime(ms: number): number {
+  if (Number.isNaN(ms)) return LATEST_TIME_MS;
+  return Math.min(Math.max(ms, EARLIEST_TIME_MS), LATEST_TIME_MS);
+}
+
+/** 22023 for a number outside its range, the hint giving the range. */
+export function checkBound(what: string, n: number, bound: Bound, orElse?: string): void {
+  if (withinBound(n, bound)) return;
+  throw new PgxError('INVALID_PARAMETER', `${what} of ${n} is out of range`, { hint: `Give ${bound.text}${orElse ? `, ${orElse}` : ''}.` });
 }

@@ -50,6 +50,23 @@ describe('cli: pgx start options', () => {
     expect(e.hint).to.be.a('string');
   });
 
+  it('refuses numbers past their bounds, naming the setting and the bound', () => {
+    // A month of --login-timeout would go into setTimeout past 2^31-1 ms, which fires at once: every login refused.
+    for (const [flag, value, setting] of [
+      ['--login-timeout', '3000000', 'loginTimeout'],
+      ['--backend-wait-timeout', '1e10', 'backendWaitTimeout'],
+      ['--max-clients', '1e9', 'maxClients'],
+      ['--max-sessions-per-db', '100001', 'maxSessionsPerDb'],
+      ['--session-memory-limit', '99999999999', 'sessionMemoryLimit'],
+      ['--grace', '1e12', 'grace'],
+    ]) {
+      const e = refusal(['--data-dir', 'd', flag!, value!]);
+      expect(e.code, flag).to.equal('CONFIG_INVALID');
+      expect(e.message, flag).to.match(new RegExp(`${setting}: .*<=\\d+`));
+    }
+    expect(parseStartArgs(['--data-dir', 'd', '--login-timeout', '2147483']).loginTimeout).to.equal(2147483);
+  });
+
   it('refuses unknown flags', () => {
     const e = refusal(['--data-dir', 'd', '--frobnicate']);
     expect(e.message).to.contain('--frobnicate');

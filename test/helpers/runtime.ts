@@ -31,7 +31,7 @@ export function testLogger(): Logger {
 }
 
 /** A fresh data directory for a test: a copy of a cluster initialised once per machine. */
-async function freshDataDir(): Promise<string> {
+export async function freshDataDir(): Promise<string> {
   const seed = path.join(cacheRoot, 'seed-data');
   if (!fs.existsSync(path.join(seed, 'PG_VERSION'))) {
     fs.mkdirSync(cacheRoot, { recursive: true });
