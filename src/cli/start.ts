@@ -24,6 +24,7 @@ import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './
 import { probeStorage, type StorageCapability } from '../runtime/storage-probe.js';
 import { TlsCertificate } from './tls-certificate.js';
 import { cgroupMemoryLimit } from '../runtime/cgroup.js';
+import { protectRuntime } from '../runtime/oom.js';
 import { capYoungGeneration } from '../runtime/young-generation.js';
 
 export const START_HELP = `Usage: pgx start [options]
@@ -298,7 +299,8 @@ async function memoryLimitSettings(config: RuntimeConfig, logger: Logger): Promi
   const cgroupMb = bytes === null ? null : Math.floor(bytes / 2 ** 20);
   const runtimeMb = config.runtimeMemoryLimit ?? (cgroupMb === null ? null : Math.floor(cgroupMb * CGROUP_SHARE));
   const settings = { sessionMb: config.sessionMemoryLimit, databaseMb: config.databaseMemoryLimit, runtimeMb, cgroupMb };
-  logger.info('memory-limits', settings);
+  // The OOM killer's last resort among the runtime's processes, where it may lower its score (oom.ts).
+  logger.info('memory-limits', { ...settings, runtimeOomScoreAdj: protectRuntime() });
   if (config.runtimeMemoryLimit !== null && cgroupMb !== null && config.runtimeMemoryLimit > cgroupMb * 0.8) {
     logger.warn('runtime-memory-limit-near-cgroup-limit', {
       runtimeMb,

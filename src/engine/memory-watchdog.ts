@@ -5,10 +5,14 @@
 // gets 53200 naming the limit and the amount instead of PostgreSQL's 57014, and its session goes on.
 //
 // Three limits, each optional: one backend (session), the sum over a database's backends (database,
-// with per-database overrides), and the sum over every tenant backend (runtime). Over a database or
-// runtime limit, the largest busy backend under it is cancelled: it is the likeliest runaway.
+// with per-database overrides), and the sum over every tenant backend (runtime). Over a database
+// limit, the largest busy backend under it is cancelled: it is the likeliest runaway. Over the runtime
+// limit the largest consumer pays, idle memory included: the database (tenant) whose backends hold the
+// most, through its largest backend; a session holding that memory between statements is ended, as
+// the memory goes back only when its backend exits. So one tenant's hoard never costs another's query.
 
 import { readFile } from 'node:fs/promises';
+import { PgxError } from '../errors.js';
 import { errorResponse } from '../wire/error-response.js';
 import type { Logger } from '../log.js';
 import type { ClientSession } from './client.js';
@@ -50,6 +54,20 @@ interface Reading {
   mb: number;
 }
 
+/** Over the runtime limit: the database whose backends hold the most, and its largest backend. */
+interface Hog {
+  database: string;
+  mb: number;
+  largest: Reading;
+}
+
+/** Why a backend was chosen, as logged (`rule`). */
+const RULES: Record<Scope, string> = {
+  session: 'backend over the session limit',
+  database: "largest running statement of the database over its limit",
+  runtime: 'largest backend of the database holding the most (idle sessions included)',
+};
+
 export class MemoryWatchdog {
   private timer: NodeJS.Timeout | null = null;
   private measuring = false;
@@ -62,6 +80,8 @@ export class MemoryWatchdog {
   peakMb = 0;
   /** Statements cancelled, per scope. */
   readonly cancels: Record<Scope, number> = { session: 0, database: 0, runtime: 0 };
+  /** Sessions ended (FATAL 53200) for holding memory between statements over the runtime limit. */
+  sessionsEnded = 0;
 
   constructor(
     private readonly limits: MemoryLimits,
@@ -141,7 +161,53 @@ export class MemoryWatchdog {
       const limit = this.databaseLimit(database);
       if (limit !== null) this.enforceSum(list, 'database', limit);
     }
-    if (runtimeMb !== null) this.enforceSum(readings, 'runtime', runtimeMb);
+    if (runtimeMb !== null) this.enforceRuntime(readings, runtimeMb);
+  }
+
+  /**
+   * Over the runtime limit, the largest consumer pays first: the database holding the most, idle
+   * backends included, through its largest backend. A running statement there is canceled (ERROR
+   * 53200); a backend holding the memory between statements (a cursor, a held result, temporary data,
+   * a large setting) has its session ended (FATAL 53200) and is closed, not pooled. Backends just
+   * canceled do not count, as in enforceSum.
+   */
+  private enforceRuntime(readings: Reading[], limitMb: number): void {
+    let sum = 0;
+    const perDatabase = new Map<string, Hog>();
+    for (const r of readings) {
+      if (this.cancelled.has(r.session)) continue;
+      sum += r.mb;
+      const t = perDatabase.get(r.database);
+      if (!t) perDatabase.set(r.database, { database: r.database, mb: r.mb, largest: r });
+      else {
+        t.mb += r.mb;
+        if (r.mb > t.largest.mb) t.largest = r;
+      }
+    }
+    if (sum <= limitMb) return;
+    let hog: Hog | null = null;
+    for (const t of perDatabase.values()) if (hog === null || t.mb > hog.mb) hog = t;
+    if (hog === null) return;
+    if (hog.largest.session.busy) this.cancel(hog.largest, 'runtime', sum, limitMb, hog);
+    else this.endSession(hog, sum, limitMb);
+  }
+
+  /** Ends an idle session whose backend holds its database's largest share of the runtime's memory. */
+  private endSession(hog: Hog, usedMb: number, limitMb: number): void {
+    const r = hog.largest;
+    const session = r.session;
+    this.sessionsEnded++;
+    const used = Math.round(usedMb);
+    this.logger.warn('memory-limit', {
+      scope: 'runtime', action: 'end-session', rule: RULES.runtime, database: r.database, user: session.user, pid: session.backendPid,
+      backendMb: Math.round(r.mb), databaseMb: Math.round(hog.mb), usedMb: used, limitMb,
+    });
+    session.endClosingBackend(
+      new PgxError('OUT_OF_MEMORY', `terminating connection due to memory limit: the runtime's sessions used ${used} MB, over the runtime limit of ${limitMb} MB`, {
+        detail: `Database "${r.database}" held the most of any database (${Math.round(hog.mb)} MB); this session's backend held ${Math.round(r.mb)} MB between statements (a cursor, a held result, temporary data or a large setting), which goes back only when the backend exits.`,
+        hint: 'Close cursors and end sessions that hold data while idle, or raise --runtime-memory-limit (and the memory of its container).',
+      }),
+    );
   }
 
   /**
@@ -165,7 +231,7 @@ export class MemoryWatchdog {
     return own === undefined ? this.limits.databaseMb : own;
   }
 
-  private cancel(r: Reading, scope: Scope, usedMb: number, limitMb: number): void {
+  private cancel(r: Reading, scope: Scope, usedMb: number, limitMb: number, hog?: Hog): void {
     const session = r.session;
     if (!session.busy) return; // between statements: nothing to cancel, and idle memory is not growing
     const at = this.cancelled.get(session);
@@ -173,12 +239,15 @@ export class MemoryWatchdog {
     this.cancelled.set(session, this.ticks);
     this.cancels[scope]++;
     const used = Math.round(usedMb);
-    this.logger.warn('memory-limit', { scope, database: r.database, user: session.user, pid: session.backendPid, usedMb: used, limitMb, backendMb: Math.round(r.mb) });
-    session.cancelStatement(errorResponse({ severity: 'ERROR', code: '53200', ...limitMessage(scope, r, used, limitMb) }));
+    this.logger.warn('memory-limit', {
+      scope, action: 'cancel', rule: RULES[scope], database: r.database, user: session.user, pid: session.backendPid,
+      backendMb: Math.round(r.mb), ...(hog ? { databaseMb: Math.round(hog.mb) } : {}), usedMb: used, limitMb,
+    });
+    session.cancelStatement(errorResponse({ severity: 'ERROR', code: '53200', ...limitMessage(scope, r, used, limitMb, hog) }));
   }
 }
 
-function limitMessage(scope: Scope, r: Reading, usedMb: number, limitMb: number): { message: string; detail: string; hint: string } {
+function limitMessage(scope: Scope, r: Reading, usedMb: number, limitMb: number, hog?: Hog): { message: string; detail: string; hint: string } {
   const backend = `The statement's backend held ${Math.round(r.mb)} MB when it was canceled.`;
   switch (scope) {
     case 'session':
@@ -196,7 +265,7 @@ function limitMessage(scope: Scope, r: Reading, usedMb: number, limitMb: number)
     case 'runtime':
       return {
         message: `canceling statement due to memory limit: the runtime's sessions used ${usedMb} MB, over the runtime limit of ${limitMb} MB`,
-        detail: backend,
+        detail: hog ? `Database "${r.database}" held the most of any database (${Math.round(hog.mb)} MB). ${backend}` : backend,
         hint: 'The runtime as a whole is short of memory; retry later, or raise --runtime-memory-limit (and the memory of its container).',
       };
   }

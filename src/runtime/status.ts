@@ -73,6 +73,8 @@ export interface MemoryLimitsStatus {
   peak_mb: number;
   /** Statements canceled with 53200, per limit. */
   canceled: { session: number; database: number; runtime: number };
+  /** Sessions ended with FATAL 53200 for the memory they held between statements (runtime limit). */
+  sessions_ended: number;
 }
 
 const NO_MEMORY_LIMITS: MemoryLimitsStatus = {
@@ -83,6 +85,7 @@ const NO_MEMORY_LIMITS: MemoryLimitsStatus = {
   postmaster_oom_protected: false,
   peak_mb: 0,
   canceled: { session: 0, database: 0, runtime: 0 },
+  sessions_ended: 0,
 };
 
 export interface StatusInputs {

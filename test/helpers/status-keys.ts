@@ -41,6 +41,7 @@ export const PINNED_STATUS_KEYS = [
   'limits.memory.canceled.session',
   'limits.memory.canceled.database',
   'limits.memory.canceled.runtime',
+  'limits.memory.sessions_ended',
 ];
 
 export function keyPaths(value: unknown, prefix = ''): string[] {
