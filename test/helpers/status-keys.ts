@@ -41,6 +41,8 @@ export const PINNED_STATUS_KEYS = [
   'limits.memory.canceled.session',
   'limits.memory.canceled.database',
   'limits.memory.canceled.runtime',
+  'limits.memory.canceled.cgroup',
+  'limits.memory.cgroup_guard_mb',
   'limits.memory.sessions_ended',
 ];
 

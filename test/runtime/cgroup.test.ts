@@ -40,6 +40,16 @@ function mayLowerOomScore(): boolean {
   return m !== null && (BigInt(`0x${m[1]}`) & (1n << 24n)) !== 0n;
 }
 
+const OVER_RUNTIME_OR_CGROUP =
+  /^53200 canceling statement due to memory limit: (the runtime's sessions used \d+ MB, over the runtime limit of 384 MB|the runtime's cgroup held \d+ MB it cannot reclaim, over 460 MB \(90% of its limit of 512 MB\))$/;
+
+/** Anonymous and shared memory charged to a cgroup (what reclaim cannot free), MB. */
+function unreclaimableMb(cg: TestCgroup): number {
+  const stat = fs.readFileSync(path.join(cg.dir, 'memory.stat'), 'utf8');
+  const keys = cg.version === 1 ? ['total_rss', 'total_shmem'] : ['anon', 'shmem'];
+  return keys.reduce((sum, k) => sum + Number(new RegExp(`^${k} (\\d+)$`, 'm').exec(stat)?.[1] ?? 0), 0) / MB;
+}
+
 const score = (pid: number): number => Number(fs.readFileSync(`/proc/${pid}/oom_score_adj`, 'utf8').trim());
 
 describe('runtime: in a real memory cgroup', function () {
@@ -143,15 +153,20 @@ describe('runtime: in a real memory cgroup', function () {
   it('reads the limit from the kernel: its own cgroup, and the tightest ancestor from a nested one', async function () {
     const cg = cgroup(512 * MB);
     const inner = cg.child('inner'); // no limit of its own: the parent's 512 MB is the one that holds
-    const read = "const m = await import(process.argv[1]); console.log(JSON.stringify([await m.cgroupMemoryLimit(), (await import('node:fs')).readFileSync('/proc/self/cgroup', 'utf8')]))";
+    const read =
+      "const m = await import(process.argv[1]); const l = await m.cgroupLimit(); const big = Buffer.alloc(64 * 2 ** 20, 1);" +
+      "console.log(JSON.stringify([await m.cgroupMemoryLimit(), l.dir, await m.unreclaimableBytes(l), big.length, (await import('node:fs')).readFileSync('/proc/self/cgroup', 'utf8')]))";
     const module = path.join(PROJECT_ROOT, 'dist/src/runtime/cgroup.js');
     for (const [group, want] of [[cg, 512 * MB], [inner, 512 * MB]] as const) {
       const [cmd, ...args] = group.wrap([process.execPath, '--input-type=module', '-e', read, module]);
       const result = await runCommand(cmd!, args, { timeoutMs: 30_000 });
       expect(result.code, result.stderr).to.equal(0);
-      const [limit, membership] = JSON.parse(result.stdout) as [number | null, string];
+      const [limit, dir, unreclaimable, , membership] = JSON.parse(result.stdout) as [number | null, string, number, number, string];
       expect(membership, 'the child ran inside the cgroup').to.contain(group.cgroupPath);
       expect(limit).to.equal(want);
+      expect(dir, 'the limit is the outer cgroup’s').to.equal(cg.dir);
+      // The child's own 64 MB buffer (anonymous memory) is charged there and counted.
+      expect(unreclaimable).to.be.within(64 * MB, 256 * MB);
     }
   });
 
@@ -161,6 +176,7 @@ describe('runtime: in a real memory cgroup', function () {
     const s = await status(rt);
     expect(s.limits.memory.cgroup_mb).to.equal(512);
     expect(s.limits.memory.runtime_mb, '75% of the cgroup limit').to.equal(384);
+    expect(s.limits.memory.cgroup_guard_mb, '90% of the cgroup limit').to.equal(460);
     const postmaster = s.runtime.postgres_pid;
     expect(cg.pids(), 'node and PostgreSQL run inside the cgroup').to.include.members([rt.child.pid!, postmaster]);
     await template(rt);
@@ -174,10 +190,33 @@ describe('runtime: in a real memory cgroup', function () {
     );
     const rejected = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as Failure);
     expect(rejected.length, 'the runtime limit canceled a statement').to.be.greaterThan(0);
-    for (const e of rejected) expect(`${e.code} ${e.message}`).to.match(/^53200 canceling statement due to memory limit: the runtime's sessions used \d+ MB, over the runtime limit of 384 MB$/);
+    for (const e of rejected) expect(`${e.code} ${e.message}`).to.match(OVER_RUNTIME_OR_CGROUP);
     expect(cg.oomKills(), "the kernel's OOM killer did not act").to.equal(0);
     for (const c of tenants) expect((await c.query('SELECT v FROM t')).rows).to.deep.equal([{ v: 'kept' }]);
     expect((await status(rt)).runtime.postgres_pid, 'the same postmaster').to.equal(postmaster);
+  });
+
+  it('the cgroup guard answers 53200 where shared buffers leave tenants less than the runtime limit', async function () {
+    const cg = cgroup(512 * MB);
+    // 192 MB of shared buffers, filled: with 384 MB of tenant backends on top, the kernel would kill.
+    const rt = await startIn(cg, ['-c', 'shared_buffers=192MB']);
+    await template(rt);
+    const filler = await connect(rt, 'tdb_tpl_cg__filler');
+    // A plain INSERT goes through shared buffers (COPY and CREATE TABLE AS would use a small ring).
+    await filler.query("CREATE TABLE fill (pad text); INSERT INTO fill SELECT repeat('x', 1500) FROM generate_series(1, 110000)");
+    const held = unreclaimableMb(cg);
+    expect(held, 'shared buffers filled, charged to the cgroup').to.be.greaterThan(192);
+    const tenants = await Promise.all(['a', 'b', 'c', 'd'].map((t) => connect(rt, `tdb_tpl_cg__${t}`)));
+    await Promise.all(tenants.map((c) => c.query("SET work_mem = '1GB'")));
+    const results = await Promise.allSettled(
+      tenants.map((c) => c.query('SELECT count(*), pg_sleep(2) FROM (SELECT g FROM generate_series(1, 2000000) g ORDER BY g DESC) s')),
+    );
+    const rejected = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as Failure);
+    expect(rejected.some((e) => /the runtime's cgroup held \d+ MB it cannot reclaim, over 460 MB \(90% of its limit of 512 MB\)$/.test(e.message)), `the guard canceled: ${rejected.map((e) => e.message).join('; ')}`).to.equal(true);
+    for (const e of rejected) expect(`${e.code} ${e.message}`).to.match(OVER_RUNTIME_OR_CGROUP);
+    expect(cg.oomKills(), "the kernel's OOM killer did not act").to.equal(0);
+    for (const c of tenants) expect((await c.query('SELECT 1 AS one')).rows).to.deep.equal([{ one: 1 }]);
+    expect(((await status(rt)).limits.memory.canceled as { cgroup: number }).cgroup).to.be.greaterThan(0);
   });
 
   it("when the kernel's OOM killer acts it takes a backend, not the postmaster or node; the runtime comes back by itself", async function () {

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ApiClient } from '../../src/api/client.js';
-import { cgroupMemoryLimit } from '../../src/runtime/cgroup.js';
+import { cgroupLimit, cgroupMemoryLimit, unreclaimableBytes } from '../../src/runtime/cgroup.js';
 import { spawnProtected } from '../../src/runtime/oom.js';
 import type { Logger } from '../../src/log.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -327,6 +327,27 @@ describe('runtime: the cgroup memory limit', function () {
     expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(2147483648);
     write('fs/memory/docker/abc/memory.limit_in_bytes', '9223372036854771712\n');
     expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(null);
+  });
+
+  it('v2: the memory the guard counts is anon + shmem of the cgroup holding the tightest limit', async function () {
+    write('proc-cgroup', '0::/kubepods/pod1/ctr\n');
+    write('fs/kubepods/pod1/memory.max', '1073741824\n');
+    write('fs/kubepods/pod1/ctr/memory.max', 'max\n');
+    write('fs/kubepods/pod1/memory.stat', 'anon 104857600\nfile 999999999\nkernel 1000\nshmem 52428800\n');
+    const limit = await cgroupLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') });
+    expect(limit).to.deep.equal({ version: 2, bytes: 1073741824, dir: path.join(dir, 'fs/kubepods/pod1') });
+    expect(await unreclaimableBytes(limit!)).to.equal(157286400);
+  });
+
+  it('v1: the memory the guard counts is total_rss + total_shmem (descendants included); no stat file: null', async function () {
+    write('proc-cgroup', '4:memory:/docker/abc\n');
+    write('fs/memory/docker/abc/memory.limit_in_bytes', '2147483648\n');
+    write('fs/memory/docker/abc/memory.stat', 'cache 5\nrss 1\nshmem 2\ntotal_cache 999999\ntotal_rss 300000000\ntotal_shmem 40000000\n');
+    const limit = await cgroupLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') });
+    expect(limit).to.deep.equal({ version: 1, bytes: 2147483648, dir: path.join(dir, 'fs/memory/docker/abc') });
+    expect(await unreclaimableBytes(limit!)).to.equal(340000000);
+    fs.rmSync(path.join(dir, 'fs/memory/docker/abc/memory.stat'));
+    expect(await unreclaimableBytes(limit!)).to.equal(null);
   });
 
   it('no cgroup file: no limit', async function () {
