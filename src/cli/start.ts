@@ -61,7 +61,10 @@ Memory limits (MB; a statement whose backend crosses one is canceled with 53200;
   --session-memory-limit MB   one session's backend                                 [none]
   --database-memory-limit MB  a database's backends together (per-database override
                               in the API)                                           [none]
-  --runtime-memory-limit MB   every tenant backend together      [75% of the cgroup limit]
+  --runtime-memory-limit MB   every tenant backend together; over it the database
+                              holding the most pays, idle sessions included
+                              [75% of the cgroup limit, and the cgroup's unreclaimable
+                              memory kept under 90% of it]
   -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
 
 Disposable databases (connect to <prefix><template>__<token> to mint one from a sealed template):
