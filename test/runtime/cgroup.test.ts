@@ -168,6 +168,11 @@ describe('runtime: in a real memory cgroup', function () {
       // The child's own 64 MB buffer (anonymous memory) is charged there and counted.
       expect(unreclaimable).to.be.within(64 * MB, 256 * MB);
     }
+    // `pgx doctor` run inside the nested cgroup reports the limit that holds there.
+    const [cmd, ...args] = inner.wrap([process.execPath, 'bin/pgx.js', 'doctor', '--json']);
+    const doctor = await runCommand(cmd!, args, { cwd: PROJECT_ROOT, timeoutMs: 60_000 });
+    const checks = (JSON.parse(doctor.stdout) as { checks: Array<{ name: string; detail: string }> }).checks;
+    expect(checks.find((c) => c.name === 'memory')?.detail).to.equal(`cgroup memory limit 512 MB (cgroup v${cg.version}, ${cg.dir})`);
   });
 
   it('the runtime limit derived from the cgroup answers 53200 before the kernel acts', async function () {
