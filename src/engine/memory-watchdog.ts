@@ -90,6 +90,8 @@ export class MemoryWatchdog {
   readonly cancels: Record<Scope, number> = { session: 0, database: 0, runtime: 0, cgroup: 0 };
   /** Memory of sessions just ended (MB, pass): on its way back, but maybe still charged to the cgroup. */
   private readonly released: Array<{ mb: number; tick: number }> = [];
+  /** No cgroup-memory-high warning before this pass (one per 10 s). */
+  private quietUntil = 0;
   /** Sessions ended (FATAL 53200) for holding memory between statements over the runtime limit. */
   sessionsEnded = 0;
 
@@ -202,8 +204,18 @@ export class MemoryWatchdog {
     let leaving = 0;
     for (const r of readings) if (this.cancelled.has(r.session)) leaving += r.mb;
     for (const e of this.released) leaving += e.mb;
-    const { hog } = this.largestTenant(readings);
-    if (usedMb - leaving <= guardMb || hog === null) return;
+    const { sum, hog } = this.largestTenant(readings);
+    const excess = usedMb - leaving - guardMb;
+    if (excess <= 0 || hog === null) return;
+    if (sum < excess) {
+      // Tenants hold less than the excess: it is the runtime's own (node, shared buffers, pooled
+      // backends). Ending every session would not bring the cgroup back under; none pays for it.
+      if (this.ticks >= this.quietUntil) {
+        this.quietUntil = this.ticks + Math.ceil(10_000 / this.limits.intervalMs);
+        this.logger.warn('cgroup-memory-high', { usedMb: Math.ceil(usedMb), guardMb, tenantsMb: Math.round(sum), hint: 'The memory is not in tenant sessions: lower shared_buffers or --max-idle-backends, or give the container more memory.' });
+      }
+      return;
+    }
     this.pay(hog, 'cgroup', usedMb, guardMb);
   }
 
