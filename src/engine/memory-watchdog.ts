@@ -160,6 +160,7 @@ export class MemoryWatchdog {
 
   private enforce(readings: Reading[], cgroupMb: number | null): void {
     const { sessionMb, runtimeMb } = this.limits;
+    while (this.released.length > 0 && (this.ticks - this.released[0]!.tick) * this.limits.intervalMs >= RECANCEL_AFTER_MS) this.released.shift();
     let total = 0;
     const perDatabase = new Map<string, Reading[]>();
     for (const r of readings) {
@@ -200,7 +201,6 @@ export class MemoryWatchdog {
    */
   private enforceCgroup(readings: Reading[], usedMb: number, limitMb: number): void {
     const guardMb = Math.floor(limitMb * CGROUP_GUARD);
-    while (this.released.length > 0 && (this.ticks - this.released[0]!.tick) * this.limits.intervalMs >= RECANCEL_AFTER_MS) this.released.shift();
     let leaving = 0;
     for (const r of readings) if (this.cancelled.has(r.session)) leaving += r.mb;
     for (const e of this.released) leaving += e.mb;
@@ -263,7 +263,6 @@ export class MemoryWatchdog {
           : 'Close cursors and end sessions that hold data while idle, or give the container more memory.',
       }),
     );
-
   }
 
   /**
