@@ -1,8 +1,10 @@
 // Memory limits (engine/memory-watchdog.ts): a runaway statement past the session, database or runtime
 // limit is canceled and its client gets 53200 naming the limit and the amount, not PostgreSQL's 57014;
 // the same session runs its next statement; a neighbour database with a steady workload sees no error.
-// Also: the cgroup limit the runtime limit defaults from (v1 and v2 layouts), and the postmaster's OOM
-// protection.
+// Over the runtime limit the largest tenant pays, idle sessions included: two tenants with their own
+// roles, one hoarding memory in idle sessions, the other's query runs to its end. Also: the cgroup
+// limit and memory.stat in v1 and v2 layouts (fixture files; cgroup.test.ts uses a real cgroup), and
+// the OOM killer scores.
 
 import { expect } from 'chai';
 import fs from 'node:fs';
