@@ -52,7 +52,7 @@ export class ApiMetrics {
     this.engineBackends = new Gauge({ name: 'pgx_engine_backends', help: 'PostgreSQL backends of the engine, by state', labelNames: ['state'], registers });
     this.memoryPss = new Gauge({ name: 'pgx_memory_pss_mb', help: 'Proportional set size of the runtime process tree (node, PostgreSQL), MB', registers });
     this.memoryRss = new Gauge({ name: 'pgx_memory_rss_mb', help: 'Resident set size summed over the runtime process tree, MB', registers });
-    this.memoryCanceled = new Counter({ name: 'pgx_memory_limit_cancels_total', help: 'Statements canceled with 53200 for crossing a memory limit, by limit (session, database, runtime)', labelNames: ['limit'], registers });
+    this.memoryCanceled = new Counter({ name: 'pgx_memory_limit_cancels_total', help: 'Statements canceled with 53200 for crossing a memory limit, by limit (session, database, runtime, cgroup)', labelNames: ['limit'], registers });
     this.memoryLimit = new Gauge({ name: 'pgx_memory_limit_mb', help: 'Memory limits in force (setting), MB, by limit; cgroup is the container limit read at start', labelNames: ['limit'], registers });
     this.activeWaiting = new Gauge({ name: 'pgx_active_wait_queue', help: 'Sessions waiting for an active slot on their database (--max-active-per-db)', registers });
     this.requests = new Counter({ name: 'pgx_api_requests_total', help: 'HTTP API requests by route and status', labelNames: ['method', 'route', 'status'], registers });
@@ -90,7 +90,7 @@ export class ApiMetrics {
     this.memoryPss.set(status.memory.pss_mb);
     this.memoryRss.set(status.memory.rss_mb);
     const m = status.limits.memory;
-    for (const limit of ['session', 'database', 'runtime'] as const) {
+    for (const limit of ['session', 'database', 'runtime', 'cgroup'] as const) {
       this.advance(`memory.${limit}`, m.canceled[limit], (n) => this.memoryCanceled.inc({ limit }, n));
     }
     for (const [limit, mb] of [['session', m.session_mb], ['database', m.database_mb], ['runtime', m.runtime_mb], ['cgroup', m.cgroup_mb]] as const) {

@@ -3,9 +3,10 @@
 // limit of this cgroup, the client tools, and a running runtime if one answers at --url.
 
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { cgroupLimit } from '../runtime/cgroup.js';
 import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
 import { probeStorage } from '../runtime/storage-probe.js';
 import { apiClient, parseCommand, positionals, printJson, TARGET_HELP } from './api-target.js';
@@ -87,19 +88,17 @@ async function checkStorage(dataDir: string): Promise<Check> {
   }
 }
 
-/** cgroup v2 memory.max, else v1 memory.limit_in_bytes; the runtime's memory limits derive from it. */
+/**
+ * The tightest cgroup memory limit over this process's cgroup and its ancestors (v2 memory.max, v1
+ * memory.limit_in_bytes), as the runtime reads it: its memory limits derive from it.
+ */
 async function checkMemoryLimit(): Promise<Check> {
-  for (const file of ['/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes']) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8').trim();
-    } catch {
-      continue;
-    }
-    const bytes = Number(text);
-    // v1 writes "no limit" as a huge number near 2^63.
-    if (text === 'max' || !Number.isFinite(bytes) || bytes > 2 ** 60) return { name: 'memory', verdict: 'ok', detail: `no cgroup memory limit (${file})` };
-    return { name: 'memory', verdict: 'ok', detail: `cgroup memory limit ${Math.round(bytes / 1048576)} MB (${file})` };
+  const limit = await cgroupLimit();
+  if (limit !== null) {
+    return { name: 'memory', verdict: 'ok', detail: `cgroup memory limit ${Math.round(limit.bytes / 1048576)} MB (cgroup v${limit.version}, ${limit.dir})` };
+  }
+  if (existsSync('/sys/fs/cgroup/memory.max') || existsSync('/sys/fs/cgroup/memory') || existsSync('/proc/self/cgroup')) {
+    return { name: 'memory', verdict: 'ok', detail: 'no cgroup memory limit on this process or its parents' };
   }
   return { name: 'memory', verdict: 'warn', detail: 'no cgroup memory controller found; the runtime cannot see a container limit' };
 }

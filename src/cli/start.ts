@@ -10,6 +10,7 @@ import { systemClock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { Engine } from '../engine/listener.js';
+import { CGROUP_GUARD } from '../engine/memory-watchdog.js';
 import type { ControlFunctions } from '../engine/ports.js';
 import { locatePgBinaries } from '../runtime/pg-binaries.js';
 import { assertReachable, resolvePgOsUser } from '../runtime/os-user.js';
@@ -23,7 +24,8 @@ import type { ApiServer } from '../api/server.js';
 import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
 import { probeStorage, type StorageCapability } from '../runtime/storage-probe.js';
 import { TlsCertificate } from './tls-certificate.js';
-import { cgroupMemoryLimit } from '../runtime/cgroup.js';
+import { cgroupLimit, unreclaimableBytes } from '../runtime/cgroup.js';
+import { protectRuntime } from '../runtime/oom.js';
 import { capYoungGeneration } from '../runtime/young-generation.js';
 
 export const START_HELP = `Usage: pgx start [options]
@@ -59,7 +61,10 @@ Memory limits (MB; a statement whose backend crosses one is canceled with 53200;
   --session-memory-limit MB   one session's backend                                 [none]
   --database-memory-limit MB  a database's backends together (per-database override
                               in the API)                                           [none]
-  --runtime-memory-limit MB   every tenant backend together      [75% of the cgroup limit]
+  --runtime-memory-limit MB   every tenant backend together; over it the database
+                              holding the most pays, idle sessions included
+                              [75% of the cgroup limit, and the cgroup's unreclaimable
+                              memory kept under 90% of it]
   -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
 
 Disposable databases (connect to <prefix><template>__<token> to mint one from a sealed template):
@@ -296,15 +301,38 @@ interface MemorySettings {
   databaseMb: number | null;
   runtimeMb: number | null;
   cgroupMb: number | null;
+  /** The cgroup guard, when the runtime limit is derived from the cgroup's (memory-watchdog.ts). */
+  cgroup?: { limitMb: number; usedMb: () => Promise<number | null> };
 }
 
-/** The memory limits in force: as configured, with the runtime's defaulting to a share of the cgroup's. */
+/**
+ * The memory limits in force: as configured, with the runtime's derived from the cgroup's when not
+ * given: 75% of it for tenant backends, and the cgroup's unreclaimable memory kept under 90% of it
+ * (node, shared buffers and idle backends live in the rest). A limit given is the operator's alone.
+ */
 async function memoryLimitSettings(config: RuntimeConfig, logger: Logger): Promise<MemorySettings> {
-  const bytes = await cgroupMemoryLimit();
-  const cgroupMb = bytes === null ? null : Math.floor(bytes / 2 ** 20);
+  const limit = await cgroupLimit();
+  const cgroupMb = limit === null ? null : Math.floor(limit.bytes / 2 ** 20);
   const runtimeMb = config.runtimeMemoryLimit ?? (cgroupMb === null ? null : Math.floor(cgroupMb * CGROUP_SHARE));
-  const settings = { sessionMb: config.sessionMemoryLimit, databaseMb: config.databaseMemoryLimit, runtimeMb, cgroupMb };
-  logger.info('memory-limits', settings);
+  const guarded = config.runtimeMemoryLimit === null && limit !== null && cgroupMb !== null;
+  const settings = {
+    sessionMb: config.sessionMemoryLimit,
+    databaseMb: config.databaseMemoryLimit,
+    runtimeMb,
+    cgroupMb,
+    ...(guarded
+      ? { cgroup: { limitMb: cgroupMb, usedMb: async () => {
+          const bytes = await unreclaimableBytes(limit);
+          return bytes === null ? null : bytes / 2 ** 20;
+        } } }
+      : {}),
+  };
+  // The OOM killer's last resort among the runtime's processes, where it may lower its score (oom.ts).
+  logger.info('memory-limits', {
+    sessionMb: settings.sessionMb, databaseMb: settings.databaseMb, runtimeMb, cgroupMb,
+    cgroupGuardMb: guarded ? Math.floor(cgroupMb * CGROUP_GUARD) : null, cgroupDir: limit?.dir,
+    runtimeOomScoreAdj: protectRuntime(),
+  });
   if (config.runtimeMemoryLimit !== null && cgroupMb !== null && config.runtimeMemoryLimit > cgroupMb * 0.8) {
     logger.warn('runtime-memory-limit-near-cgroup-limit', {
       runtimeMb,
@@ -433,6 +461,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
       database_mb: memory.databaseMb,
       runtime_mb: memory.runtimeMb,
       cgroup_mb: memory.cgroupMb,
+      cgroup_guard_mb: memory.cgroup ? Math.floor(memory.cgroup.limitMb * CGROUP_GUARD) : null,
       postmaster_oom_protected: supervisor.oomProtected,
       ...engine.stats().memory,
     }),
@@ -456,6 +485,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
       sessionMb: memory.sessionMb,
       databaseMb: memory.databaseMb,
       runtimeMb: memory.runtimeMb,
+      ...(memory.cgroup ? { cgroup: memory.cgroup } : {}),
       databaseOverride: (database) => databases.memoryLimitMb(database),
       intervalMs: MEMORY_CHECK_MS,
     },

@@ -81,6 +81,8 @@ export class ClientSession implements Cancellable {
   private observed = false;
   /** The session holds one of its database's slots (see session-slots.ts). */
   private slotHeld = false;
+  /** False once the session is ended for the memory its backend holds: that backend is closed, not pooled. */
+  private keepBackend = true;
   private readonly loginTimer: NodeJS.Timeout;
   private authTimer: NodeJS.Timeout | null = null;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
@@ -156,6 +158,15 @@ export class ClientSession implements Cancellable {
     if (this.pump === null || this.state !== 'active') return;
     this.pump.replaceCancelError(error);
     this.cancelBackend();
+  }
+
+  /**
+   * Ends the session with FATAL `error` and closes its backend rather than pooling it: the memory a
+   * backend holds between statements goes back only when its process exits (the memory watchdog).
+   */
+  endClosingBackend(error: PgxError): void {
+    this.keepBackend = false;
+    this.failClient(error);
   }
 
   /** Ends the session from the engine's side (shutdown, a dropped database): FATAL to the client. */
@@ -538,7 +549,7 @@ export class ClientSession implements Cancellable {
     }
     if (backend) {
       backend.socket.off('close', this.onBackendClose);
-      const reusable = this.pump?.reusable ?? false;
+      const reusable = this.keepBackend && (this.pump?.reusable ?? false);
       this.pump?.stop();
       this.ctx.pool.release(backend, reusable);
     }

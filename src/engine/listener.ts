@@ -40,7 +40,9 @@ export interface MemoryStats {
   /** The largest sum of tenant backends' memory seen, MB. */
   peak_mb: number;
   /** Statements canceled for crossing a memory limit, per limit. */
-  canceled: { session: number; database: number; runtime: number };
+  canceled: { session: number; database: number; runtime: number; cgroup: number };
+  /** Sessions ended with FATAL 53200 for the memory they held between statements (runtime limit). */
+  sessions_ended: number;
 }
 
 function isLoopback(address: string | undefined): boolean {
@@ -108,7 +110,7 @@ export class Engine {
       clients: this.ctx.sessions.size,
       backends: this.ctx.pool.stats(),
       activeWaiting: this.ctx.activeSlots.waiting,
-      memory: { peak_mb: Math.round(w?.peakMb ?? 0), canceled: { ...(w?.cancels ?? { session: 0, database: 0, runtime: 0 }) } },
+      memory: { peak_mb: Math.round(w?.peakMb ?? 0), canceled: { ...(w?.cancels ?? { session: 0, database: 0, runtime: 0, cgroup: 0 }) }, sessions_ended: w?.sessionsEnded ?? 0 },
     };
   }
 

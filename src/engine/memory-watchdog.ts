@@ -5,10 +5,16 @@
 // gets 53200 naming the limit and the amount instead of PostgreSQL's 57014, and its session goes on.
 //
 // Three limits, each optional: one backend (session), the sum over a database's backends (database,
-// with per-database overrides), and the sum over every tenant backend (runtime). Over a database or
-// runtime limit, the largest busy backend under it is cancelled: it is the likeliest runaway.
+// with per-database overrides), and the sum over every tenant backend (runtime). Over a database
+// limit, the largest busy backend under it is cancelled: it is the likeliest runaway. Over the runtime
+// limit the largest consumer pays, idle memory included: the database (tenant) whose backends hold the
+// most, through its largest backend; a session holding that memory between statements is ended, as
+// the memory goes back only when its backend exits. So one tenant's hoard never costs another's query.
+// With the runtime limit derived from the cgroup's, the cgroup is watched too: memory it cannot reclaim
+// (backends, node, shared buffers) past 90% of its limit is paid for the same way, before the kernel kills.
 
 import { readFile } from 'node:fs/promises';
+import { PgxError } from '../errors.js';
 import { errorResponse } from '../wire/error-response.js';
 import type { Logger } from '../log.js';
 import type { ClientSession } from './client.js';
@@ -24,9 +30,14 @@ export interface MemoryLimits {
   databaseOverride?: (database: string) => number | null | undefined;
   /** How often backends are measured; a runaway query allocates hundreds of MB a second. */
   intervalMs: number;
+  /** The cgroup guard: its limit and a reader of the memory charged to it that cannot be reclaimed. */
+  cgroup?: { limitMb: number; usedMb: () => Promise<number | null> };
 }
 
-type Scope = 'session' | 'database' | 'runtime';
+type Scope = 'session' | 'database' | 'runtime' | 'cgroup';
+
+/** Share of the cgroup's limit its unreclaimable memory may reach before the largest tenant pays. */
+export const CGROUP_GUARD = 0.9;
 
 /** A session the watchdog cancelled a statement of, and when: not cancelled again for a while. */
 const RECANCEL_AFTER_MS = 1000;
@@ -50,6 +61,21 @@ interface Reading {
   mb: number;
 }
 
+/** Over the runtime limit: the database whose backends hold the most, and its largest backend. */
+interface Hog {
+  database: string;
+  mb: number;
+  largest: Reading;
+}
+
+/** Why a backend was chosen, as logged (`rule`). */
+const RULES: Record<Scope, string> = {
+  session: 'backend over the session limit',
+  database: "largest running statement of the database over its limit",
+  runtime: 'largest backend of the database holding the most (idle sessions included)',
+  cgroup: 'largest backend of the database holding the most (idle sessions included), the cgroup near its limit',
+};
+
 export class MemoryWatchdog {
   private timer: NodeJS.Timeout | null = null;
   private measuring = false;
@@ -61,7 +87,13 @@ export class MemoryWatchdog {
   /** Peak of the runtime-wide sum seen, in MB (status and benchmarks). */
   peakMb = 0;
   /** Statements cancelled, per scope. */
-  readonly cancels: Record<Scope, number> = { session: 0, database: 0, runtime: 0 };
+  readonly cancels: Record<Scope, number> = { session: 0, database: 0, runtime: 0, cgroup: 0 };
+  /** Memory of sessions just ended (MB, pass): on its way back, but maybe still charged to the cgroup. */
+  private readonly released: Array<{ mb: number; tick: number }> = [];
+  /** No cgroup-memory-high warning before this pass (one per 10 s). */
+  private quietUntil = 0;
+  /** Sessions ended (FATAL 53200) for holding memory between statements over the runtime limit. */
+  sessionsEnded = 0;
 
   constructor(
     private readonly limits: MemoryLimits,
@@ -73,7 +105,7 @@ export class MemoryWatchdog {
   /** Some limit applies to every session (not only to databases with their own). */
   private get limitsAll(): boolean {
     const l = this.limits;
-    return l.sessionMb !== null || l.databaseMb !== null || l.runtimeMb !== null;
+    return l.sessionMb !== null || l.databaseMb !== null || l.runtimeMb !== null || l.cgroup !== undefined;
   }
 
   start(): void {
@@ -93,7 +125,8 @@ export class MemoryWatchdog {
     this.measuring = true;
     try {
       this.ticks++;
-      this.enforce(await this.read());
+      const [readings, cgroupMb] = await Promise.all([this.read(), this.limits.cgroup?.usedMb() ?? null]);
+      this.enforce(readings, cgroupMb);
     } catch (err) {
       this.logger.error('memory watchdog pass failed', { err });
     } finally {
@@ -125,8 +158,9 @@ export class MemoryWatchdog {
     return readings;
   }
 
-  private enforce(readings: Reading[]): void {
+  private enforce(readings: Reading[], cgroupMb: number | null): void {
     const { sessionMb, runtimeMb } = this.limits;
+    while (this.released.length > 0 && (this.ticks - this.released[0]!.tick) * this.limits.intervalMs >= RECANCEL_AFTER_MS) this.released.shift();
     let total = 0;
     const perDatabase = new Map<string, Reading[]>();
     for (const r of readings) {
@@ -141,7 +175,94 @@ export class MemoryWatchdog {
       const limit = this.databaseLimit(database);
       if (limit !== null) this.enforceSum(list, 'database', limit);
     }
-    if (runtimeMb !== null) this.enforceSum(readings, 'runtime', runtimeMb);
+    const paid = runtimeMb !== null && this.enforceRuntime(readings, runtimeMb);
+    const cgroup = this.limits.cgroup;
+    if (!paid && cgroup && cgroupMb !== null) this.enforceCgroup(readings, cgroupMb, cgroup.limitMb);
+  }
+
+  /**
+   * Over the runtime limit, the largest consumer pays first: the database holding the most, idle
+   * backends included, through its largest backend. A running statement there is canceled (ERROR
+   * 53200); a backend holding the memory between statements (a cursor, a held result, temporary data,
+   * a large setting) has its session ended (FATAL 53200) and is closed, not pooled. Backends just
+   * canceled do not count, as in enforceSum.
+   */
+  private enforceRuntime(readings: Reading[], limitMb: number): boolean {
+    const { sum, hog } = this.largestTenant(readings);
+    if (sum <= limitMb || hog === null) return false;
+    this.pay(hog, 'runtime', sum, limitMb);
+    return true;
+  }
+
+  /**
+   * The cgroup's unreclaimable memory past CGROUP_GUARD of its limit: the largest tenant pays as over
+   * the runtime limit. What a backend just canceled or a session just ended holds is on its way back:
+   * it is not counted, so one pass's payment is not followed by another before the memory shows.
+   */
+  private enforceCgroup(readings: Reading[], usedMb: number, limitMb: number): void {
+    const guardMb = Math.floor(limitMb * CGROUP_GUARD);
+    let leaving = 0;
+    for (const r of readings) if (this.cancelled.has(r.session)) leaving += r.mb;
+    for (const e of this.released) leaving += e.mb;
+    const { sum, hog } = this.largestTenant(readings);
+    const excess = usedMb - leaving - guardMb;
+    if (excess <= 0 || hog === null) return;
+    if (sum < excess) {
+      // Tenants hold less than the excess: it is the runtime's own (node, shared buffers, pooled
+      // backends). Ending every session would not bring the cgroup back under; none pays for it.
+      if (this.ticks >= this.quietUntil) {
+        this.quietUntil = this.ticks + Math.ceil(10_000 / this.limits.intervalMs);
+        this.logger.warn('cgroup-memory-high', { usedMb: Math.ceil(usedMb), guardMb, tenantsMb: Math.round(sum), hint: 'The memory is not in tenant sessions: lower shared_buffers or --max-idle-backends, or give the container more memory.' });
+      }
+      return;
+    }
+    this.pay(hog, 'cgroup', usedMb, guardMb);
+  }
+
+  /** The sum over backends not just canceled, and the database holding the most with its largest backend. */
+  private largestTenant(readings: Reading[]): { sum: number; hog: Hog | null } {
+    let sum = 0;
+    const perDatabase = new Map<string, Hog>();
+    for (const r of readings) {
+      if (this.cancelled.has(r.session)) continue;
+      sum += r.mb;
+      const t = perDatabase.get(r.database);
+      if (!t) perDatabase.set(r.database, { database: r.database, mb: r.mb, largest: r });
+      else {
+        t.mb += r.mb;
+        if (r.mb > t.largest.mb) t.largest = r;
+      }
+    }
+    let hog: Hog | null = null;
+    for (const t of perDatabase.values()) if (hog === null || t.mb > hog.mb) hog = t;
+    return { sum, hog };
+  }
+
+  /** The largest tenant's largest backend pays: its statement canceled, or, idle, its session ended. */
+  private pay(hog: Hog, scope: 'runtime' | 'cgroup', usedMb: number, limitMb: number): void {
+    if (hog.largest.session.busy) this.cancel(hog.largest, scope, usedMb, limitMb, hog);
+    else this.endSession(hog, scope, usedMb, limitMb);
+  }
+
+  /** Ends an idle session whose backend holds its database's largest share of the runtime's memory. */
+  private endSession(hog: Hog, scope: 'runtime' | 'cgroup', usedMb: number, limitMb: number): void {
+    const r = hog.largest;
+    const session = r.session;
+    this.sessionsEnded++;
+    this.released.push({ mb: r.mb, tick: this.ticks });
+    const used = Math.ceil(usedMb); // over a limit: never shown as equal to it
+    this.logger.warn('memory-limit', {
+      scope, action: 'end-session', rule: RULES[scope], database: r.database, user: session.user, pid: session.backendPid,
+      backendMb: Math.round(r.mb), databaseMb: Math.round(hog.mb), usedMb: used, limitMb,
+    });
+    session.endClosingBackend(
+      new PgxError('OUT_OF_MEMORY', `terminating connection due to memory limit: ${overWhat(scope, used, limitMb, this.limits.cgroup?.limitMb)}`, {
+        detail: `Database "${r.database}" held the most of any database (${Math.round(hog.mb)} MB); this session's backend held ${Math.round(r.mb)} MB between statements (a cursor, a held result, temporary data or a large setting), which goes back only when the backend exits.`,
+        hint: scope === 'runtime'
+          ? 'Close cursors and end sessions that hold data while idle, or raise --runtime-memory-limit (and the memory of its container).'
+          : 'Close cursors and end sessions that hold data while idle, or give the container more memory.',
+      }),
+    );
   }
 
   /**
@@ -165,20 +286,30 @@ export class MemoryWatchdog {
     return own === undefined ? this.limits.databaseMb : own;
   }
 
-  private cancel(r: Reading, scope: Scope, usedMb: number, limitMb: number): void {
+  private cancel(r: Reading, scope: Scope, usedMb: number, limitMb: number, hog?: Hog): void {
     const session = r.session;
     if (!session.busy) return; // between statements: nothing to cancel, and idle memory is not growing
     const at = this.cancelled.get(session);
     if (at !== undefined && (this.ticks - at) * this.limits.intervalMs < RECANCEL_AFTER_MS) return;
     this.cancelled.set(session, this.ticks);
     this.cancels[scope]++;
-    const used = Math.round(usedMb);
-    this.logger.warn('memory-limit', { scope, database: r.database, user: session.user, pid: session.backendPid, usedMb: used, limitMb, backendMb: Math.round(r.mb) });
-    session.cancelStatement(errorResponse({ severity: 'ERROR', code: '53200', ...limitMessage(scope, r, used, limitMb) }));
+    const used = Math.ceil(usedMb); // over a limit: never shown as equal to it
+    this.logger.warn('memory-limit', {
+      scope, action: 'cancel', rule: RULES[scope], database: r.database, user: session.user, pid: session.backendPid,
+      backendMb: Math.round(r.mb), ...(hog ? { databaseMb: Math.round(hog.mb) } : {}), usedMb: used, limitMb,
+    });
+    session.cancelStatement(errorResponse({ severity: 'ERROR', code: '53200', ...limitMessage(scope, r, used, limitMb, hog, this.limits.cgroup?.limitMb) }));
   }
 }
 
-function limitMessage(scope: Scope, r: Reading, usedMb: number, limitMb: number): { message: string; detail: string; hint: string } {
+/** What a sum over a limit crossed, as the messages say it. */
+function overWhat(scope: 'runtime' | 'cgroup', usedMb: number, limitMb: number, cgroupLimitMb: number | undefined): string {
+  return scope === 'runtime'
+    ? `the runtime's sessions used ${usedMb} MB, over the runtime limit of ${limitMb} MB`
+    : `the runtime's cgroup held ${usedMb} MB it cannot reclaim, over ${limitMb} MB (${CGROUP_GUARD * 100}% of its limit of ${cgroupLimitMb} MB)`;
+}
+
+function limitMessage(scope: Scope, r: Reading, usedMb: number, limitMb: number, hog?: Hog, cgroupLimitMb?: number): { message: string; detail: string; hint: string } {
   const backend = `The statement's backend held ${Math.round(r.mb)} MB when it was canceled.`;
   switch (scope) {
     case 'session':
@@ -195,9 +326,15 @@ function limitMessage(scope: Scope, r: Reading, usedMb: number, limitMb: number)
       };
     case 'runtime':
       return {
-        message: `canceling statement due to memory limit: the runtime's sessions used ${usedMb} MB, over the runtime limit of ${limitMb} MB`,
-        detail: backend,
+        message: `canceling statement due to memory limit: ${overWhat(scope, usedMb, limitMb, cgroupLimitMb)}`,
+        detail: hog ? `Database "${r.database}" held the most of any database (${Math.round(hog.mb)} MB). ${backend}` : backend,
         hint: 'The runtime as a whole is short of memory; retry later, or raise --runtime-memory-limit (and the memory of its container).',
+      };
+    case 'cgroup':
+      return {
+        message: `canceling statement due to memory limit: ${overWhat(scope, usedMb, limitMb, cgroupLimitMb)}`,
+        detail: hog ? `Database "${r.database}" held the most of any database (${Math.round(hog.mb)} MB). ${backend}` : backend,
+        hint: 'The container as a whole is short of memory (backends, shared buffers and the runtime together); retry later, or give the container more memory.',
       };
   }
 }

@@ -71,8 +71,12 @@ export interface MemoryLimitsStatus {
   postmaster_oom_protected: boolean;
   /** Largest sum of tenant backends' memory seen since start, MB. */
   peak_mb: number;
-  /** Statements canceled with 53200, per limit. */
-  canceled: { session: number; database: number; runtime: number };
+  /** The cgroup guard (90% of cgroup_mb) when the runtime limit is derived from the cgroup's; else null. */
+  cgroup_guard_mb: number | null;
+  /** Statements canceled with 53200, per limit (cgroup: the guard). */
+  canceled: { session: number; database: number; runtime: number; cgroup: number };
+  /** Sessions ended with FATAL 53200 for the memory they held between statements (runtime limit). */
+  sessions_ended: number;
 }
 
 const NO_MEMORY_LIMITS: MemoryLimitsStatus = {
@@ -82,7 +86,9 @@ const NO_MEMORY_LIMITS: MemoryLimitsStatus = {
   cgroup_mb: null,
   postmaster_oom_protected: false,
   peak_mb: 0,
-  canceled: { session: 0, database: 0, runtime: 0 },
+  cgroup_guard_mb: null,
+  canceled: { session: 0, database: 0, runtime: 0, cgroup: 0 },
+  sessions_ended: 0,
 };
 
 export interface StatusInputs {

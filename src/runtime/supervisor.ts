@@ -3,7 +3,7 @@
 // cleans up after a predecessor that was killed without stopping its PostgreSQL.
 
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { OOM_CHILD_ENV, spawnProtected } from './oom.js';
+import { spawnProtected, UNPROTECTED_CHILD_OOM_SCORE } from './oom.js';
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { appendFile, chmod, chown, lchown, mkdir, readdir, readFile, readlink, realpath, rm, stat, writeFile } from 'node:fs/promises';
@@ -442,8 +442,7 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     for (const [name, value] of Object.entries(settings)) args.push('-c', `${name}=${value}`);
     this.lastLines = [];
     const options = this.spawnOptions();
-    options.env = { ...options.env, ...OOM_CHILD_ENV };
-    const { child: proc, protectedChild } = spawnProtected(() => spawn(join(this.opts.binDir, 'postgres'), args, options));
+    const { child: proc, protectedChild } = spawnProtected((childEnv) => spawn(join(this.opts.binDir, 'postgres'), args, { ...options, env: { ...options.env, ...childEnv } }));
     this.oomProtected = protectedChild;
     let markExited!: () => void;
     const child: Child = { proc, pid: proc.pid ?? 0, exited: new Promise((res) => (markExited = res)) };
@@ -466,7 +465,14 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     this.pipeLines(proc, (line) => this.logPostgresLine(line));
     this.child = child;
     this.log.info('postgres-spawned', { pid: child.pid, dataDir: this.dataDir, user: this.opts.osUser.name, oomProtected: protectedChild });
-    if (!protectedChild) this.log.warn('postmaster-not-oom-protected', { reason: 'lowering oom_score_adj needs root (CAP_SYS_RESOURCE)', hint: 'Run the runtime as root (it runs PostgreSQL as an unprivileged user), or set oom_score_adj -1000 on the postmaster yourself.' });
+    if (!protectedChild) {
+      this.log.warn('postmaster-not-oom-protected', {
+        reason: 'lowering oom_score_adj needs root (CAP_SYS_RESOURCE)',
+        backendsOomScoreAdj: UNPROTECTED_CHILD_OOM_SCORE,
+        detail: `PostgreSQL's children raise their oom_score_adj to ${UNPROTECTED_CHILD_OOM_SCORE} instead, so the OOM killer takes one of them before the postmaster or the runtime.`,
+        hint: 'Run the runtime as root with CAP_SYS_RESOURCE (it runs PostgreSQL as an unprivileged user) for the postmaster at -1000 and backends at 0.',
+      });
+    }
     return child;
   }
 

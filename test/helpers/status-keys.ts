@@ -41,6 +41,9 @@ export const PINNED_STATUS_KEYS = [
   'limits.memory.canceled.session',
   'limits.memory.canceled.database',
   'limits.memory.canceled.runtime',
+  'limits.memory.canceled.cgroup',
+  'limits.memory.cgroup_guard_mb',
+  'limits.memory.sessions_ended',
 ];
 
 export function keyPaths(value: unknown, prefix = ''): string[] {

@@ -1,8 +1,10 @@
 // Memory limits (engine/memory-watchdog.ts): a runaway statement past the session, database or runtime
 // limit is canceled and its client gets 53200 naming the limit and the amount, not PostgreSQL's 57014;
 // the same session runs its next statement; a neighbour database with a steady workload sees no error.
-// Also: the cgroup limit the runtime limit defaults from (v1 and v2 layouts), and the postmaster's OOM
-// protection.
+// Over the runtime limit the largest tenant pays, idle sessions included: two tenants with their own
+// roles, one hoarding memory in idle sessions, the other's query runs to its end. Also: the cgroup
+// limit and memory.stat in v1 and v2 layouts (fixture files; cgroup.test.ts uses a real cgroup), and
+// the OOM killer scores.
 
 import { expect } from 'chai';
 import fs from 'node:fs';
@@ -10,8 +12,9 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ApiClient } from '../../src/api/client.js';
-import { cgroupMemoryLimit } from '../../src/runtime/cgroup.js';
+import { cgroupLimit, cgroupMemoryLimit, unreclaimableBytes } from '../../src/runtime/cgroup.js';
 import { spawnProtected } from '../../src/runtime/oom.js';
+import type { Logger } from '../../src/log.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 const TOKEN = 'test-token-memory-0123456789abcdef';
@@ -156,8 +159,9 @@ describe('runtime: memory limits', function () {
       expect(score(pid)).to.not.equal('-1000');
       expect(reported).to.equal(false);
     }
-    // Backends stay candidates either way, and ours is back to what it was.
-    expect(score(rows[0].pid)).to.equal('0');
+    // Backends stay candidates either way: at 0 under a protected postmaster, else raised to 1000 so
+    // that the killer takes one of them before the postmaster or node; ours is back to what it was.
+    expect(score(rows[0].pid)).to.equal(mayLowerOomScore() ? '0' : '1000');
     expect(fs.readFileSync('/proc/self/oom_score_adj', 'utf8').trim()).to.not.equal('-1000');
   });
 
@@ -165,13 +169,121 @@ describe('runtime: memory limits', function () {
     const file = path.join(os.tmpdir(), `pgx-oom-${process.pid}`);
     fs.writeFileSync(file, '0\n');
     try {
-      const { child, protectedChild } = spawnProtected(() => fs.readFileSync(file, 'utf8'), file);
-      expect(child).to.equal('-1000');
+      const { child, protectedChild } = spawnProtected((env) => [fs.readFileSync(file, 'utf8'), env.PG_OOM_ADJUST_VALUE], file);
+      expect(child).to.deep.equal(['-1000', '0']);
       expect(protectedChild).to.equal(true);
       expect(fs.readFileSync(file, 'utf8')).to.equal('0');
     } finally {
       fs.rmSync(file, { force: true });
     }
+  });
+
+  it('spawnProtected where the score cannot be lowered: the children raise theirs to 1000', function () {
+    const { child, protectedChild } = spawnProtected((env) => env, path.join(os.tmpdir(), 'no-such-dir', 'oom_score_adj'));
+    expect(protectedChild).to.equal(false);
+    expect(child).to.deep.equal({ PG_OOM_ADJUST_FILE: '/proc/self/oom_score_adj', PG_OOM_ADJUST_VALUE: '1000' });
+  });
+});
+
+/** A logger that keeps what it is given, to read the runtime's log lines. */
+function recordingLogger(): Logger & { lines: Array<{ event: string; fields: Record<string, unknown> }> } {
+  const lines: Array<{ event: string; fields: Record<string, unknown> }> = [];
+  const logger = {
+    lines,
+    error: (event: string, fields: Record<string, unknown> = {}) => void lines.push({ event, fields }),
+    warn: (event: string, fields: Record<string, unknown> = {}) => void lines.push({ event, fields }),
+    info: (event: string, fields: Record<string, unknown> = {}) => void lines.push({ event, fields }),
+    debug: () => {},
+    child: () => logger,
+  };
+  return logger;
+}
+
+/** RssAnon of a process, MB. */
+function anonMb(pid: number): number {
+  const m = /^RssAnon:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+describe('runtime: over the runtime memory limit, the largest tenant pays', function () {
+  this.timeout(120_000);
+  let rt: TestRuntime;
+  let api: ApiClient;
+  const logger = recordingLogger();
+  const open: pg.Client[] = [];
+  const fatal = new Map<pg.Client, Failure>();
+
+  before(async function () {
+    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0, runtimeMemoryLimit: 250 }, logger);
+    api = new ApiClient({ url: `http://127.0.0.1:${rt.runtime.api!.port}`, token: TOKEN });
+    await api.buildTemplate({ name: 'tpl_hog', sql: 'CREATE TABLE t (x int)' });
+  });
+
+  after(async function () {
+    await Promise.all(open.splice(0).map((c) => c.end().catch(() => undefined)));
+    await rt?.stop();
+  });
+
+  /** A tenant: its own database and its own credential (a role that reaches only that database). */
+  async function tenant(name: string): Promise<() => Promise<pg.Client>> {
+    await api.createDatabase({ template: 'tpl_hog', name });
+    const credential = await api.createCredential(name);
+    return async () => {
+      const client = new pg.Client({ ...rt.connection(name, credential.user), password: credential.password });
+      // A session the runtime ends: node-postgres reports the FATAL here, outside any query (then
+      // "Connection terminated unexpectedly": the first error is the one the server sent).
+      client.on('error', (e: Failure) => void (fatal.has(client) || fatal.set(client, e)));
+      await client.connect();
+      open.push(client);
+      return client;
+    };
+  }
+
+  it("a tenant's idle sessions holding memory are ended (FATAL 53200); another tenant's running query is not canceled", async function () {
+    const hoarder = await tenant('tdb_tpl_hog__hoarder');
+    const worker = await tenant('tdb_tpl_hog__worker');
+    // The hoarder: two sessions, each left idle holding about 90 MB in a WITH HOLD cursor's result
+    // (kept in memory up to work_mem after its transaction ends). 180 MB is under the limit (250).
+    const idle = [await hoarder(), await hoarder()];
+    const pids: number[] = [];
+    for (const c of idle) {
+      await c.query("SET work_mem = '1GB'");
+      await c.query("DECLARE hoard CURSOR WITH HOLD FOR SELECT g, repeat('x', 100) AS pad FROM generate_series(1, 700000) g");
+      pids.push((await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number);
+    }
+    const held = pids.map(anonMb);
+    for (const mb of held) expect(mb, 'each idle hoarder session holds memory').to.be.within(60, 140);
+    expect(held[0]! + held[1]!, 'the hoarder is under the limit on its own').to.be.lessThan(250);
+    // The worker's sort (about 100 MB, held while pg_sleep runs after it) takes the sum over 250 MB;
+    // ending one idle hoarder session brings it back under.
+    const work = await worker();
+    await work.query("SET work_mem = '1GB'");
+    const { rows } = await work.query('SELECT count(*)::int AS n, pg_sleep(3) FROM (SELECT g FROM generate_series(1, 1600000) g ORDER BY g DESC) s');
+    expect(rows[0].n, "the worker's query ran to its end").to.equal(1600000);
+
+    // The hoarder paid: a session ended with FATAL 53200 naming the limit, the database and the amounts.
+    const outcomes = await Promise.all(idle.map((c) => c.query('FETCH 1 FROM hoard').then(() => null, (e: Failure) => e)));
+    const ended = idle.filter((_, i) => outcomes[i] !== null);
+    expect(ended.length, 'one hoarder session ended').to.be.greaterThan(0);
+    for (const c of ended) {
+      const e = fatal.get(c);
+      expect(e?.code, `FATAL 53200 on the ended session, not ${String(e)}`).to.equal('53200');
+      expect(e!.message).to.match(/^terminating connection due to memory limit: the runtime's sessions used \d+ MB, over the runtime limit of 250 MB$/);
+      expect(e!.detail).to.match(/^Database "tdb_tpl_hog__hoarder" held the most of any database \(\d+ MB\); this session's backend held \d+ MB between statements/);
+      expect(e!.hint).to.contain('--runtime-memory-limit');
+    }
+    const line = logger.lines.find((l) => l.event === 'memory-limit');
+    expect(line, 'a memory-limit log line').to.not.equal(undefined);
+    expect(line!.fields).to.include({ scope: 'runtime', action: 'end-session', database: 'tdb_tpl_hog__hoarder', limitMb: 250 });
+    expect(line!.fields.user).to.match(/^tdb_tpl_hog__hoarder/);
+    expect(pids).to.include(line!.fields.pid);
+    expect(line!.fields.rule).to.contain('largest');
+    expect(line!.fields.databaseMb as number).to.be.greaterThan(line!.fields.backendMb as number);
+    expect(line!.fields.usedMb as number).to.be.greaterThan(250);
+    expect(logger.lines.filter((l) => l.event === 'memory-limit' && l.fields.database !== 'tdb_tpl_hog__hoarder'), 'nobody else paid').to.deep.equal([]);
+    expect((await api.status()).limits.memory.sessions_ended).to.equal(ended.length);
+    // The worker's session goes on, and so does the hoarder's other session if it was spared.
+    expect((await work.query('SELECT 1 AS one')).rows).to.deep.equal([{ one: 1 }]);
   });
 });
 
@@ -217,6 +329,27 @@ describe('runtime: the cgroup memory limit', function () {
     expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(2147483648);
     write('fs/memory/docker/abc/memory.limit_in_bytes', '9223372036854771712\n');
     expect(await cgroupMemoryLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') })).to.equal(null);
+  });
+
+  it('v2: the memory the guard counts is anon + shmem of the cgroup holding the tightest limit', async function () {
+    write('proc-cgroup', '0::/kubepods/pod1/ctr\n');
+    write('fs/kubepods/pod1/memory.max', '1073741824\n');
+    write('fs/kubepods/pod1/ctr/memory.max', 'max\n');
+    write('fs/kubepods/pod1/memory.stat', 'anon 104857600\nfile 999999999\nkernel 1000\nshmem 52428800\n');
+    const limit = await cgroupLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') });
+    expect(limit).to.deep.equal({ version: 2, bytes: 1073741824, dir: path.join(dir, 'fs/kubepods/pod1') });
+    expect(await unreclaimableBytes(limit!)).to.equal(157286400);
+  });
+
+  it('v1: the memory the guard counts is total_rss + total_shmem (descendants included); no stat file: null', async function () {
+    write('proc-cgroup', '4:memory:/docker/abc\n');
+    write('fs/memory/docker/abc/memory.limit_in_bytes', '2147483648\n');
+    write('fs/memory/docker/abc/memory.stat', 'cache 5\nrss 1\nshmem 2\ntotal_cache 999999\ntotal_rss 300000000\ntotal_shmem 40000000\n');
+    const limit = await cgroupLimit({ membership: path.join(dir, 'proc-cgroup'), root: path.join(dir, 'fs') });
+    expect(limit).to.deep.equal({ version: 1, bytes: 2147483648, dir: path.join(dir, 'fs/memory/docker/abc') });
+    expect(await unreclaimableBytes(limit!)).to.equal(340000000);
+    fs.rmSync(path.join(dir, 'fs/memory/docker/abc/memory.stat'));
+    expect(await unreclaimableBytes(limit!)).to.equal(null);
   });
 
   it('no cgroup file: no limit', async function () {
