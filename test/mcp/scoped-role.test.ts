@@ -15,6 +15,8 @@ import pg from 'pg';
 import { callTool, mcpEnv, ok, PGX_BIN, root, startMcpRuntime, TOKEN, type McpRuntime } from './harness.js';
 
 const TEMPLATE = 'tpl_mcp_walls';
+/** A template its author gave dblink (a superuser may): its copies hold dblink_connect_u, which needs no password. */
+const DBLINK_TEMPLATE = 'tpl_mcp_walls_dblink';
 
 /** An MCP client on a freshly spawned `pgx mcp`, and how to end that server. */
 interface Session {
@@ -73,6 +75,10 @@ describe('mcp: tools act on a database as its own scoped role, never as a superu
   let admin: pg.Client;
   let a: string;
   let b: string;
+  /** A database copied from DBLINK_TEMPLATE. */
+  let withDblink: string;
+  /** PostgreSQL's private socket, where postgres logs in without a password. */
+  let privateSocket: string;
 
   /** The credentials (login roles) the runtime holds for `database`. */
   async function credentialsOf(database: string): Promise<string[]> {
@@ -97,6 +103,10 @@ describe('mcp: tools act on a database as its own scoped role, never as a superu
     b = (await m.api.createDatabase({ template: TEMPLATE, pinned: true })).name;
     admin = new pg.Client(m.rt.connection('postgres'));
     await admin.connect();
+    await m.api.buildTemplate({ name: DBLINK_TEMPLATE, sql: 'CREATE EXTENSION dblink; CREATE TABLE t (x int)' });
+    withDblink = (await m.api.createDatabase({ template: DBLINK_TEMPLATE, pinned: true })).name;
+    // The attacker does not need to ask: the directory is derived from the data directory's path.
+    privateSocket = `host=${(await admin.query<{ d: string }>('SELECT current_setting($1) AS d', ['unix_socket_directories'])).rows[0]!.d} port=${(await admin.query<{ p: string }>("SELECT current_setting('port') AS p")).rows[0]!.p}`;
     const inB = new pg.Client(m.rt.connection(b));
     await inB.connect();
     await inB.query("UPDATE items SET label = 'tenant B secret' WHERE id = 1");
@@ -142,6 +152,13 @@ describe('mcp: tools act on a database as its own scoped role, never as a superu
           expect(answer.text).to.match(/^hint: \S/m);
         });
       }
+
+      it("dblink in a template's copy: dblink_connect_u is 42501, and dblink itself asks for a password", async () => {
+        const unsafe = await callTool(s.client, 'run_sql', { database: withDblink, sql: `SELECT dblink_connect_u('c', 'dbname=${b} user=postgres ${privateSocket}')` });
+        expect(unsafe.text).to.match(/^error 42501: permission denied for function dblink_connect_u$/m);
+        const safe = await callTool(s.client, 'run_sql', { database: withDblink, sql: `SELECT * FROM dblink('dbname=${b} user=postgres ${privateSocket}', 'SELECT label FROM items') AS t(label text)` });
+        expect(safe.text).to.match(/^error 2F003: password or GSSAPI delegated credentials required/);
+      });
 
       it("tenant B's rows stay B's: nothing above reached them, and A's own session still works", async () => {
         const inB = new pg.Client(m.rt.connection(b));
@@ -197,6 +214,9 @@ describe('mcp: tools act on a database as its own scoped role, never as a superu
       it('one credential per database for the whole session, revoked when the server ends; what it made stays readable and writable', async () => {
         await ok(s.client, 'run_sql', { database: a, sql: `CREATE TABLE ${kept} (x int)` });
         await ok(s.client, 'run_sql', { database: a, sql: `INSERT INTO ${kept} VALUES (42)` });
+        // Planted for after the revoke: were they handed to a superuser, they would run as one.
+        await ok(s.client, 'run_sql', { database: a, sql: `CREATE FUNCTION ${kept}_who() RETURNS text SECURITY DEFINER LANGUAGE sql AS $$ SELECT current_user::text $$` });
+        await ok(s.client, 'run_sql', { database: a, sql: `CREATE VIEW ${kept}_verifiers AS SELECT rolname, rolpassword FROM pg_authid` });
         await ok(s.client, 'run_sql', { database: b, sql: 'SELECT 1' });
         expect(await credentialsOf(a)).to.have.length(1);
         expect(await credentialsOf(b)).to.have.length(1);
@@ -207,10 +227,33 @@ describe('mcp: tools act on a database as its own scoped role, never as a superu
         s = await open(m.apiUrl);
         expect((await ok<{ rows: unknown[][] }>(s.client, 'run_sql', { database: a, sql: `SELECT x FROM ${kept}` })).rows).to.deep.equal([[42]]);
         await ok(s.client, 'run_sql', { database: a, sql: `INSERT INTO ${kept} VALUES (43)` });
-        // It belongs to the database's owner now (the runtime reassigned it at the revoke): rows yes, DDL no.
-        const drop = await callTool(s.client, 'run_sql', { database: a, sql: `DROP TABLE ${kept}` });
-        expect(drop.text).to.match(new RegExp(`^error 42501: must be owner of table ${kept}`));
+        // The owner is a superuser, so the runtime handed them to the credentials' group, not to it.
+        expect((await ok<{ rows: unknown[][] }>(s.client, 'run_sql', { database: a, sql: `SELECT ${kept}_who()` })).rows).to.deep.equal([['pgx_credentials']]);
+        const verifiers = await callTool(s.client, 'run_sql', { database: a, sql: `SELECT * FROM ${kept}_verifiers` });
+        expect(verifiers.text).to.match(/^error 42501: permission denied for table pg_authid$/m);
+        // And the group's ownership is this credential's too: it may alter and drop them.
+        await ok(s.client, 'run_sql', { database: a, sql: `ALTER TABLE ${kept} ADD COLUMN y int` });
+        for (const sql of [`DROP VIEW ${kept}_verifiers`, `DROP FUNCTION ${kept}_who()`]) await ok(s.client, 'run_sql', { database: a, sql });
       });
     });
   }
+
+  describe('after the sessions', () => {
+    it("a snapshot holding what revoked credentials made can be unsealed: the objects stay, the group's grants go", async () => {
+      await m.api.snapshot(a, 'walls_snap', true);
+      await m.api.unseal('walls_snap');
+      const inSnap = new pg.Client(m.rt.connection('walls_snap'));
+      await inSnap.connect();
+      try {
+        const { rows } = await inSnap.query("SELECT tablename::text, tableowner::text FROM pg_tables WHERE tablename LIKE 'kept\\_%' ORDER BY 1");
+        expect(rows).to.deep.equal([
+          { tablename: 'kept_http', tableowner: 'pgx_credentials' },
+          { tablename: 'kept_stdio', tableowner: 'pgx_credentials' },
+        ]);
+        expect((await inSnap.query("SELECT has_table_privilege('pgx_credentials', 'items', 'SELECT') AS granted")).rows).to.deep.equal([{ granted: false }]);
+      } finally {
+        await inSnap.end();
+      }
+    });
+  });
 });
