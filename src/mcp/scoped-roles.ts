@@ -42,12 +42,14 @@ export class ScopedRoles {
    * no longer logs in is replaced once.
    */
   async withUrl<T>(database: string, use: (url: string) => Promise<T>): Promise<T> {
-    const first = await this.credential(database);
+    const pending = this.credential(database);
+    const first = await pending;
     try {
       return await use(first.url);
     } catch (err) {
       if (!STALE_LOGIN.has((err as { code?: string }).code ?? '')) throw err;
-      this.byDatabase.delete(database);
+      // Unless a call beside this one has replaced it already.
+      if (this.byDatabase.get(database) === pending) this.byDatabase.delete(database);
       return use((await this.credential(database)).url);
     }
   }

@@ -219,6 +219,13 @@ describe('mcp: tools act on a database as its own scoped role, never as a superu
         await ok(s.client, 'run_sql', { database: a, sql: `CREATE VIEW ${kept}_verifiers AS SELECT rolname, rolpassword FROM pg_authid` });
         await ok(s.client, 'run_sql', { database: b, sql: 'SELECT 1' });
         expect(await credentialsOf(a)).to.have.length(1);
+        const [first] = await credentialsOf(b);
+        expect(first).to.be.a('string');
+        // Revoked under the server's feet (pgx db revoke): the next call makes a new one.
+        await m.api.revokeCredential(b, first!);
+        expect((await ok<{ rows: unknown[][] }>(s.client, 'run_sql', { database: b, sql: 'SELECT 2' })).rows).to.deep.equal([[2]]);
+        const [second] = await credentialsOf(b);
+        expect(second).to.be.a('string').and.not.equal(first);
         expect(await credentialsOf(b)).to.have.length(1);
         await s.end();
         expect(await noCredentials(a)).to.deep.equal([]);
