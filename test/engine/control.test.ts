@@ -15,6 +15,7 @@ import postgres from 'postgres';
 import { PgxError } from '../../src/errors.js';
 import { Engine } from '../../src/engine/listener.js';
 import { mentionsControl, planQuery, raiseStatement, recognize } from '../../src/engine/control.js';
+import { maskLiterals } from '../../src/engine/literals.js';
 import type { Caller, ControlFunction, ControlFunctions } from '../../src/engine/ports.js';
 import { directConnection, directEnv, runCommand, type CommandResult } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -114,6 +115,28 @@ describe('engine/control: recognising control calls', () => {
     for (const sql of ["SELECT pgx_pin_database(E'\\0')", "SELECT pgx_pin_database(E'\\377')", 'SELECT pgx_pin_database($$a)', "SELECT pgx_pin_database(E'\\u12')"]) {
       expect(recognize(sql, false), sql).to.equal(null);
     }
+  });
+
+  it('masks any text without changing its length, and reads back any value written as $$...$$ or E\'...\'', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 60 }), (sql) => {
+        const { masked } = maskLiterals(sql);
+        expect(masked.length).to.equal(sql.length);
+      }),
+      { numRuns: 500 },
+    );
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }).filter((v) => !v.includes('\0')), (v) => {
+        const tag = v.includes('$$') || v.endsWith('$') ? '$q$' : '$$';
+        if (v.includes(tag.slice(0, -1))) return;
+        const escaped = `E'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+        for (const lit of [`${tag}${v}${tag}`, escaped]) {
+          const sql = `SELECT pgx_pin_database(${lit})`;
+          expect(recognize(sql, false)?.[0]?.args, sql).to.deep.equal([{ value: v }]);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('leaves everything else to PostgreSQL', () => {
