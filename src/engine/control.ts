@@ -20,7 +20,13 @@
 //
 // Recognition is a byte prefilter (no `pgx_` or `pgrust_` anywhere: forwarded untouched, nothing
 // decoded or allocated), then pgsql-ast-parser. Only statements that are exactly
-// `SELECT fn(args) [[AS] alias]`, with literal or `$n` arguments, are calls. A statement that uses a
+// `SELECT fn(args) [[AS] alias]`, with literal or `$n` arguments, are calls. The parser reads neither
+// dollar-quoted strings nor every escape string, so those literals are read here (literals.ts) and
+// handed to the parser as plain strings of the same length, which keeps its locations right.
+//
+// A Query or Parse over 1 MiB is not read at all (the pump does not assemble it): it goes to
+// PostgreSQL as sent, and if PostgreSQL answers 42883 for an unqualified control function in it, that
+// error is rewritten to 0A000 with the hint, as for any misplaced call. Nothing is scanned or parsed. A statement that uses a
 // control function any other way (inside other SQL, with computed arguments, or as a call in a Query
 // with other statements) is refused with 0A000 and a hint on how to call it, raised where the
 // statement stands so the statements before it run as they would have: PostgreSQL would only have
@@ -46,6 +52,7 @@ import {
 import { Verdict } from '../wire/frame.js';
 import { queryText } from '../wire/frontend.js';
 import type { Caller, ControlFunction, ControlFunctions } from './ports.js';
+import { maskLiterals } from './literals.js';
 import { mayLeaveResidue } from './residue.js';
 
 /** The names accepted, with their arguments. The pgrust_ names are PGX's, kept as aliases. */
@@ -137,14 +144,15 @@ export function recognize(sql: string, allowParams: boolean): ControlCall[] | nu
 export type QueryPlan = { calls: ControlCall[] } | { before: string; refused: Raise; params: number };
 
 export function planQuery(sql: string, allowParams: boolean): QueryPlan | null {
+  const { masked, values } = maskLiterals(sql);
   let statements: Statement[];
   try {
-    statements = parse(sql, { locationTracking: true });
+    statements = parse(masked, { locationTracking: true });
   } catch {
     return null;
   }
   if (statements.length === 0) return null;
-  const calls = statements.map((s) => matchCall(s, allowParams));
+  const calls = statements.map((s) => matchCall(s, allowParams, values));
   if (calls.every((c) => c !== null)) return { calls: calls as ControlCall[] };
   for (let i = 0; i < statements.length; i++) {
     const s = statements[i]!;
@@ -185,12 +193,27 @@ function misplaced(name: string, isCall: boolean): Raise {
       };
 }
 
+const UNDEFINED_FUNCTION = '42883';
+/** PostgreSQL's 42883 for an unqualified function: `function pgx_pin_database(unknown) does not exist`. */
+const UNDEFINED_CONTROL = /^function ([a-z_]+)\(.*\) does not exist$/s;
+
+/** The error for a control call PostgreSQL got because the engine did not read it (over 1 MiB, or not understood). */
+function unread(name: string): Raise {
+  const usage = `SELECT ${name}(${FUNCTIONS.get(name)!.args})`;
+  return {
+    code: '0A000',
+    message: `${name}() must be called as ${usage} in a query of its own, under 1 MiB`,
+    hint: `PGX answers ${name}() itself, only in a Query or Parse of at most 1 MiB that is exactly that call, with literal or $n arguments: send it separately.`,
+  };
+}
+
 /** Whether `o` has no keys but these (and the parser's locations). */
 function onlyKeys(o: object, allowed: readonly string[]): boolean {
   return Object.keys(o).every((k) => k === '_location' || allowed.includes(k));
 }
 
-function matchCall(s: Statement, allowParams: boolean): ControlCall | null {
+/** `values`: the literals maskLiterals replaced, by their offset; the parser saw placeholders there. */
+function matchCall(s: Statement, allowParams: boolean, values: ReadonlyMap<number, string>): ControlCall | null {
   // Any key beyond these (FROM, WHERE, DISTINCT, LIMIT, FILTER, OVER, a schema, ...) means the
   // statement is something else, and PostgreSQL should have it.
   if (s.type !== 'select' || !onlyKeys(s, ['type', 'columns']) || s.columns?.length !== 1) return null;
@@ -202,7 +225,7 @@ function matchCall(s: Statement, allowParams: boolean): ControlCall | null {
   if (!known || e.args.length < known.min || e.args.length > known.max) return null;
   const args: Arg[] = [];
   for (const a of e.args) {
-    const arg = matchArg(a, allowParams);
+    const arg = matchArg(a, allowParams, values);
     if (arg === null) return null;
     args.push(arg);
   }
@@ -212,10 +235,10 @@ function matchCall(s: Statement, allowParams: boolean): ControlCall | null {
   return { fn: known.fn, column, args };
 }
 
-function matchArg(a: Expr, allowParams: boolean): Arg | null {
+function matchArg(a: Expr, allowParams: boolean, values: ReadonlyMap<number, string>): Arg | null {
   switch (a.type) {
     case 'string':
-      return { value: a.value };
+      return { value: values.get(a._location?.start ?? -1) ?? a.value };
     case 'null':
       return { value: null };
     case 'boolean':
@@ -303,7 +326,11 @@ interface Expected {
   completesAhead: number;
   /** Our own completions still to swallow (2 for Close + Parse, 0 in the simple protocol). */
   swallow: number;
-  raise: Raise;
+  /**
+   * The error our statement raises, to rewrite without its PL/pgSQL context; or null for SQL sent on
+   * unread (over 1 MiB, or not understood), whose 42883 for a control function becomes 0A000.
+   */
+  raise: Raise | null;
 }
 
 /** Per client session: prepared control statements, and answers the engine expects to rewrite. */
@@ -337,25 +364,34 @@ export class ControlSession {
     return this.expected.length > 0;
   }
 
-  /** A client message the pump forwarded unread (Sync, FunctionCall, or one too large to read). */
-  clientNote(type: number): void {
+  /**
+   * A client message the pump forwarded unread: Sync, FunctionCall, Close, or a Query or Parse too
+   * large to read (over 1 MiB). `inFlight`: ReadyForQuery messages PostgreSQL owes, counting a Query's own.
+   */
+  clientNote(type: number, inFlight: number): void {
     if (type === Msg.Sync || type === Msg.FunctionCall) this.sentInSegment = 0;
-    else if (type === Msg.Query) this.queryArrived();
-    else if (type === Msg.Parse || type === Msg.Close) this.sentInSegment++;
+    else if (type === Msg.Query) {
+      this.queryArrived();
+      this.expectUnread(inFlight - 1);
+    } else if (type === Msg.Parse) {
+      this.sentInSegment++;
+      this.expectUnread(inFlight);
+    } else if (type === Msg.Close) this.sentInSegment++;
   }
 
   /**
    * A whole Query, Parse, Bind or Close from the client. DropAndPause: the pump calls take() and
    * sends what it gives instead. `aborted`: the session's transaction has failed and nothing is in
    * flight that could end it, so a call would only be refused (the calls are then not made).
+   * `inFlight`: ReadyForQuery messages PostgreSQL owes, counting a Query's own.
    */
-  clientFrame(type: number, buf: Buffer, start: number, end: number, aborted: boolean): Verdict {
+  clientFrame(type: number, buf: Buffer, start: number, end: number, aborted: boolean, inFlight: number): Verdict {
     try {
       switch (type) {
         case Msg.Query:
-          return this.onQuery(buf, start, end, aborted);
+          return this.onQuery(buf, start, end, aborted, inFlight);
         case Msg.Parse:
-          return this.onParse(buf, start, end);
+          return this.onParse(buf, start, end, inFlight);
         case Msg.Bind:
           return this.onBind(buf, start, end, aborted);
         case Msg.Close:
@@ -462,11 +498,11 @@ export class ControlSession {
     if (type !== Msg.ErrorResponse) return Verdict.Forward;
     // PostgreSQL skips the rest of a segment after an error, so whatever we waited for there is over.
     let verdict = Verdict.Forward;
-    const ours = this.expected.find((e) => e.rfqAhead === 0);
-    if (ours && ours.swallow === 0) {
+    if (this.expected.some((e) => e.rfqAhead === 0)) {
       const fields = parseErrorFields(buf.subarray(start + 5, end));
-      if (fields.get('C') === ours.raise.code && fields.get('M') === ours.raise.message) {
-        this.backendWork = errorResponse({ severity: 'ERROR', ...ours.raise });
+      const rewritten = this.rewrite(fields.get('C'), fields.get('M'));
+      if (rewritten !== null) {
+        this.backendWork = errorResponse({ severity: 'ERROR', ...rewritten });
         verdict = Verdict.DropAndPause;
       }
     }
@@ -490,23 +526,45 @@ export class ControlSession {
     });
   }
 
+  /** What the client sees instead of PostgreSQL's error (code, message), or null to pass it on. */
+  private rewrite(code: string | undefined, message: string | undefined): Raise | null {
+    for (const e of this.expected) {
+      if (e.rfqAhead > 0) continue;
+      if (e.raise === null) {
+        const name = code === UNDEFINED_FUNCTION ? (UNDEFINED_CONTROL.exec(message ?? '')?.[1] ?? '') : '';
+        if (FUNCTIONS.has(name)) return unread(name);
+      } else if (e.swallow === 0 && code === e.raise.code && message === e.raise.message) {
+        return e.raise;
+      }
+    }
+    return null;
+  }
+
+  /** SQL that mentions a control function went to PostgreSQL unread: its 42883 for one becomes 0A000. */
+  private expectUnread(rfqAhead: number): void {
+    this.expected.push({ rfqAhead, completesAhead: 0, swallow: 0, raise: null });
+  }
+
   private queryArrived(): void {
     this.sentInSegment = 0;
     // A simple Query replaces the unnamed statement (PostgreSQL drops it).
     this.statements.delete('');
   }
 
-  private onQuery(buf: Buffer, start: number, end: number, aborted: boolean): Verdict {
+  private onQuery(buf: Buffer, start: number, end: number, aborted: boolean, inFlight: number): Verdict {
     this.queryArrived();
     if (!this.residue) this.residue = mayLeaveResidue(buf, start + 5, end);
     if (!mentionsControl(buf, start + 5, end)) return Verdict.Forward;
     const plan = planQuery(queryText(buf.subarray(start + 5, end)), false);
-    if (plan === null) return Verdict.Forward;
+    if (plan === null) {
+      this.expectUnread(inFlight - 1);
+      return Verdict.Forward;
+    }
     this.work = 'calls' in plan ? { kind: 'query', calls: plan.calls, aborted } : { kind: 'misplaced', before: plan.before, refused: plan.refused };
     return Verdict.DropAndPause;
   }
 
-  private onParse(buf: Buffer, start: number, end: number): Verdict {
+  private onParse(buf: Buffer, start: number, end: number, inFlight: number): Verdict {
     this.sentInSegment++;
     if (!this.residue) this.residue = mayLeaveResidue(buf, start + 5, end);
     // A Parse replaces the unnamed statement, and a named one the client deallocated with SQL (which
@@ -516,7 +574,10 @@ export class ControlSession {
     if (!mentionsControl(buf, start + 5, end)) return Verdict.Forward;
     const msg = readParse(buf, start, end);
     const plan = planQuery(msg.query, true);
-    if (plan === null) return Verdict.Forward;
+    if (plan === null) {
+      this.expectUnread(inFlight);
+      return Verdict.Forward;
+    }
     let prepared: Prepared;
     if ('calls' in plan) {
       // Several statements: PostgreSQL refuses to prepare them (42601).

@@ -175,7 +175,7 @@ export class Pump {
     note: (type) => {
       this.count(type);
       if (this.control !== null && (type === Msg.Sync || type === Msg.FunctionCall || type === Msg.Query || type === Msg.Parse || type === Msg.Close)) {
-        this.control.clientNote(type);
+        this.control.clientNote(type, this.pending);
       }
     },
     frame: (type, buf, start, end) => {
@@ -187,7 +187,7 @@ export class Pump {
       this.count(type);
       // Failed transaction, nothing in flight that could end it: PostgreSQL would refuse the call.
       const aborted = this.tx === TxStatus.Failed && this.pending === (type === Msg.Query ? 1 : 0);
-      return this.control!.clientFrame(type, buf, start, end, aborted);
+      return this.control!.clientFrame(type, buf, start, end, aborted, this.pending);
     },
     invalid: (type, length) => {
       this.violation = { type, length };

@@ -1,6 +1,7 @@
 // `pgx mcp --http PORT`: the same server over MCP's streamable HTTP transport, at POST /mcp. Stateless:
-// each request gets a fresh server and transport (the server holds no state; every call asks the API),
-// so there are no sessions to leak and GET (a server-push stream) is 405. It fronts the runtime's API
+// each request gets a fresh server and transport, so there are no sessions to leak and GET (a
+// server-push stream) is 405. The scoped roles (one credential per database touched) are the HTTP
+// server's, shared by its requests and revoked when it closes. It fronts the runtime's API
 // with that API's own token, so it must not widen who can use it: when a token is configured, requests
 // need `Authorization: Bearer <the same token>`; bound to loopback, the Host header must name loopback
 // too (a web page cannot reach it by DNS rebinding); another --host without a token is refused.
@@ -11,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { ApiClient } from '../api/client.js';
 import { PgxError } from '../errors.js';
+import { ScopedRoles } from './scoped-roles.js';
 import { createMcpServer } from './server.js';
 
 export const MCP_HTTP_PATH = '/mcp';
@@ -43,8 +45,9 @@ export async function serveHttp(api: ApiClient, opts: McpHttpOptions): Promise<M
     });
   }
   const expected = opts.token === null ? null : digest(opts.token);
+  const roles = new ScopedRoles(api);
   const server = http.createServer((req, res) => {
-    handle(api, req, res, opts, expected).catch((err: unknown) => {
+    handle(api, roles, req, res, opts, expected).catch((err: unknown) => {
       if (!res.headersSent) jsonRpcError(res, 500, -32603, `internal error: ${err instanceof Error ? err.message : String(err)}`);
       else res.end();
     });
@@ -61,15 +64,17 @@ export async function serveHttp(api: ApiClient, opts: McpHttpOptions): Promise<M
   return {
     port,
     url: `http://${hostForUrl}:${port}${MCP_HTTP_PATH}`,
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
-      }),
+      });
+      await roles.revokeAll();
+    },
   };
 }
 
-async function handle(api: ApiClient, req: http.IncomingMessage, res: http.ServerResponse, opts: McpHttpOptions, expected: Buffer | null): Promise<void> {
+async function handle(api: ApiClient, roles: ScopedRoles, req: http.IncomingMessage, res: http.ServerResponse, opts: McpHttpOptions, expected: Buffer | null): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://localhost');
   if (url.pathname !== MCP_HTTP_PATH) {
     jsonRpcError(res, 404, -32000, `no MCP endpoint at ${url.pathname}; the endpoint is ${MCP_HTTP_PATH}`);
@@ -89,7 +94,7 @@ async function handle(api: ApiClient, req: http.IncomingMessage, res: http.Serve
     jsonRpcError(res, 405, -32000, `${req.method ?? 'this method'} is not supported: this server is stateless; send JSON-RPC with POST ${MCP_HTTP_PATH}`);
     return;
   }
-  const server = createMcpServer(api);
+  const server = createMcpServer(api, roles);
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   res.on('close', () => {
     void transport.close();

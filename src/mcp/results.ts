@@ -55,7 +55,7 @@ const SQLSTATE_HINTS: Record<string, string> = {
   '57014': 'The statement ran past its statement_timeout; pass a larger timeout_seconds to run_sql, or narrow the statement.',
   '42P01': 'The table does not exist in this database; read the resource pgx://databases/{name}/schema to see its tables.',
   '3D000': 'The database is gone (dropped, or expired at its TTL); list_databases shows the live ones, create_database makes a new one.',
-  '28P01': 'The runtime asks for a password (--auth scram): set PGPASSWORD in the MCP server\'s environment to the password of role postgres.',
+  '42501': 'run_sql acts as the database\'s own role, which is not a superuser: it may read and write every table and create, alter and drop its own, but not alter the template\'s tables, nor reach the server\'s files and programs, roles or other databases (docs/agents.md). Use snapshot_database, restore_database and drop_database for what needs more.',
   '57P01': 'The session was ended by a restore, a drop or the runtime stopping; call run_sql again.',
 };
 

@@ -1,12 +1,14 @@
 // The PGX MCP server: the tools (tools.ts) and one resource per minted database, its schema as text
-// (schema.ts), over whichever transport the caller connects (stdio.ts, http.ts). It holds no state of
-// its own: every call asks the runtime's HTTP API, so several servers (one per agent) can share a runtime.
+// (schema.ts), over whichever transport the caller connects (stdio.ts, http.ts). Its only state is the
+// scoped role it holds per database (scoped-roles.ts, owned by the transport, which revokes them at its
+// end); everything else it asks the runtime's HTTP API, so several servers can share a runtime.
 
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { ApiClient } from '../api/client.js';
 import { PgxError } from '../errors.js';
 import { describeSchema } from './schema.js';
+import type { ScopedRoles } from './scoped-roles.js';
 import { TOOLS } from './tools.js';
 
 /** Kept in step with package.json (as src/cli/start.ts does for the status document). */
@@ -24,9 +26,9 @@ export function schemaUri(database: string): string {
   return `pgx://databases/${encodeURIComponent(database)}/schema`;
 }
 
-export function createMcpServer(api: ApiClient): McpServer {
+export function createMcpServer(api: ApiClient, roles: ScopedRoles): McpServer {
   const server = new McpServer({ name: 'pgx', version: MCP_SERVER_VERSION }, { instructions: INSTRUCTIONS });
-  for (const t of TOOLS) t.register(server, { api });
+  for (const t of TOOLS) t.register(server, { api, roles });
 
   server.registerResource(
     'database-schema',
@@ -51,8 +53,8 @@ export function createMcpServer(api: ApiClient): McpServer {
       const raw = variables.name;
       const database = decodeURIComponent(Array.isArray(raw) ? (raw[0] ?? '') : (raw ?? ''));
       try {
-        const db = await api.getDatabase(database);
-        return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: await describeSchema(db.url, db.name) }] };
+        const text = await roles.withUrl(database, (url) => describeSchema(url, database));
+        return { contents: [{ uri: uri.href, mimeType: 'text/plain', text }] };
       } catch (err) {
         throw asMcpError(err);
       }

@@ -1,6 +1,5 @@
 // run_sql: one statement on one minted database, for an agent that has no psql. It connects with
-// node-postgres to the URL the API gives for the database (a password, with --auth scram, comes from
-// PGPASSWORD like any libpq client), runs the statement through a cursor so that at most max_rows + 1
+// node-postgres to a URL that logs in as the database's own credential (scoped-roles.ts), runs the statement through a cursor so that at most max_rows + 1
 // rows ever cross the wire (a SELECT of a billion rows costs one page, not the server's memory), and
 // sets statement_timeout for the session so a runaway statement ends on its own.
 

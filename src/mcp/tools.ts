@@ -1,6 +1,6 @@
 // The MCP tools: each a zod input schema (the JSON schema agents see, and the check before any call),
 // a one-line description an agent can act on, and a handler that talks to the runtime's HTTP API via
-// ApiClient (run_sql goes to the database itself). Handlers never throw to the SDK: every failure is a
+// ApiClient (run_sql goes to the database itself, as the database's own scoped role: scoped-roles.ts). Handlers never throw to the SDK: every failure is a
 // tool error with a hint (results.ts). Field errors carry their own hint too, because the SDK answers a
 // schema failure with the zod messages alone.
 
@@ -10,10 +10,13 @@ import { z } from 'zod';
 import type { ApiClient } from '../api/client.js';
 import { PgxError } from '../errors.js';
 import { toolError, toolResult, type HintsByCode } from './results.js';
+import type { ScopedRoles } from './scoped-roles.js';
 import { DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, MAX_MAX_ROWS, runSql } from './sql.js';
 
 export interface ToolContext {
   api: ApiClient;
+  /** The credential each database is touched with: never the admin role. */
+  roles: ScopedRoles;
 }
 
 interface PgxTool {
@@ -187,6 +190,7 @@ export const TOOLS: PgxTool[] = [
     async (input, ctx) => {
       await mustExist(ctx, input.database);
       await ctx.api.dropDatabase(input.database);
+      ctx.roles.forget(input.database);
       return toolResult({ name: input.database, dropped: true });
     },
   ),
@@ -216,7 +220,7 @@ export const TOOLS: PgxTool[] = [
   ),
   tool(
     'run_sql',
-    `Run one SQL statement on a minted database; returns columns, rows (at most max_rows, default ${DEFAULT_MAX_ROWS}; truncated: true when cut), rowCount and command.`,
+    `Run one SQL statement on a minted database as that database's own role (never a superuser); returns columns, rows (at most max_rows, default ${DEFAULT_MAX_ROWS}; truncated: true when cut), rowCount and command.`,
     { title: 'Run SQL', readOnlyHint: false, destructiveHint: true, openWorldHint: false },
     args({
       database: name('database', DATABASE),
@@ -239,20 +243,23 @@ export const TOOLS: PgxTool[] = [
         .optional(),
     }),
     async (input, ctx) => {
-      const db = await ctx.api.getDatabase(input.database);
       try {
-        const result = await runSql(db.url, input.sql, {
-          maxRows: input.max_rows ?? DEFAULT_MAX_ROWS,
-          timeoutSeconds: input.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
-        });
+        const result = await ctx.roles.withUrl(input.database, (url) =>
+          runSql(url, input.sql, {
+            maxRows: input.max_rows ?? DEFAULT_MAX_ROWS,
+            timeoutSeconds: input.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
+          }),
+        );
         return toolResult({ database: input.database, ...result });
       } catch (err) {
-        // Reaching the database is not the statement's fault: say so, with the address tried.
+        // Reaching the database is not the statement's fault: say so.
         if (err instanceof Error && !(err instanceof PgxError) && /ECONNREFUSED|ENOTFOUND|ETIMEDOUT|timeout expired/.test(err.message)) {
-          return toolError(new PgxError('CANNOT_CONNECT_NOW', `cannot connect to ${db.url}: ${err.message}`, { hint: 'The runtime answers its API but not on this address; runtime_status shows whether PostgreSQL is up.' }));
+          return toolError(new PgxError('CANNOT_CONNECT_NOW', `cannot connect to database ${input.database}: ${err.message}`, { hint: 'The runtime answers its API but not on its PostgreSQL address; runtime_status shows whether PostgreSQL is up.' }));
         }
         return toolError(err);
       }
     },
+    // The scoped roles' own messages and hints (scoped-roles.ts) say what to do for a database without a credential.
+    {},
   ),
 ];

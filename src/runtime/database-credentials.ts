@@ -11,8 +11,9 @@
 // API are owned by the superuser postgres, and membership in it would inherit the ownership of every
 // catalog and database of the cluster (and, with SET, superuser itself). Instead every credential is a
 // member (INHERIT, no SET, no ADMIN) of one NOLOGIN group role, pgx_credentials, and inside the database
-// that group has USAGE and CREATE in every non-system schema, ALL on the tables, sequences and functions
-// there, and default privileges for what the owner creates there later. A credential can read and write
+// that group has USAGE and CREATE in every non-system schema, ALL on the tables and sequences there
+// (functions: what PUBLIC may execute, and no more), and default privileges for what the owner creates
+// there later. A credential can read and write
 // the template's tables and create its own; it cannot ALTER or DROP the owner's objects.
 //
 // Those in-database grants are made once per template, when it is sealed (prepareDatabase, from
@@ -29,7 +30,8 @@
 // whose database is gone are dropped at start. Revoking: NOLOGIN first (the engine refuses new logins:
 // it answers a role without a verifier like a wrong password, 28P01), its PostgreSQL backends are
 // terminated (its clients read PostgreSQL's FATAL 57P01), objects it created are reassigned to the
-// owner, its grants dropped, then the role. Dropping a database drops its credentials.
+// owner (to the group instead when the owner is a superuser, so that nothing a tenant wrote ever runs
+// as one), its grants dropped, then the role. Dropping a database drops its credentials.
 
 import { randomBytes } from 'node:crypto';
 import { PgxError } from '../errors.js';
@@ -200,7 +202,12 @@ export class DatabaseCredentials {
       if (exists.length > 0) {
         const client = await this.opts.connect(database);
         try {
-          const to = owner ?? (await client.query(`SELECT pg_catalog.pg_get_userbyid(datdba) FROM pg_catalog.pg_database WHERE datname = current_database()`)).rows[0]![0]!;
+          const named = owner ?? (await client.query(`SELECT pg_catalog.pg_get_userbyid(datdba) FROM pg_catalog.pg_database WHERE datname = current_database()`)).rows[0]![0]!;
+          // Never to a superuser: a tenant's SECURITY DEFINER function or view would then run as one
+          // (a view over pg_authid, a function that runs COPY ... TO PROGRAM). The group owns them then,
+          // which gives the database's other credentials (and only them) the owner's rights.
+          const { rows: superuser } = await client.query(`SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(named)} AND rolsuper`);
+          const to = superuser.length > 0 ? CREDENTIALS_GROUP : named;
           await client.query(`REASSIGN OWNED BY ${role} TO ${quoteIdent(to)}; DROP OWNED BY ${role}`);
         } finally {
           await client.close();
@@ -241,7 +248,10 @@ export async function prepareDatabase(client: SqlClient, owner = PREPARED_OWNER)
       `GRANT USAGE, CREATE ON SCHEMA ${s} TO ${role}`,
       `GRANT ALL ON ALL TABLES IN SCHEMA ${s} TO ${role}`,
       `GRANT ALL ON ALL SEQUENCES IN SCHEMA ${s} TO ${role}`,
-      `GRANT ALL ON ALL FUNCTIONS IN SCHEMA ${s} TO ${role}`,
+      // Functions are not granted: PUBLIC may execute every function it was not denied, and one it was
+      // denied was denied on purpose (dblink_connect_u connects without a password, so as postgres
+      // over the private socket). Taken back too from templates sealed when they were granted.
+      `REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ${s} FROM ${role}`,
       `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON TABLES TO ${role}`,
       `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${role}`,
     );
@@ -249,9 +259,23 @@ export async function prepareDatabase(client: SqlClient, owner = PREPARED_OWNER)
   if (sql.length > 0) await client.query(sql.join('; '));
 }
 
-/** Takes back every right of the group inside the database `client` is connected to (an unsealed template). */
+/**
+ * Takes back every right of the group inside the database `client` is connected to (an unsealed
+ * template). Objects the group owns there (a snapshot's, made by credentials since revoked) are kept:
+ * they are parked with a role of the moment while DROP OWNED takes the grants, then handed back.
+ */
 export async function unprepareDatabase(client: SqlClient): Promise<void> {
-  await client.query(`DROP OWNED BY ${quoteIdent(CREDENTIALS_GROUP)}`);
+  const group = quoteIdent(CREDENTIALS_GROUP);
+  const { rows } = await client.query(
+    `SELECT 1 FROM pg_catalog.pg_shdepend WHERE deptype = 'o' AND refobjid = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(CREDENTIALS_GROUP)}) ` +
+      `AND dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()) LIMIT 1`,
+  );
+  if (rows.length === 0) {
+    await client.query(`DROP OWNED BY ${group}`);
+    return;
+  }
+  const holder = quoteIdent(`pgx_holder_${randomBytes(4).toString('hex')}`);
+  await client.query(`BEGIN; CREATE ROLE ${holder} NOLOGIN; REASSIGN OWNED BY ${group} TO ${holder}; DROP OWNED BY ${group}; REASSIGN OWNED BY ${holder} TO ${group}; DROP ROLE ${holder}; COMMIT`);
 }
 
 /**

@@ -181,9 +181,10 @@ describe('api: per-database credentials', function () {
     const err = await connectError({ connectionString: url });
     expect(err.code).to.equal('28P01');
     expect((await call('DELETE', pathFor(PATHS.databaseCredential, { name: a, user }))).status).to.equal(204);
-    // What it created stays, handed to the owner.
+    // What it created stays, handed to the credentials' group: the owner is a superuser, and what a
+    // tenant wrote must never run as one (database-credentials.ts).
     await asAdmin(a, async (c) => {
-      expect((await c.query(`SELECT tableowner FROM pg_tables WHERE tablename = 'mine'`)).rows).to.deep.equal([{ tableowner: 'postgres' }]);
+      expect((await c.query(`SELECT tableowner FROM pg_tables WHERE tablename = 'mine'`)).rows).to.deep.equal([{ tableowner: 'pgx_credentials' }]);
       expect((await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [user])).rowCount).to.equal(0);
     });
   });

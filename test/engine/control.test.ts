@@ -15,6 +15,7 @@ import postgres from 'postgres';
 import { PgxError } from '../../src/errors.js';
 import { Engine } from '../../src/engine/listener.js';
 import { mentionsControl, planQuery, raiseStatement, recognize } from '../../src/engine/control.js';
+import { maskLiterals } from '../../src/engine/literals.js';
 import type { Caller, ControlFunction, ControlFunctions } from '../../src/engine/ports.js';
 import { directConnection, directEnv, runCommand, type CommandResult } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -97,6 +98,45 @@ describe('engine/control: recognising control calls', () => {
       'seal_template',
       'unseal_template',
     ]);
+  });
+
+  it('reads dollar-quoted and escape-string arguments as PostgreSQL does', () => {
+    const one = (sql: string, allowParams = false): unknown => recognize(sql, allowParams)?.map((c) => c.args);
+    expect(one('SELECT pgx_pin_database($$db$$)')).to.deep.equal([[{ value: 'db' }]]);
+    expect(one("SELECT pgx_pin_database($tag$it's $$ ☃$tag$)")).to.deep.equal([[{ value: "it's $$ ☃" }]]);
+    expect(one("SELECT pgx_pin_database(E'it\\'s')")).to.deep.equal([[{ value: "it's" }]]);
+    expect(one("SELECT pgx_pin_database(e'a''b\\n\\t\\x41\\101\\u2603\\\\\\q')")).to.deep.equal([[{ value: "a'b\n\tAA☃\\q" }]]);
+    expect(one("SELECT pgx_pin_database(E'\\303\\251')")).to.deep.equal([[{ value: 'é' }]]);
+    expect(one("SELECT pgx_snapshot_database($$db$$, $1, E'true')", true)).to.deep.equal([[{ value: 'db' }, { param: 0 }, { value: 'true' }]]);
+    // Quotes, comments and identifiers hide what looks like a literal; locations stay the original's.
+    expect(one("-- $$ E'\nSELECT pgx_pin_database(/* $x$ */ $$a$$) AS \"E'x\"")).to.deep.equal([[{ value: 'a' }]]);
+    expect(planQuery("SELECT $$x$$, E'y'; SELECT pgx_seal_template($$a$$); SELECT 2", false)).to.deep.include({ before: "SELECT $$x$$, E'y'; " });
+    // PostgreSQL would refuse these literals itself: they stay unread, and PostgreSQL says why.
+    for (const sql of ["SELECT pgx_pin_database(E'\\0')", "SELECT pgx_pin_database(E'\\377')", 'SELECT pgx_pin_database($$a)', "SELECT pgx_pin_database(E'\\u12')"]) {
+      expect(recognize(sql, false), sql).to.equal(null);
+    }
+  });
+
+  it('masks any text without changing its length, and reads back any value written as $$...$$ or E\'...\'', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 60 }), (sql) => {
+        const { masked } = maskLiterals(sql);
+        expect(masked.length).to.equal(sql.length);
+      }),
+      { numRuns: 500 },
+    );
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }).filter((v) => !v.includes('\0')), (v) => {
+        const tag = v.includes('$$') || v.endsWith('$') ? '$q$' : '$$';
+        if (v.includes(tag.slice(0, -1))) return;
+        const escaped = `E'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+        for (const lit of [`${tag}${v}${tag}`, escaped]) {
+          const sql = `SELECT pgx_pin_database(${lit})`;
+          expect(recognize(sql, false)?.[0]?.args, sql).to.deep.equal([{ value: v }]);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('leaves everything else to PostgreSQL', () => {
@@ -345,6 +385,74 @@ describe('engine/control: control functions through the engine', function () {
       const err = await c.query("SELECT pgx_seal_template('weird')").catch((e: unknown) => e as pg.DatabaseError);
       expect(err).to.include({ code: '22023', message: "it's a \\ $pgx$ 'test' ☃", detail: 'line\nbreak', hint: '$$' });
       expect((err as pg.DatabaseError).where).to.equal(undefined);
+    });
+  });
+
+  describe('literals and sizes the parser alone would not take', function () {
+    /** A block comment that takes a statement past the 1 MiB the engine reads whole. */
+    const PAD = ` /* ${'x'.repeat(1 << 20)} */`;
+
+    it('simple protocol: $$x$$ and E\'x\' arguments are calls', async function () {
+      const c = await pgClient();
+      expect((await c.query('SELECT pgx_pin_database($$db$$) AS r')).rows).to.deep.equal([{ r: 'pin_database:db' }]);
+      expect((await c.query("SELECT pgx_pin_database(E'it\\'s') AS r")).rows).to.deep.equal([{ r: "pin_database:it's" }]);
+      expect((await c.query('SELECT pgx_snapshot_database($t$db$t$, $$s$$, true) AS r')).rows).to.deep.equal([{ r: 'snapshot_database:db,s,true' }]);
+      expect(control.calls.map((x) => x.args)).to.deep.equal([['db'], ["it's"], ['db', 's', 'true']]);
+    });
+
+    it('extended protocol: $$x$$ and E\'x\' arguments are calls, beside $n ones', async function () {
+      const c = await pgClient();
+      expect((await c.query({ name: 'dq', text: 'SELECT pgx_pin_database($$db$$) AS r' })).rows).to.deep.equal([{ r: 'pin_database:db' }]);
+      expect((await c.query({ text: "SELECT pgx_snapshot_database($1, E'\\x73nap') AS r", values: ['db'] })).rows).to.deep.equal([{ r: 'snapshot_database:db,snap' }]);
+      expect(control.calls.map((x) => x.args)).to.deep.equal([['db'], ['db', 'snap']]);
+    });
+
+    it('simple protocol: a call in a Query over 1 MiB is 0A000 with the hint, after the statements before it; the session goes on', async function () {
+      const c = await pgClient();
+      await c.query('CREATE TEMP TABLE ran (x int)');
+      const err = await c.query(`INSERT INTO ran VALUES (1); COMMIT; INSERT INTO ran VALUES (2); SELECT pgx_pin_database('db')${PAD}`).catch((e: unknown) => e as pg.DatabaseError);
+      expect(err).to.include({
+        code: '0A000',
+        message: "pgx_pin_database() must be called as SELECT pgx_pin_database('database') in a query of its own, under 1 MiB",
+        hint: 'PGX answers pgx_pin_database() itself, only in a Query or Parse of at most 1 MiB that is exactly that call, with literal or $n arguments: send it separately.',
+      });
+      // The statements before it ran; as PostgreSQL runs a Query, those after the last COMMIT roll back with it.
+      expect((await c.query('SELECT array_agg(x)::text AS xs FROM ran')).rows).to.deep.equal([{ xs: '{1}' }]);
+      // A large Query that names no control function runs as sent.
+      expect((await c.query(`SELECT 'pgx_ in a literal' AS s${PAD}`)).rows).to.deep.equal([{ s: 'pgx_ in a literal' }]);
+      expect(control.calls).to.deep.equal([]);
+    });
+
+    it('extended protocol: a call in a Parse over 1 MiB is 0A000 with the hint; the session goes on', async function () {
+      const c = await pgClient();
+      for (let i = 0; i < 2; i++) {
+        const err = await c.query({ text: `SELECT pgx_restore_database($1, $2)${PAD}`, values: ['db', 's'] }).catch((e: unknown) => e as pg.DatabaseError);
+        expect(err).to.include({ code: '0A000', message: "pgx_restore_database() must be called as SELECT pgx_restore_database('database', 'snapshot' [, force]) in a query of its own, under 1 MiB" });
+      }
+      await c.query('BEGIN');
+      const inTx = await c.query({ text: `SELECT pgx_runtime_status()${PAD}`, values: [] , name: 'big' }).catch((e: unknown) => e as pg.DatabaseError);
+      expect(inTx).to.include({ code: '0A000' });
+      expect(await c.query('SELECT 1').catch((e: unknown) => (e as pg.DatabaseError).code)).to.equal('25P02');
+      await c.query('ROLLBACK');
+      expect((await c.query({ text: `SELECT $1::int AS n${PAD}`, values: [7] })).rows).to.deep.equal([{ n: 7 }]);
+      expect(control.calls).to.deep.equal([]);
+    });
+
+    it('a call the parser cannot read reaches PostgreSQL, whose 42883 for it becomes 0A000; other errors stay PostgreSQL\'s', async function () {
+      const c = await pgClient();
+      // Named notation: the parser cannot read it, PostgreSQL can (and finds no such function).
+      for (const text of ["SELECT pgx_pin_database(name => 'a')", 'SELECT pgx_pin_database(VARIADIC $$a$$)']) {
+        const err = await c.query(text).catch((e: unknown) => e as pg.DatabaseError);
+        expect(err, text).to.include({ code: '0A000', message: "pgx_pin_database() must be called as SELECT pgx_pin_database('database') in a query of its own, under 1 MiB" });
+        const extended = await c.query({ text, values: [] , name: `n${text.length}` }).catch((e: unknown) => e as pg.DatabaseError);
+        expect(extended, text).to.include({ code: '0A000' });
+      }
+      // A literal PostgreSQL refuses keeps PostgreSQL's own error.
+      const bad = await c.query("SELECT pgx_pin_database(E'\\u12')").catch((e: unknown) => e as pg.DatabaseError);
+      expect((bad as pg.DatabaseError).code).to.not.equal('0A000').and.not.equal('42883');
+      // A function of that name that does exist answers for itself (42883 for other arguments is its own).
+      expect((await c.query("SELECT pgx_unknown_thing('a')").catch((e: unknown) => e as pg.DatabaseError))).to.include({ code: '42883' });
+      expect(control.calls).to.deep.equal([]);
     });
   });
 

@@ -83,12 +83,16 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     expect(snap.snapshot).to.equal('mcp_before');
     expect(snap.snapshot_of).to.equal(created.name);
 
-    const dropped = await ok<{ command: string; rows: unknown[] }>(client, 'run_sql', { database: created.name, sql: 'DROP TABLE items' });
-    expect(dropped.command).to.equal('DROP');
-    expect(dropped.rows).to.deep.equal([]);
-    const gone = await callTool(client, 'run_sql', { database: created.name, sql: 'SELECT count(*) FROM items' });
+    // run_sql is the database's own role: the template's tables are not its to drop, but their rows are.
+    const notOwner = await callTool(client, 'run_sql', { database: created.name, sql: 'DROP TABLE items' });
+    expect(notOwner.text).to.match(/^error 42501: must be owner of table items\nhint: run_sql acts as the database's own role/);
+    const emptied = await ok<{ command: string; rows: unknown[] }>(client, 'run_sql', { database: created.name, sql: 'TRUNCATE items' });
+    expect(emptied.command).to.equal('TRUNCATE');
+    expect(emptied.rows).to.deep.equal([]);
+    expect(await queryUrl<{ n: string }>(created.url, 'SELECT count(*) AS n FROM items')).to.deep.equal([{ n: '0' }]);
+    const gone = await callTool(client, 'run_sql', { database: created.name, sql: 'SELECT count(*) FROM no_such_table' });
     expect(gone.isError).to.equal(true);
-    expect(gone.text).to.match(/^error 42P01: relation "items" does not exist/);
+    expect(gone.text).to.match(/^error 42P01: relation "no_such_table" does not exist/);
     expect(gone.text).to.match(/^hint: .*pgx:\/\/databases\/\{name\}\/schema/m);
 
     const restored = await ok<{ name: string; restored_to: string }>(client, 'restore_database', { database: created.name, snapshot: 'mcp_before' });
@@ -233,7 +237,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
         () => null,
         (err: unknown) => err as Error,
       );
-      expect(read?.message).to.match(/does not exist.*hint: /);
+      expect(read?.message).to.match(/is not one PGX minted.*hint: list_databases/);
     } finally {
       await ok(client, 'drop_database', { database: name });
     }
