@@ -52,8 +52,8 @@ Options:
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
   --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [10]
   --login-timeout S       time allowed from connect to authenticated                 [15]
-  --login-failure-limit N failed logins per source address and minute; past it that
-                          source's logins are refused (28000) for a while            [20]
+  --login-failure-limit N failed logins per (source address, user) and minute; past it
+                          that pair's logins take turns at a growing delay           [20]
 
 Memory limits (MB; a statement whose backend crosses one is canceled with 53200; docs/limits.md):
   --session-memory-limit MB   one session's backend                                 [none]

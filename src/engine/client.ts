@@ -82,6 +82,8 @@ export class ClientSession implements Cancellable {
   private slotHeld = false;
   private readonly loginTimer: NodeJS.Timeout;
   private authTimer: NodeJS.Timeout | null = null;
+  /** Holds a throttled login until its turn (askPassword). */
+  private throttleTimer: NodeJS.Timeout | null = null;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
   private encrypted = false;
   private socket: net.Socket;
@@ -251,16 +253,45 @@ export class ClientSession implements Cancellable {
       this.authenticated();
       return;
     }
-    const waitMs = this.ctx.loginFailures.blockedFor(this.source);
-    if (waitMs > 0) {
-      this.ctx.logger.warn('login-rate-limited', { source: this.source, user });
-      throw new PgxError('INVALID_AUTHORIZATION', `too many failed login attempts from ${this.source}`, {
-        hint: `Try again in ${Math.ceil(waitMs / 1000)} s with the right password (--login-failure-limit).`,
+    this.setState('authenticating');
+    this.askPassword();
+  }
+
+  /**
+   * Asks for a password now, or when this (source, user)'s turn comes if its failed logins are past
+   * --login-failure-limit (login-failures.ts); refuses it (28000) when that turn is too far off. The
+   * admin on the Unix socket is never held or refused: a local guesser must not lock the operator out.
+   */
+  private askPassword(): void {
+    const wait = this.throttleExempt ? 0 : this.ctx.loginFailures.admit(this.source, this.user);
+    if (wait === null) {
+      const retryS = Math.max(1, Math.ceil(this.ctx.loginFailures.retryAfterMs(this.source, this.user) / 1000));
+      this.ctx.logger.warn('login-rate-limited', { source: this.source, user: this.user, refused: true });
+      throw new PgxError('INVALID_AUTHORIZATION', `too many failed login attempts for user "${this.user}" from ${this.source}`, {
+        hint: `Try again in ${retryS} s with the right password: past --login-failure-limit failures within a minute, this user's logins from this address take turns.`,
       });
     }
-    this.setState('authenticating');
-    this.scram = new ScramExchange(user, this.ctx.options.credentials);
+    if (wait === 0) {
+      this.sendChallenge();
+      return;
+    }
+    this.ctx.logger.info('login-rate-limited', { source: this.source, user: this.user, waitMs: Math.round(wait) });
+    this.throttleTimer = setTimeout(() => {
+      this.throttleTimer = null;
+      if (this.state !== 'authenticating') return;
+      this.sendChallenge();
+      this.processLoginSafely();
+    }, wait);
+  }
+
+  private sendChallenge(): void {
+    this.scram = new ScramExchange(this.user, this.ctx.options.credentials);
     this.socket.write(authenticationSASL([SCRAM_MECHANISM]));
+  }
+
+  /** The admin over the Unix socket: its failures are counted and logged but never hold it up. */
+  private get throttleExempt(): boolean {
+    return this.overUnixSocket && this.user === (this.ctx.options.adminUser ?? 'postgres');
   }
 
   /** Where the client connects from, for the failed-login limit: its address, or the Unix socket. */
@@ -317,14 +348,21 @@ export class ClientSession implements Cancellable {
     try {
       serverFinal = scram.finish(body);
     } catch (err) {
-      if (err instanceof PgxError && err.code === 'INVALID_PASSWORD') {
-        this.ctx.loginFailures.record(this.source);
-        this.ctx.logger.info('login-failed', { source: this.source, user: this.user });
-      }
+      if (err instanceof PgxError && err.code === 'INVALID_PASSWORD') throw this.loginFailed(err);
       throw err;
     }
     // SASLFinal and AuthenticationOk go out with the greeting (see authenticated()).
     this.authenticated(authenticationSASLFinal(serverFinal));
+  }
+
+  /** Counts and logs a wrong password; past the limit the 28P01 says that further attempts are slowed. */
+  private loginFailed(err: PgxError): PgxError {
+    const { failures, nextWaitMs } = this.ctx.loginFailures.record(this.source, this.user);
+    this.ctx.logger.info('login-failed', { source: this.source, user: this.user, failures });
+    if (nextWaitMs === 0 || this.throttleExempt) return err;
+    return new PgxError('INVALID_PASSWORD', err.message, {
+      hint: `${failures} failed logins for this user from ${this.source} within a minute (--login-failure-limit): its next attempt waits ${Math.ceil(nextWaitMs / 100) / 10} s for its turn.`,
+    });
   }
 
   /** AuthenticationOk (and SASLFinal) not yet written: they precede whatever the client hears next. */
@@ -507,6 +545,7 @@ export class ClientSession implements Cancellable {
     if (this.state === 'closed') return;
     this.setState('closed');
     clearTimeout(this.loginTimer);
+    if (this.throttleTimer !== null) clearTimeout(this.throttleTimer);
     this.clearAuthTimer();
     this.authPending = null;
     this.ctx.sessions.delete(this);
