@@ -15,6 +15,7 @@ import { locatePgBinaries } from '../runtime/pg-binaries.js';
 import { assertReachable, resolvePgOsUser } from '../runtime/os-user.js';
 import { PostgresSupervisor } from '../runtime/supervisor.js';
 import { RoleCredentials } from '../runtime/credentials.js';
+import { authSecret } from '../runtime/auth-secret.js';
 import { AdminConnection } from '../runtime/admin-connection.js';
 import { DisposableDatabases } from '../runtime/databases.js';
 import type { DatabaseSettings } from '../runtime/database-settings.js';
@@ -438,6 +439,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     backend: { socketDir, port: PG_PORT },
     backendStatus: { accepting: () => supervisor.state === 'ready' },
     credentials,
+    mockAuthSecret: authSecret(dataDir),
     auth,
     ...(certificate ? { tls: { secureContext: () => certificate.current(), require: config.tlsRequire } } : {}),
     maxClients: config.maxClients,

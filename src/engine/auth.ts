@@ -2,13 +2,11 @@
 // for the role. An unknown role runs the same exchange against a mock verifier, so it fails exactly
 // like a wrong password and a client cannot probe which roles exist.
 
-import { randomBytes } from 'node:crypto';
 import { mockVerifier, parseVerifier, startExchange, verifyClientFinal, type ScramExchangeState } from '../wire/scram.js';
 import { parseSASLInitialResponse, ProtocolError } from '../wire/frontend.js';
 import { PgxError } from '../errors.js';
 import type { Credentials } from './ports.js';
 
-const MOCK_SECRET = randomBytes(32);
 export const SCRAM_MECHANISM = 'SCRAM-SHA-256';
 
 function passwordFailed(user: string): PgxError {
@@ -23,6 +21,8 @@ export class ScramExchange {
   constructor(
     private readonly user: string,
     private readonly credentials: Credentials,
+    /** What an unknown role's mock salt derives from (stable across restarts). */
+    private readonly mockSecret: Buffer,
   ) {}
 
   /** Reads SASLInitialResponse; returns the server-first message for AuthenticationSASLContinue. */
@@ -34,7 +34,7 @@ export class ScramExchange {
     const stored = await this.credentials.scramVerifier(this.user);
     const verifier = stored === null ? null : parseVerifier(stored);
     this.known = verifier !== null;
-    const started = startExchange(data, verifier ?? mockVerifier(this.user, MOCK_SECRET));
+    const started = startExchange(data, verifier ?? mockVerifier(this.user, this.mockSecret));
     if (!started.ok) throw new ProtocolError(started.error.message, started.error.sqlstate);
     this.state = started.state;
     return started.serverFirst;

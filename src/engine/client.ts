@@ -285,7 +285,7 @@ export class ClientSession implements Cancellable {
   }
 
   private sendChallenge(): void {
-    this.scram = new ScramExchange(this.user, this.ctx.options.credentials);
+    this.scram = new ScramExchange(this.user, this.ctx.options.credentials, this.ctx.mockAuthSecret);
     this.socket.write(authenticationSASL([SCRAM_MECHANISM]));
   }
 

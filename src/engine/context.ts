@@ -17,5 +17,7 @@ export interface EngineContext {
   slots: SessionSlots;
   activeSlots: ActiveSlots;
   loginFailures: LoginFailures;
+  /** options.mockAuthSecret, or a random one for this engine. */
+  mockAuthSecret: Buffer;
   logger: Logger;
 }

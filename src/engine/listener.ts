@@ -1,5 +1,6 @@
 // The engine: listens on TCP and on a Unix socket, and gives every accepted connection a ClientSession.
 
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -77,6 +78,7 @@ export class Engine {
         options.clock,
         Math.min(MAX_LOGIN_TURN_WAIT_MS, options.loginTimeoutMs / 2),
       ),
+      mockAuthSecret: options.mockAuthSecret ?? randomBytes(32),
       activeSlots: new ActiveSlots(options.maxActivePerDatabase ?? null, options.activeWaitTimeoutMs ?? DEFAULT_ACTIVE_WAIT_MS),
       logger: options.logger,
     };

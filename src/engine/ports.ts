@@ -32,6 +32,11 @@ export interface EngineOptions {
   backend: BackendAddress;
   backendStatus: BackendStatus;
   credentials: Credentials;
+  /**
+   * What unknown roles' mock SCRAM salts derive from; kept across restarts (the data directory's
+   * secret), so a salt cannot tell a real role from an unknown one. Absent: random per engine.
+   */
+  mockAuthSecret?: Buffer;
   /** trust: loopback and Unix socket connections need no password; others use SCRAM. */
   auth: AuthMode;
   /** Client sessions at once; beyond it 53300. */
