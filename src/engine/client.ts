@@ -45,6 +45,9 @@ const AUTH_OK_HOLD_MS = 100;
 /** How long a closing client may take to read its last bytes before its socket is destroyed. */
 const CLOSE_GRACE_MS = 5000;
 
+/** The same after a login timeout: the client has had its time already. */
+const LOGIN_CLOSE_GRACE_MS = 1000;
+
 /** Startup parameters that select the pool and are not sent on as settings. */
 const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
 
@@ -86,6 +89,8 @@ export class ClientSession implements Cancellable {
   private throttleTimer: NodeJS.Timeout | null = null;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
   private encrypted = false;
+  /** The TLS handshake has finished (until then nothing can be said to the client). */
+  private handshaken = false;
   private socket: net.Socket;
   /**
    * Where plain reads land (see ClientReader); replaced when a reader keeps it. Small at first, since
@@ -322,6 +327,7 @@ export class ClientSession implements Cancellable {
     // From here on TLS reads the TCP socket itself (its onread callback hears nothing more); the
     // plaintext arrives as 'data' events on the TLS socket.
     const secure = new tls.TLSSocket(raw, { isServer: true, secureContext: options.secureContext() });
+    secure.once('secure', () => (this.handshaken = true));
     secure.on('data', this.onStreamData);
     secure.on('close', this.onClose);
     secure.on('error', this.onSocketError);
@@ -507,10 +513,21 @@ export class ClientSession implements Cancellable {
     giveReadBuffer(this.readBuf);
   };
 
+  /**
+   * --login-timeout runs from accept to authenticated, the TLS handshake included: a handshake not
+   * finished by then is cut (no error can be sent before it ends), as is a socket that does not take
+   * the FATAL within a second after it.
+   */
   private onLoginTimeout(): void {
-    if (this.state === 'startup' || this.state === 'authenticating') {
-      this.failClient(new ProtocolError('canceling authentication due to timeout', '08P01'));
+    if (this.state !== 'startup' && this.state !== 'authenticating') return;
+    if (this.encrypted && !this.handshaken) {
+      this.ctx.logger.info('protocol violation', { reason: 'TLS handshake not finished within --login-timeout' });
+      this.close();
+      this.socket.destroy();
+      return;
     }
+    this.failClient(new ProtocolError('canceling authentication due to timeout', '08P01'));
+    if (!this.socket.destroyed) this.socket.setTimeout(LOGIN_CLOSE_GRACE_MS, () => this.socket.destroy());
   }
 
   /**
