@@ -48,6 +48,9 @@ const CLOSE_GRACE_MS = 5000;
 /** The same after a login timeout: the client has had its time already. */
 const LOGIN_CLOSE_GRACE_MS = 1000;
 
+/** The newest protocol 3.x minor version the engine speaks: 3.2 (PostgreSQL 18's, longer cancel keys). */
+const NEWEST_PROTOCOL_MINOR = 2;
+
 /** Startup parameters that select the pool and are not sent on as settings. */
 const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
 
@@ -79,6 +82,8 @@ export class ClientSession implements Cancellable {
   private backend: BackendConnection | null = null;
   private pump: Pump | null = null;
   private cancelPid = 0;
+  /** The protocol 3.x minor version spoken with the client: 2 gets a 32-byte cancel secret. */
+  private protocolMinor = 0;
   /** The session observer was told this session started, so it must hear that it ended. */
   private observed = false;
   /** The session holds one of its database's slots (see session-slots.ts). */
@@ -221,12 +226,9 @@ export class ClientSession implements Cancellable {
         // GSSAPI encryption is not offered: the client goes on in plain text or tries TLS.
         this.socket.write(ENCRYPTION_REFUSED);
         return;
-      case 'cancel': {
-        const session = this.ctx.cancelKeys.find(msg.pid, msg.secret);
-        session?.cancelBackend();
-        this.close();
+      case 'cancel':
+        this.onCancelRequest(msg.pid, msg.secret);
         return;
-      }
       case 'startup':
         break;
     }
@@ -246,8 +248,9 @@ export class ClientSession implements Cancellable {
     this.user = user;
     this.database = msg.params.get('database') || user;
     this.startupParams = msg.params;
-    if (msg.minor > 0 || msg.protocolOptions.length > 0) {
-      this.socket.write(negotiateProtocolVersion(0, msg.protocolOptions));
+    this.protocolMinor = Math.min(msg.minor, NEWEST_PROTOCOL_MINOR);
+    if (msg.minor > NEWEST_PROTOCOL_MINOR || msg.protocolOptions.length > 0) {
+      this.socket.write(negotiateProtocolVersion(this.protocolMinor, msg.protocolOptions));
     }
     if (this.ctx.sessions.size > this.ctx.options.maxClients) {
       throw new PgxError('TOO_MANY_CONNECTIONS', 'sorry, too many clients already', {
@@ -297,6 +300,24 @@ export class ClientSession implements Cancellable {
   /** The admin over the Unix socket: its failures are counted and logged but never hold it up. */
   private get throttleExempt(): boolean {
     return this.overUnixSocket && this.user === (this.ctx.options.adminUser ?? 'postgres');
+  }
+
+  /**
+   * A CancelRequest: a match cancels that session's statement; anything else closes silently. Wrong
+   * short (4-byte) keys are counted per source, and past the limit that source's short-key requests
+   * are dropped unread (cancel.ts): a 32-bit secret must not be guessable at network speed.
+   */
+  private onCancelRequest(pid: number, secret: Buffer): void {
+    const failures = this.ctx.cancelFailures;
+    const short = secret.length <= 4;
+    if (!short || failures.allowed(this.source)) {
+      const session = this.ctx.cancelKeys.find(pid, secret);
+      if (session) session.cancelBackend();
+      else if (short && failures.failed(this.source)) {
+        this.ctx.logger.warn('cancel-rate-limited', { source: this.source, hint: 'Wrong cancel keys from this address: its 4-byte-key cancel requests are dropped for a while. Clients speaking protocol 3.2 get 32-byte keys, which are never throttled.' });
+      }
+    }
+    this.close();
   }
 
   /** Where the client connects from, for the failed-login limit: its address, or the Unix socket. */
@@ -464,7 +485,7 @@ export class ClientSession implements Cancellable {
       return;
     }
     this.backend = backend;
-    const key = this.ctx.cancelKeys.issue(this, backend.pid);
+    const key = this.ctx.cancelKeys.issue(this, backend.pid, this.protocolMinor >= 2);
     this.cancelPid = key.pid;
     this.socket.write(this.withAuth(backend.parameterFrames(), backendKeyData(key.pid, key.secret), READY_IDLE));
     this.setState('active');

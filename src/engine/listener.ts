@@ -5,7 +5,7 @@ import net from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PgxError } from '../errors.js';
-import { CancelKeys } from './cancel.js';
+import { CancelFailures, CancelKeys } from './cancel.js';
 import { ClientSession, type ClientSocketSource } from './client.js';
 import type { EngineContext } from './context.js';
 import { BackendPool, type PoolStats } from './pool.js';
@@ -71,6 +71,7 @@ export class Engine {
         logger: options.logger,
       }),
       cancelKeys: new CancelKeys(),
+      cancelFailures: new CancelFailures(options.clock),
       sessions: new Set(),
       slots: new SessionSlots(),
       loginFailures: new LoginFailures(
