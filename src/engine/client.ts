@@ -17,9 +17,10 @@ import {
   negotiateProtocolVersion,
 } from '../wire/backend.js';
 import { errorResponse } from '../wire/error-response.js';
+import { tlsServerEndPoint } from '../wire/scram.js';
 import { ProtocolError, parseStartupPacket, startupPacketLength } from '../wire/frontend.js';
 import { PgxError, asPgxError } from '../errors.js';
-import { ScramExchange, SCRAM_MECHANISM } from './auth.js';
+import { ScramExchange, scramMechanisms } from './auth.js';
 import { BackendRefused, BackendUnreachable, type BackendConnection } from './server.js';
 import { Pump } from './pump.js';
 import { ControlSession } from './control.js';
@@ -293,8 +294,9 @@ export class ClientSession implements Cancellable {
   }
 
   private sendChallenge(): void {
-    this.scram = new ScramExchange(this.user, this.ctx.options.credentials, this.ctx.mockAuthSecret);
-    this.socket.write(authenticationSASL([SCRAM_MECHANISM]));
+    const binding = this.encrypted ? channelBindingData(this.socket as tls.TLSSocket) : null;
+    this.scram = new ScramExchange(this.user, this.ctx.options.credentials, this.ctx.mockAuthSecret, binding);
+    this.socket.write(authenticationSASL(scramMechanisms(binding)));
   }
 
   /** The admin over the Unix socket: its failures are counted and logged but never hold it up. */
@@ -617,6 +619,12 @@ export class ClientSession implements Cancellable {
       this.socket.once('close', () => this.socket.setTimeout(0));
     }
   }
+}
+
+/** tls-server-end-point data for the certificate this TLS connection presented; null if none fits. */
+function channelBindingData(socket: tls.TLSSocket): Buffer | null {
+  const cert = socket.getCertificate() as { raw?: Buffer } | null;
+  return cert?.raw ? tlsServerEndPoint(cert.raw) : null;
 }
 
 function toFrame(e: PgxError): Buffer {

@@ -7,7 +7,9 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { makeTestTls } from '../helpers/kube-api/tls.js';
+import { runCommand } from '../helpers/commands.js';
 import { RawSocket, sslRequest } from '../helpers/raw-socket.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
@@ -36,6 +38,53 @@ describe('engine: logging in over TLS', function () {
   after(async function () {
     await rt?.stop();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('SCRAM-SHA-256-PLUS: channel binding to the engine\'s certificate', function () {
+    function psql(extra: Record<string, string>): ReturnType<typeof runCommand> {
+      return runCommand('psql', ['-X', '-At', '-c', 'SELECT current_user'], {
+        env: { ...rt.env('postgres', 'app'), PGHOST: '127.0.0.1', PGPASSWORD: PASSWORD, ...extra },
+      });
+    }
+
+    it('psql with channel_binding=require logs in over TLS (verify-full too)', async function () {
+      const modes: Record<string, string>[] = [{ PGSSLMODE: 'require' }, { PGSSLMODE: 'verify-full', PGSSLROOTCERT: path.join(dir, 'ca.pem') }];
+      for (const extra of modes) {
+        const r = await psql({ ...extra, PGCHANNELBINDING: 'require' });
+        expect(r.code, r.stderr).to.equal(0);
+        expect(r.stdout.trim()).to.equal('app');
+      }
+    });
+
+    it('psql with channel_binding=require refuses a plain connection: nothing to bind to', async function () {
+      const r = await psql({ PGSSLMODE: 'disable', PGCHANNELBINDING: 'require' });
+      expect(r.code).to.not.equal(0);
+      expect(r.stderr).to.match(/channel binding/);
+    });
+
+    it('node-postgres with enableChannelBinding picks SCRAM-SHA-256-PLUS and logs in', async function () {
+      const client = new pg.Client({
+        ...rt.connection('postgres', 'app'),
+        host: '127.0.0.1',
+        password: PASSWORD,
+        ssl: { ca: fs.readFileSync(path.join(dir, 'ca.pem'), 'utf8') },
+        enableChannelBinding: true,
+      } as pg.ClientConfig);
+      const connection = (client as unknown as { connection: { sendSASLInitialResponseMessage(mechanism: string, data: string): void } }).connection;
+      const send = connection.sendSASLInitialResponseMessage.bind(connection);
+      let mechanism = '';
+      connection.sendSASLInitialResponseMessage = (m, data) => {
+        mechanism = m;
+        send(m, data);
+      };
+      await client.connect();
+      try {
+        expect((await client.query('SELECT current_user AS u')).rows).to.deep.equal([{ u: 'app' }]);
+        expect(mechanism).to.equal('SCRAM-SHA-256-PLUS');
+      } finally {
+        await client.end();
+      }
+    });
   });
 
   describe('--login-timeout covers the TLS handshake', function () {
