@@ -7,6 +7,7 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import pg from 'pg';
 import { makeTestTls } from '../helpers/kube-api/tls.js';
 import { runCommand } from '../helpers/commands.js';
@@ -96,6 +97,21 @@ describe('engine: logging in over TLS', function () {
       expect((await raw.readBytes(1)).toString()).to.equal('S');
       expect(await raw.waitClosed(4000)).to.equal(true);
       raw.destroy();
+    });
+
+    it('a client that finishes the handshake but not the login gets FATAL 08P01 over TLS', async function () {
+      const raw = await RawSocket.connect(rt.port, '127.0.0.1');
+      raw.write(sslRequest());
+      expect((await raw.readBytes(1)).toString()).to.equal('S');
+      raw.socket.removeAllListeners('data');
+      const secure = tls.connect({ socket: raw.socket, ca: fs.readFileSync(path.join(dir, 'ca.pem'), 'utf8'), servername: 'localhost' });
+      const received: Buffer[] = [];
+      secure.on('data', (chunk: Buffer) => received.push(chunk));
+      secure.on('error', () => {});
+      await new Promise<void>((resolve) => secure.once('secureConnect', () => resolve()));
+      await new Promise<void>((resolve) => secure.once('close', () => resolve()));
+      const text = Buffer.concat(received).toString('latin1');
+      expect(text).to.include('C08P01').and.to.include('canceling authentication due to timeout');
     });
 
     it('a client that sends half a ClientHello is closed at the timeout', async function () {
