@@ -44,7 +44,7 @@ export const runtimeConfigSchema = z
     maxIdleBackends: z.number().int().min(0).max(MAX_COUNT).default(10),
     backendWaitTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(30),
     loginTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(15),
-    /** Failed logins per source address and minute before its logins are refused for a while; null: none. */
+    /** Failed logins per (source address, user) and minute before that pair's attempts take turns; null: none. */
     loginFailureLimit: z.number().int().min(1).max(MAX_COUNT).nullable().default(20),
     pgSettings: z
       .record(z.string().regex(pgSettingName, 'a PostgreSQL setting name'), z.string())

@@ -16,6 +16,7 @@ import { locatePgBinaries } from '../runtime/pg-binaries.js';
 import { assertReachable, resolvePgOsUser } from '../runtime/os-user.js';
 import { PostgresSupervisor } from '../runtime/supervisor.js';
 import { RoleCredentials } from '../runtime/credentials.js';
+import { authSecret } from '../runtime/auth-secret.js';
 import { AdminConnection } from '../runtime/admin-connection.js';
 import { DisposableDatabases } from '../runtime/databases.js';
 import type { DatabaseSettings } from '../runtime/database-settings.js';
@@ -54,8 +55,8 @@ Options:
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
   --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [10]
   --login-timeout S       time allowed from connect to authenticated                 [15]
-  --login-failure-limit N failed logins per source address and minute; past it that
-                          source's logins are refused (28000) for a while            [20]
+  --login-failure-limit N failed logins per (source address, user) and minute; past it
+                          that pair's logins take turns at a growing delay           [20]
 
 Memory limits (MB; a statement whose backend crosses one is canceled with 53200; docs/limits.md):
   --session-memory-limit MB   one session's backend                                 [none]
@@ -475,6 +476,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     backend: { socketDir, port: PG_PORT },
     backendStatus: { accepting: () => supervisor.state === 'ready' },
     credentials,
+    mockAuthSecret: authSecret(dataDir),
     auth,
     ...(certificate ? { tls: { secureContext: () => certificate.current(), require: config.tlsRequire } } : {}),
     maxClients: config.maxClients,

@@ -17,10 +17,11 @@ import {
   negotiateProtocolVersion,
 } from '../wire/backend.js';
 import { errorResponse } from '../wire/error-response.js';
+import { tlsServerEndPoint } from '../wire/scram.js';
 import { ProtocolError, parseStartupPacket, startupPacketLength } from '../wire/frontend.js';
 import { clipIdentifier } from '../wire/identifier.js';
 import { PgxError, asPgxError } from '../errors.js';
-import { ScramExchange, SCRAM_MECHANISM } from './auth.js';
+import { ScramExchange, scramMechanisms } from './auth.js';
 import { BackendRefused, BackendUnreachable, type BackendConnection } from './server.js';
 import { Pump } from './pump.js';
 import { ControlSession } from './control.js';
@@ -45,6 +46,12 @@ const AUTH_OK_HOLD_MS = 100;
 
 /** How long a closing client may take to read its last bytes before its socket is destroyed. */
 const CLOSE_GRACE_MS = 5000;
+
+/** The same after a login timeout: the client has had its time already. */
+const LOGIN_CLOSE_GRACE_MS = 1000;
+
+/** The newest protocol 3.x minor version the engine speaks: 3.2 (PostgreSQL 18's, longer cancel keys). */
+const NEWEST_PROTOCOL_MINOR = 2;
 
 /** Startup parameters that select the pool and are not sent on as settings. */
 const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
@@ -77,6 +84,8 @@ export class ClientSession implements Cancellable {
   private backend: BackendConnection | null = null;
   private pump: Pump | null = null;
   private cancelPid = 0;
+  /** The protocol 3.x minor version spoken with the client: 2 gets a 32-byte cancel secret. */
+  private protocolMinor = 0;
   /** The session observer was told this session started, so it must hear that it ended. */
   private observed = false;
   /** The session holds one of its database's slots (see session-slots.ts). */
@@ -85,8 +94,12 @@ export class ClientSession implements Cancellable {
   private keepBackend = true;
   private readonly loginTimer: NodeJS.Timeout;
   private authTimer: NodeJS.Timeout | null = null;
+  /** Holds a throttled login until its turn (askPassword). */
+  private throttleTimer: NodeJS.Timeout | null = null;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
   private encrypted = false;
+  /** The TLS handshake has finished (until then nothing can be said to the client). */
+  private handshaken = false;
   private socket: net.Socket;
   /**
    * Where plain reads land (see ClientReader); replaced when a reader keeps it. Small at first, since
@@ -226,12 +239,9 @@ export class ClientSession implements Cancellable {
         // GSSAPI encryption is not offered: the client goes on in plain text or tries TLS.
         this.socket.write(ENCRYPTION_REFUSED);
         return;
-      case 'cancel': {
-        const session = this.ctx.cancelKeys.find(msg.pid, msg.secret);
-        session?.cancelBackend();
-        this.close();
+      case 'cancel':
+        this.onCancelRequest(msg.pid, msg.secret);
         return;
-      }
       case 'startup':
         break;
     }
@@ -254,8 +264,9 @@ export class ClientSession implements Cancellable {
     this.user = user;
     this.database = clipIdentifier(msg.params.get('database') || user);
     this.startupParams = msg.params;
-    if (msg.minor > 0 || msg.protocolOptions.length > 0) {
-      this.socket.write(negotiateProtocolVersion(0, msg.protocolOptions));
+    this.protocolMinor = Math.min(msg.minor, NEWEST_PROTOCOL_MINOR);
+    if (msg.minor > NEWEST_PROTOCOL_MINOR || msg.protocolOptions.length > 0) {
+      this.socket.write(negotiateProtocolVersion(this.protocolMinor, msg.protocolOptions));
     }
     if (this.ctx.sessions.size > this.ctx.options.maxClients) {
       throw new PgxError('TOO_MANY_CONNECTIONS', 'sorry, too many clients already', {
@@ -266,16 +277,64 @@ export class ClientSession implements Cancellable {
       this.authenticated();
       return;
     }
-    const waitMs = this.ctx.loginFailures.blockedFor(this.source);
-    if (waitMs > 0) {
-      this.ctx.logger.warn('login-rate-limited', { source: this.source, user });
-      throw new PgxError('INVALID_AUTHORIZATION', `too many failed login attempts from ${this.source}`, {
-        hint: `Try again in ${Math.ceil(waitMs / 1000)} s with the right password (--login-failure-limit).`,
+    this.setState('authenticating');
+    this.askPassword();
+  }
+
+  /**
+   * Asks for a password now, or when this (source, user)'s turn comes if its failed logins are past
+   * --login-failure-limit (login-failures.ts); refuses it (28000) when that turn is too far off. The
+   * admin on the Unix socket is never held or refused: a local guesser must not lock the operator out.
+   */
+  private askPassword(): void {
+    const wait = this.throttleExempt ? 0 : this.ctx.loginFailures.admit(this.source, this.user);
+    if (wait === null) {
+      const retryS = Math.max(1, Math.ceil(this.ctx.loginFailures.retryAfterMs(this.source, this.user) / 1000));
+      this.ctx.logger.warn('login-rate-limited', { source: this.source, user: this.user, refused: true });
+      throw new PgxError('INVALID_AUTHORIZATION', `too many failed login attempts for user "${this.user}" from ${this.source}`, {
+        hint: `Try again in ${retryS} s with the right password: past --login-failure-limit failures within a minute, this user's logins from this address take turns.`,
       });
     }
-    this.setState('authenticating');
-    this.scram = new ScramExchange(user, this.ctx.options.credentials);
-    this.socket.write(authenticationSASL([SCRAM_MECHANISM]));
+    if (wait === 0) {
+      this.sendChallenge();
+      return;
+    }
+    this.ctx.logger.info('login-rate-limited', { source: this.source, user: this.user, waitMs: Math.round(wait) });
+    this.throttleTimer = setTimeout(() => {
+      this.throttleTimer = null;
+      if (this.state !== 'authenticating') return;
+      this.sendChallenge();
+      this.processLoginSafely();
+    }, wait);
+  }
+
+  private sendChallenge(): void {
+    const binding = this.encrypted ? channelBindingData(this.socket as tls.TLSSocket) : null;
+    this.scram = new ScramExchange(this.user, this.ctx.options.credentials, this.ctx.mockAuthSecret, binding);
+    this.socket.write(authenticationSASL(scramMechanisms(binding)));
+  }
+
+  /** The admin over the Unix socket: its failures are counted and logged but never hold it up. */
+  private get throttleExempt(): boolean {
+    return this.overUnixSocket && this.user === (this.ctx.options.adminUser ?? 'postgres');
+  }
+
+  /**
+   * A CancelRequest: a match cancels that session's statement; anything else closes silently. Wrong
+   * short (4-byte) keys are counted per source, and past the limit that source's short-key requests
+   * are dropped unread (cancel.ts): a 32-bit secret must not be guessable at network speed.
+   */
+  private onCancelRequest(pid: number, secret: Buffer): void {
+    const failures = this.ctx.cancelFailures;
+    const short = secret.length <= 4;
+    if (!short || failures.allowed(this.source)) {
+      const session = this.ctx.cancelKeys.find(pid, secret);
+      if (session) session.cancelBackend();
+      else if (short && failures.failed(this.source)) {
+        this.ctx.logger.warn('cancel-rate-limited', { source: this.source, hint: 'Wrong cancel keys from this address: its 4-byte-key cancel requests are dropped for a while. Clients speaking protocol 3.2 get 32-byte keys, which are never throttled.' });
+      }
+    }
+    this.close();
   }
 
   /** Where the client connects from, for the failed-login limit: its address, or the Unix socket. */
@@ -306,6 +365,7 @@ export class ClientSession implements Cancellable {
     // From here on TLS reads the TCP socket itself (its onread callback hears nothing more); the
     // plaintext arrives as 'data' events on the TLS socket.
     const secure = new tls.TLSSocket(raw, { isServer: true, secureContext: options.secureContext() });
+    secure.once('secure', () => (this.handshaken = true));
     secure.on('data', this.onStreamData);
     secure.on('close', this.onClose);
     secure.on('error', this.onSocketError);
@@ -332,14 +392,21 @@ export class ClientSession implements Cancellable {
     try {
       serverFinal = scram.finish(body);
     } catch (err) {
-      if (err instanceof PgxError && err.code === 'INVALID_PASSWORD') {
-        this.ctx.loginFailures.record(this.source);
-        this.ctx.logger.info('login-failed', { source: this.source, user: this.user });
-      }
+      if (err instanceof PgxError && err.code === 'INVALID_PASSWORD') throw this.loginFailed(err);
       throw err;
     }
     // SASLFinal and AuthenticationOk go out with the greeting (see authenticated()).
     this.authenticated(authenticationSASLFinal(serverFinal));
+  }
+
+  /** Counts and logs a wrong password; past the limit the 28P01 says that further attempts are slowed. */
+  private loginFailed(err: PgxError): PgxError {
+    const { failures, nextWaitMs } = this.ctx.loginFailures.record(this.source, this.user);
+    this.ctx.logger.info('login-failed', { source: this.source, user: this.user, failures });
+    if (nextWaitMs === 0 || this.throttleExempt) return err;
+    return new PgxError('INVALID_PASSWORD', err.message, {
+      hint: `${failures} failed logins for this user from ${this.source} within a minute (--login-failure-limit): its next attempt waits ${Math.ceil(nextWaitMs / 100) / 10} s for its turn.`,
+    });
   }
 
   /** AuthenticationOk (and SASLFinal) not yet written: they precede whatever the client hears next. */
@@ -449,7 +516,7 @@ export class ClientSession implements Cancellable {
       return;
     }
     this.backend = backend;
-    const key = this.ctx.cancelKeys.issue(this, backend.pid);
+    const key = this.ctx.cancelKeys.issue(this, backend.pid, this.protocolMinor >= 2);
     this.cancelPid = key.pid;
     this.socket.write(this.withAuth(backend.parameterFrames(), backendKeyData(key.pid, key.secret), READY_IDLE));
     this.setState('active');
@@ -498,10 +565,21 @@ export class ClientSession implements Cancellable {
     giveReadBuffer(this.readBuf);
   };
 
+  /**
+   * --login-timeout runs from accept to authenticated, the TLS handshake included: a handshake not
+   * finished by then is cut (no error can be sent before it ends), as is a socket that does not take
+   * the FATAL within a second after it.
+   */
   private onLoginTimeout(): void {
-    if (this.state === 'startup' || this.state === 'authenticating') {
-      this.failClient(new ProtocolError('canceling authentication due to timeout', '08P01'));
+    if (this.state !== 'startup' && this.state !== 'authenticating') return;
+    if (this.encrypted && !this.handshaken) {
+      this.ctx.logger.info('protocol violation', { reason: 'TLS handshake not finished within --login-timeout' });
+      this.close();
+      this.socket.destroy();
+      return;
     }
+    this.failClient(new ProtocolError('canceling authentication due to timeout', '08P01'));
+    if (!this.socket.destroyed) this.socket.setTimeout(LOGIN_CLOSE_GRACE_MS, () => this.socket.destroy());
   }
 
   /**
@@ -536,6 +614,7 @@ export class ClientSession implements Cancellable {
     if (this.state === 'closed') return;
     this.setState('closed');
     clearTimeout(this.loginTimer);
+    if (this.throttleTimer !== null) clearTimeout(this.throttleTimer);
     this.clearAuthTimer();
     this.authPending = null;
     this.ctx.sessions.delete(this);
@@ -569,6 +648,12 @@ export class ClientSession implements Cancellable {
       this.socket.once('close', () => this.socket.setTimeout(0));
     }
   }
+}
+
+/** tls-server-end-point data for the certificate this TLS connection presented; null if none fits. */
+function channelBindingData(socket: tls.TLSSocket): Buffer | null {
+  const cert = socket.getCertificate() as { raw?: Buffer } | null;
+  return cert?.raw ? tlsServerEndPoint(cert.raw) : null;
 }
 
 function toFrame(e: PgxError): Buffer {

@@ -1,7 +1,7 @@
 // What every client session of one engine shares.
 
 import type { Logger } from '../log.js';
-import type { CancelKeys } from './cancel.js';
+import type { CancelFailures, CancelKeys } from './cancel.js';
 import type { ClientSession } from './client.js';
 import type { BackendPool } from './pool.js';
 import type { EngineOptions } from './ports.js';
@@ -13,9 +13,12 @@ export interface EngineContext {
   options: EngineOptions;
   pool: BackendPool;
   cancelKeys: CancelKeys;
+  cancelFailures: CancelFailures;
   sessions: Set<ClientSession>;
   slots: SessionSlots;
   activeSlots: ActiveSlots;
   loginFailures: LoginFailures;
+  /** options.mockAuthSecret, or a random one for this engine. */
+  mockAuthSecret: Buffer;
   logger: Logger;
 }

@@ -1,10 +1,11 @@
 // The engine: listens on TCP and on a Unix socket, and gives every accepted connection a ClientSession.
 
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PgxError } from '../errors.js';
-import { CancelKeys } from './cancel.js';
+import { CancelFailures, CancelKeys } from './cancel.js';
 import { ClientSession, type ClientSocketSource } from './client.js';
 import type { EngineContext } from './context.js';
 import { BackendPool, type PoolStats } from './pool.js';
@@ -22,8 +23,11 @@ import { acceptWithOnread } from './accept-onread.js';
  */
 const DEFAULT_MAX_IDLE_BACKENDS = 10;
 
-/** Failed logins per source address and minute before its logins are refused for a while. */
+/** Failed logins per (source address, user) and minute before that pair's attempts take turns. */
 const DEFAULT_LOGIN_FAILURE_LIMIT = 20;
+
+/** Longest a throttled login is held for its turn before it is refused instead (half the login timeout at most). */
+const MAX_LOGIN_TURN_WAIT_MS = 5_000;
 
 /** How long a transaction may wait for an active slot on its database (--active-wait-timeout). */
 const DEFAULT_ACTIVE_WAIT_MS = 30_000;
@@ -69,9 +73,15 @@ export class Engine {
         logger: options.logger,
       }),
       cancelKeys: new CancelKeys(),
+      cancelFailures: new CancelFailures(options.clock),
       sessions: new Set(),
       slots: new SessionSlots(),
-      loginFailures: new LoginFailures(options.loginFailureLimit === undefined ? DEFAULT_LOGIN_FAILURE_LIMIT : options.loginFailureLimit, options.clock),
+      loginFailures: new LoginFailures(
+        options.loginFailureLimit === undefined ? DEFAULT_LOGIN_FAILURE_LIMIT : options.loginFailureLimit,
+        options.clock,
+        Math.min(MAX_LOGIN_TURN_WAIT_MS, options.loginTimeoutMs / 2),
+      ),
+      mockAuthSecret: options.mockAuthSecret ?? randomBytes(32),
       activeSlots: new ActiveSlots(options.maxActivePerDatabase ?? null, options.activeWaitTimeoutMs ?? DEFAULT_ACTIVE_WAIT_MS),
       logger: options.logger,
     };

@@ -37,6 +37,11 @@ export interface EngineOptions {
   backend: BackendAddress;
   backendStatus: BackendStatus;
   credentials: Credentials;
+  /**
+   * What unknown roles' mock SCRAM salts derive from; kept across restarts (the data directory's
+   * secret), so a salt cannot tell a real role from an unknown one. Absent: random per engine.
+   */
+  mockAuthSecret?: Buffer;
   /** trust: loopback and Unix socket connections need no password; others use SCRAM. */
   auth: AuthMode;
   /** Client sessions at once; beyond it 53300. */
@@ -57,8 +62,14 @@ export interface EngineOptions {
   backendIdleTimeoutMs: number;
   /** How long a client may wait for a backend when all are busy. */
   backendWaitTimeoutMs: number;
-  /** Failed logins per source address within a minute, past which its logins are refused (28000) until one ages out; null: no limit. Default 20. */
+  /**
+   * Failed logins per (source address, user) within a minute, past which that pair's attempts take
+   * turns at a growing delay, and are refused (28000) when their turn is too far off; null: no limit.
+   * Default 20.
+   */
   loginFailureLimit?: number | null;
+  /** The runtime's superuser (default postgres): over the Unix socket its logins are never throttled. */
+  adminUser?: string;
   /** How long a client may take from connect to authenticated. */
   loginTimeoutMs: number;
   /** Memory limits on tenant backends (memory-watchdog.ts); absent: none. */

@@ -43,10 +43,16 @@ export function parameterStatus(name: string, value: string): Buffer {
   return w.end(start).flush();
 }
 
-export function backendKeyData(pid: number, secret: number): Buffer {
-  const w = new MessageWriter(13);
+/**
+ * BackendKeyData: the 4-byte secret of protocol 3.0 as a number, or a secret of 4 to 256 bytes as a
+ * Buffer (protocol 3.2, where the length follows from the message's).
+ */
+export function backendKeyData(pid: number, secret: number | Buffer): Buffer {
+  const w = new MessageWriter(9 + (typeof secret === 'number' ? 4 : secret.length));
   const start = w.begin(Msg.BackendKeyData);
-  w.int32(pid).int32(secret);
+  w.int32(pid);
+  if (typeof secret === 'number') w.int32(secret);
+  else w.bytes(secret);
   return w.end(start).flush();
 }
 
@@ -57,11 +63,15 @@ export function readyForQuery(status: TxStatus): Buffer {
   return w.end(start).flush();
 }
 
-/** Tells a client asking for a newer minor version (or _pq_ options) what this server speaks. */
+/**
+ * Tells a client asking for a newer minor version (or _pq_ options) what this server speaks: protocol
+ * 3.`minor`, sent as the whole version number (major << 16 | minor), as PostgreSQL sends it and
+ * libpq reads it (the documentation's "newest minor protocol version").
+ */
 export function negotiateProtocolVersion(minor: number, unrecognized: string[]): Buffer {
   const w = new MessageWriter();
   const start = w.begin(Msg.NegotiateProtocolVersion);
-  w.int32(minor).int32(unrecognized.length);
+  w.int32((3 << 16) | minor).int32(unrecognized.length);
   for (const o of unrecognized) w.cstring(o);
   return w.end(start).flush();
 }

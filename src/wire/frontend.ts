@@ -55,7 +55,7 @@ export function parseStartupPacket(packet: Buffer): StartupPacket {
   const minor = code & 0xffff;
   if (major !== 3) {
     throw new ProtocolError(
-      `unsupported frontend protocol ${major}.${minor}: server supports 3.0 to 3.0`,
+      `unsupported frontend protocol ${major}.${minor}: server supports 3.0 to 3.2`,
       '0A000',
     );
   }

@@ -3,8 +3,11 @@
 // rules for client-first and client-final messages (including PostgreSQL's leniencies), and the
 // proof check. Pure functions over node:crypto: no sockets, timers or logs.
 //
-// Channel binding: we never advertise SCRAM-SHA-256-PLUS, so a client-first message asking for it
-// ("p=...") is rejected exactly as PostgreSQL does when the client picked plain SCRAM-SHA-256.
+// Channel binding (RFC 5929 tls-server-end-point): over TLS the server offers SCRAM-SHA-256-PLUS, and
+// the client proves it sees the server's own certificate (a hash of it, computed here by
+// tlsServerEndPoint), so a man in the middle holding another certificate cannot relay the exchange.
+// Without TLS nothing is offered, and a client-first message asking for binding ("p=...") is
+// rejected as PostgreSQL rejects it when the client picked plain SCRAM-SHA-256.
 //
 // Nothing here throws on bytes from the network: the exchange functions return a result whose failure
 // side carries a ScramError (the only exception type this module ever throws, and only for bad
@@ -254,10 +257,25 @@ function guard<T>(fn: () => T): T | ScramFailure {
   }
 }
 
+/** Channel binding offered on this connection (TLS): SCRAM-SHA-256-PLUS with tls-server-end-point. */
+export interface ChannelBinding {
+  /** The client selected SCRAM-SHA-256-PLUS (rather than SCRAM-SHA-256). */
+  selected: boolean;
+  /** The tls-server-end-point data: tlsServerEndPoint() of the server's certificate. */
+  data: Buffer;
+}
+
+export const CHANNEL_BINDING_TYPE = 'tls-server-end-point';
+
 export interface ClientFirst {
   ok: true;
-  /** The GS2 channel-binding flag: 'n' (client does not support it) or 'y' (thinks we do not). */
-  cbindFlag: 'n' | 'y';
+  /**
+   * The GS2 channel-binding flag: 'n' (client does not support it), 'y' (thinks we do not) or 'p'
+   * (binds to tls-server-end-point).
+   */
+  cbindFlag: 'n' | 'y' | 'p';
+  /** The GS2 header, up to and including its second comma: what client-final's c= repeats. */
+  gs2Header: string;
   /** client-first-message-bare as a binary (latin1, one char per byte) string; plain text for ASCII. */
   clientFirstBare: string;
   /** The client nonce (printable ASCII, possibly empty as PostgreSQL allows). */
@@ -266,24 +284,47 @@ export interface ClientFirst {
   username: string;
 }
 
-/** Parse the SASLInitialResponse data (read_client_first_message). */
-export function parseClientFirst(body: Buffer): ClientFirst | ScramFailure {
+/**
+ * Parse the SASLInitialResponse data (read_client_first_message). `binding`: what this connection
+ * offers (absent: no TLS, nothing offered).
+ */
+export function parseClientFirst(body: Buffer, binding?: ChannelBinding): ClientFirst | ScramFailure {
   return guard((): ClientFirst => {
     const cur = new Cursor(decodeMessage(body));
     const flag = cur.peek();
-    let cbindFlag: 'n' | 'y';
+    let cbindFlag: 'n' | 'y' | 'p';
     switch (flag) {
       case 'n':
       case 'y':
+        if (binding?.selected) {
+          throw malformed('The client selected SCRAM-SHA-256-PLUS, but the SCRAM message does not include channel binding data.');
+        }
+        if (flag === 'y' && binding) {
+          // A client that would bind, told (by someone in the middle) that we cannot.
+          throw new ScramError(
+            'PROTOCOL_VIOLATION',
+            'SCRAM channel binding negotiation error',
+            'The client supports SCRAM channel binding but thinks the server does not.  However, this server does support channel binding.',
+          );
+        }
         cbindFlag = flag;
         cur.pos++;
         if (cur.peek() !== ',') throw malformed(`Comma expected, but found character "${cur.shown()}".`);
         cur.pos++;
         break;
-      case 'p':
-        throw malformed(
-          'The client selected SCRAM-SHA-256 without channel binding, but the SCRAM message includes channel binding data.',
-        );
+      case 'p': {
+        if (!binding?.selected) {
+          throw malformed(
+            'The client selected SCRAM-SHA-256 without channel binding, but the SCRAM message includes channel binding data.',
+          );
+        }
+        const type = cur.attrValue('p');
+        if (type !== CHANNEL_BINDING_TYPE) {
+          throw new ScramError('PROTOCOL_VIOLATION', `unsupported SCRAM channel-binding type "${type}"`);
+        }
+        cbindFlag = 'p';
+        break;
+      }
       default:
         throw malformed(`Unexpected channel-binding type "${cur.shown()}".`);
     }
@@ -293,6 +334,7 @@ export function parseClientFirst(body: Buffer): ClientFirst | ScramFailure {
     if (cur.peek() !== ',') throw malformed(`Unexpected attribute "${cur.shown()}" in client-first-message.`);
     cur.pos++;
 
+    const gs2Header = cur.s.slice(0, cur.pos);
     const clientFirstBare = cur.s.slice(cur.pos);
     if (cur.peek() === 'm') {
       throw new ScramError('FEATURE_NOT_SUPPORTED', 'client requires an unsupported SCRAM extension');
@@ -304,6 +346,7 @@ export function parseClientFirst(body: Buffer): ClientFirst | ScramFailure {
     return {
       ok: true,
       cbindFlag,
+      gs2Header,
       clientFirstBare,
       clientNonce,
       username: Buffer.from(username, 'latin1').toString('utf8'),
@@ -338,7 +381,10 @@ function buildServerFirst(
 
 /** Everything verifyClientFinal needs from the first round trip. Plain data; keep it per connection. */
 export interface ScramExchangeState {
-  cbindFlag: 'n' | 'y';
+  cbindFlag: 'n' | 'y' | 'p';
+  gs2Header: string;
+  /** The tls-server-end-point data client-final must carry, when the client binds ('p'). */
+  bindingData: Buffer | null;
   clientFirstBare: string;
   clientNonce: string;
   serverNonce: string;
@@ -348,19 +394,23 @@ export interface ScramExchangeState {
 
 /**
  * First round trip in one call: parse the SASLInitialResponse data and build the server-first-message
- * (send it as AuthenticationSASLContinue) plus the state for verifyClientFinal.
+ * (send it as AuthenticationSASLContinue) plus the state for verifyClientFinal. `binding`: the
+ * channel binding this connection offers (TLS), absent without.
  */
 export function startExchange(
   body: Buffer,
   verifier: ScramVerifier,
   serverNonce?: Buffer | string,
+  binding?: ChannelBinding,
 ): { ok: true; serverFirst: string; state: ScramExchangeState } | ScramFailure {
-  const first = parseClientFirst(body);
+  const first = parseClientFirst(body, binding);
   if (!first.ok) return first;
   return guard(() => {
     const sf = buildServerFirst(first.clientNonce, verifier, serverNonce);
     const state: ScramExchangeState = {
       cbindFlag: first.cbindFlag,
+      gs2Header: first.gs2Header,
+      bindingData: first.cbindFlag === 'p' ? binding!.data : null,
       clientFirstBare: first.clientFirstBare,
       clientNonce: first.clientNonce,
       serverNonce: sf.serverNonce,
@@ -387,8 +437,12 @@ export function verifyClientFinal(
     const cur = new Cursor(input);
 
     const cbind = cur.attrValue('c');
-    // Without channel binding the data is the base64 GS2 header, and must repeat the first flag.
-    if (!((cbind === 'biws' && state.cbindFlag === 'n') || (cbind === 'eSws' && state.cbindFlag === 'y'))) {
+    if (state.cbindFlag === 'p') {
+      // The GS2 header and the hash of the certificate this client saw: ours, or someone else's.
+      const expected = Buffer.concat([Buffer.from(state.gs2Header, 'latin1'), state.bindingData!]).toString('base64');
+      if (cbind !== expected) throw new ScramError('PROTOCOL_VIOLATION', 'SCRAM channel binding check failed');
+    } else if (!((cbind === 'biws' && state.cbindFlag === 'n') || (cbind === 'eSws' && state.cbindFlag === 'y'))) {
+      // Without channel binding the data is the base64 GS2 header, and must repeat the first flag.
       throw new ScramError(
         'PROTOCOL_VIOLATION',
         'unexpected SCRAM channel-binding attribute in client-final-message',
@@ -429,4 +483,61 @@ export function verifyClientFinal(
     }
     return { ok: true as const, serverFinal: `v=${hmac(serverKey, authMessage).toString('base64')}` };
   });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// tls-server-end-point (RFC 5929 section 4.1): the hash of the server certificate, with the hash of
+// its signature algorithm, SHA-256 where that is MD5 or SHA-1. Read from the certificate's DER:
+// Certificate ::= SEQUENCE { tbsCertificate SEQUENCE, signatureAlgorithm SEQUENCE { OID, ... }, ... }.
+
+/** Signature algorithm OIDs (DER content, hex) and the hash tls-server-end-point uses for each. */
+const SIGNATURE_HASH: Record<string, string> = {
+  '2a864886f70d010104': 'sha256', // md5WithRSAEncryption
+  '2a864886f70d010105': 'sha256', // sha1WithRSAEncryption
+  '2a864886f70d01010e': 'sha224',
+  '2a864886f70d01010b': 'sha256',
+  '2a864886f70d01010c': 'sha384',
+  '2a864886f70d01010d': 'sha512',
+  '2a8648ce3d0401': 'sha256', // ecdsa-with-SHA1
+  '2a8648ce3d040301': 'sha224',
+  '2a8648ce3d040302': 'sha256',
+  '2a8648ce3d040303': 'sha384',
+  '2a8648ce3d040304': 'sha512',
+  '2a8648ce380403': 'sha256', // dsa-with-sha1
+  '608648016503040302': 'sha256', // dsa-with-sha256
+};
+
+/** A DER element's header at `pos`: its tag, where its content starts and ends; null if malformed. */
+function derElement(der: Buffer, pos: number): { tag: number; start: number; end: number } | null {
+  if (pos + 2 > der.length) return null;
+  const tag = der[pos]!;
+  let len = der[pos + 1]!;
+  let start = pos + 2;
+  if (len & 0x80) {
+    const n = len & 0x7f;
+    if (n === 0 || n > 4 || start + n > der.length) return null;
+    len = 0;
+    for (let i = 0; i < n; i++) len = len * 256 + der[start + i]!;
+    start += n;
+  }
+  const end = start + len;
+  return end > der.length ? null : { tag, start, end };
+}
+
+/**
+ * The tls-server-end-point channel-binding data for a certificate (DER), or null when its signature
+ * algorithm has no single hash (Ed25519, RSA-PSS, ...): then SCRAM-SHA-256-PLUS cannot be offered,
+ * as PostgreSQL cannot either.
+ */
+export function tlsServerEndPoint(certDer: Buffer): Buffer | null {
+  const cert = derElement(certDer, 0);
+  if (cert === null || cert.tag !== 0x30) return null;
+  const tbs = derElement(certDer, cert.start);
+  if (tbs === null || tbs.tag !== 0x30) return null;
+  const algorithm = derElement(certDer, tbs.end);
+  if (algorithm === null || algorithm.tag !== 0x30) return null;
+  const oid = derElement(certDer, algorithm.start);
+  if (oid === null || oid.tag !== 0x06) return null;
+  const hash = SIGNATURE_HASH[certDer.toString('hex', oid.start, oid.end)];
+  return hash === undefined ? null : createHash(hash).update(certDer).digest();
 }

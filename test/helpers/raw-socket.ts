@@ -23,7 +23,7 @@ export class RawSocket {
 
   private constructor(socket: net.Socket) {
     this.socket = socket;
-    socket.setNoDelay(true);
+    if (socket.remoteAddress !== undefined) socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => {
       this.received += chunk.length;
       this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
@@ -39,9 +39,10 @@ export class RawSocket {
     );
   }
 
+  /** Connects over TCP, or to a Unix socket when `host` is a directory (as libpq reads a host). */
   static connect(port: number, host: string, timeoutMs = 5000): Promise<RawSocket> {
     return new Promise((resolve, reject) => {
-      const socket = net.connect(port, host);
+      const socket = host.startsWith('/') ? net.connect(`${host}/.s.PGSQL.${port}`) : net.connect(port, host);
       const timer = setTimeout(() => {
         socket.destroy();
         reject(new Error('connect timed out'));

@@ -115,13 +115,18 @@ describe('wire/backend: writers', () => {
     expect(m).to.include({ name: 'backendKeyData', processID: 0x1234, secretKey: 0x7fabcdef });
   });
 
-  it('NegotiateProtocolVersion: v, length, Int32 newest minor, Int32 count, option names', () => {
-    expectBytes(negotiateProtocolVersion(0, []), hex('76 0000000c 00000000 00000000'));
+  it('NegotiateProtocolVersion: v, length, Int32 newest version (3 << 16 | minor, as PostgreSQL sends it), Int32 count, option names', () => {
+    expectBytes(negotiateProtocolVersion(0, []), hex('76 0000000c 00030000 00000000'));
     expectBytes(
       negotiateProtocolVersion(0, ['_pq_.a', '_pq_.bc']),
-      Buffer.concat([hex('76 0000001b 00000000 00000002'), Buffer.from('_pq_.a\0_pq_.bc\0')]),
+      Buffer.concat([hex('76 0000001b 00030000 00000002'), Buffer.from('_pq_.a\0_pq_.bc\0')]),
     );
-    expectBytes(negotiateProtocolVersion(2, ['_pq_.x']), Buffer.concat([hex('76 00000013 00000002 00000001'), Buffer.from('_pq_.x\0')]));
+    expectBytes(negotiateProtocolVersion(2, ['_pq_.x']), Buffer.concat([hex('76 00000013 00030002 00000001'), Buffer.from('_pq_.x\0')]));
+  });
+
+  it('BackendKeyData with a long (protocol 3.2) secret: the length follows from the message', () => {
+    const secret = Buffer.alloc(32, 0xab);
+    expectBytes(backendKeyData(0x1234, secret), Buffer.concat([hex('4b 00000028 00001234'), secret]));
   });
 
   it('a login greeting made of these writers reads back in order at every split', async () => {

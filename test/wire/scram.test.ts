@@ -1,6 +1,8 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { X509Certificate } from 'node:crypto';
+import { makeTestTls } from '../helpers/kube-api/tls.js';
 import {
   formatVerifier,
   makeVerifier,
@@ -11,6 +13,7 @@ import {
   ScramError,
   serverFirst,
   startExchange,
+  tlsServerEndPoint,
   verifyClientFinal,
   type ScramExchangeState,
   type ScramFailure,
@@ -503,6 +506,41 @@ describe('wire/scram', () => {
         expect(err.sqlstate).to.equal(wrongErr.sqlstate);
         expect(err.detail).to.equal(wrongErr.detail);
       }
+    });
+  });
+
+  describe('channel binding: SCRAM-SHA-256-PLUS with tls-server-end-point (RFC 5929)', () => {
+    const v = parseVerifier(makeVerifier('correct horse', { iterations: 4096 }))!;
+    const der = new X509Certificate(makeTestTls().certPem).raw;
+    const data = tlsServerEndPoint(der)!;
+    const header = 'p=tls-server-end-point,,';
+    const cbindOf = (hash: Buffer): string => Buffer.concat([Buffer.from(header), hash]).toString('base64');
+
+    function run(client: TestClient, selected: boolean) {
+      const r = startExchange(client.first, v, undefined, { selected, data });
+      if (!r.ok) return r;
+      return verifyClientFinal(client.final(r.serverFirst).message, r.state);
+    }
+
+    it('hashes the certificate with its signature hash (ECDSA with SHA-256 here)', () => {
+      expect(data.equals(createHash('sha256').update(der).digest())).to.equal(true);
+      expect(tlsServerEndPoint(Buffer.from('not a certificate'))).to.equal(null);
+    });
+
+    it('accepts a client bound to our certificate, and refuses one bound to another (a man in the middle)', () => {
+      const ok = run(scramClient('correct horse', { gs2: header, cbind: cbindOf(data) }), true);
+      if (!ok.ok) throw ok.error;
+      const other = tlsServerEndPoint(new X509Certificate(makeTestTls().certPem).raw)!;
+      expectFailure(run(scramClient('correct horse', { gs2: header, cbind: cbindOf(other) }), true), 'PROTOCOL_VIOLATION', /channel binding check failed/);
+    });
+
+    it('refuses y,, when binding is offered (a downgrade), p= with plain SCRAM-SHA-256, n,, with PLUS, and other binding types', () => {
+      expectFailure(run(scramClient('correct horse', { gs2: 'y,,' }), false), 'PROTOCOL_VIOLATION', /negotiation error/);
+      expectFailure(run(scramClient('correct horse', { gs2: header, cbind: cbindOf(data) }), false), 'PROTOCOL_VIOLATION', /without channel binding/);
+      expectFailure(run(scramClient('correct horse', { gs2: 'n,,' }), true), 'PROTOCOL_VIOLATION', /does not include channel binding data/);
+      expectFailure(run(scramClient('correct horse', { gs2: 'p=tls-unique,,' }), true), 'PROTOCOL_VIOLATION', /unsupported SCRAM channel-binding type "tls-unique"/);
+      const plain = run(scramClient('correct horse', { gs2: 'n,,' }), false);
+      if (!plain.ok) throw plain.error;
     });
   });
 });
