@@ -55,6 +55,8 @@ export const runtimeConfigSchema = z
           name: z.string().min(1).max(63),
           password: z.string().min(1),
           superuser: z.boolean().optional(),
+          /** May mint by connecting (a member of pgx_minters); default true unless a superuser. */
+          mint: z.boolean().optional(),
         }),
       )
       .default([]),
@@ -63,7 +65,7 @@ export const runtimeConfigSchema = z
     grace: z.number().min(0).max(BOUNDS.ttlSeconds.max).default(15),
     tombstone: z.number().min(0).max(366 * 86_400).default(86_400),
     poolSize: z.number().int().min(0).max(1000).default(2),
-    mintRoles: z.union([z.enum(['any', 'createdb', 'group']), z.array(z.string().min(1).max(63))]).default('createdb'),
+    mintRoles: z.union([z.enum(['any', 'createdb', 'group']), z.array(z.string().min(1).max(63))]).optional(),
     maxDatabases: z.number().int().min(1).max(MAX_COUNT).default(10_000),
     maxDatabasesPerRole: z.number().int().min(1).max(MAX_COUNT).nullable().default(null),
     mintQueueSize: z.number().int().min(0).max(MAX_COUNT).default(1000),

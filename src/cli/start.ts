@@ -28,6 +28,8 @@ import { TlsCertificate } from './tls-certificate.js';
 import { cgroupLimit, unreclaimableBytes } from '../runtime/cgroup.js';
 import { protectRuntime } from '../runtime/oom.js';
 import { capYoungGeneration } from '../runtime/young-generation.js';
+import { adminPassword, keptApiToken, type AdminPassword } from '../runtime/admin-password.js';
+import { ADMIN_ROLE } from '../runtime/credentials.js';
 
 export const START_HELP = `Usage: pgx start [options]
 
@@ -77,7 +79,7 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
   --pool-size N           warm spare databases kept per sealed template (0: none)     [2]
   --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
                           group (members of pgx_minters: no CREATEDB needed),
-                          or a comma-separated list of roles                          [createdb]
+                          or a comma-separated list of roles  [createdb; group with --auth scram]
   --max-databases N       minted databases in the runtime; beyond it 53400           [10000]
   --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
   --mint-queue-size N     mints waiting at once; beyond it 57P03                      [1000]
@@ -250,7 +252,8 @@ export async function runStart(argv: string[]): Promise<number> {
   const runtime = await startRuntime(config, logger);
   const url = `postgresql://postgres@${hostForUrl(config.host)}:${runtime.engine.port}/postgres`;
   const socketNote = config.socketDir ? `, socket ${config.socketDir}/.s.PGSQL.${runtime.engine.port}` : '';
-  const apiNote = runtime.api ? `, API http://${hostForUrl(config.apiHost)}:${runtime.api.port}/v1` : '';
+  const apiNote = runtime.api ? `, API http://${hostForUrl(config.apiHost)}:${runtime.api.port}/v1${runtime.apiTokenFile ? ` (token in ${runtime.apiTokenFile})` : ''}` : '';
+  const passwordNote = runtime.adminPasswordSource === null ? '' : `, admin password ${runtime.adminPasswordSource.startsWith('/') ? 'in ' : 'from '}${runtime.adminPasswordSource}`;
   await new Promise<void>((resolve) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -280,7 +283,7 @@ export async function runStart(argv: string[]): Promise<number> {
     process.on('SIGHUP', () => runtime.reloadTls());
     // Only now: whoever reads this line may signal at once, and a signal before the handlers
     // above would kill node outright and leave PostgreSQL running.
-    process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${socketNote}${apiNote}, data ${config.dataDir})\n`);
+    process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${passwordNote}${socketNote}${apiNote}, data ${config.dataDir})\n`);
   });
   return 0;
 }
@@ -378,6 +381,16 @@ function apiToken(config: RuntimeConfig): string | null {
   return null;
 }
 
+/** A `postgres` entry in the config's users sets the admin's password; it cannot make the admin a tenant. */
+function checkConfiguredAdmin(config: RuntimeConfig): void {
+  const entry = config.users.find((u) => u.name === ADMIN_ROLE);
+  if (entry !== undefined && (entry.superuser === false || entry.mint === false)) {
+    throw new PgxError('CONFIG_INVALID', `users: "${ADMIN_ROLE}" is the runtime's admin, always a superuser; its entry can only set the admin password`, {
+      hint: `Drop "superuser"/"mint" from the ${ADMIN_ROLE} entry, or give the tenant a name of its own (e.g. "app").`,
+    });
+  }
+}
+
 export interface RunningRuntime {
   /** The HTTP API, when --api-port was given: the port it is bound to. */
   api?: { port: number };
@@ -386,6 +399,10 @@ export interface RunningRuntime {
   supervisor: PostgresSupervisor;
   pgVersion: string;
   auth: 'trust' | 'scram';
+  /** Where the admin's password comes from (a file's path, PGX_ADMIN_PASSWORD, the config); null: none set. */
+  adminPasswordSource: string | null;
+  /** The file holding the API token the runtime made itself (a scram runtime given none); else null. */
+  apiTokenFile: string | null;
   /** Re-reads the TLS certificate and key (SIGHUP); false without TLS or when the files are bad. */
   reloadTls(): boolean;
   stop(): Promise<void>;
@@ -399,15 +416,23 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   await assertReachable(dataDir, osUser, 'data-dir');
   await assertReachable(path.join(binaries.binDir, 'postgres'), osUser, 'pg-bin');
   const socketDir = privateSocketDir(dataDir);
-  const token = config.apiPort === null ? null : apiToken(config);
-  if (config.apiPort !== null) checkApiExposure(config.apiHost, token, logger.child({ component: 'api' }));
+  const auth = config.auth ?? (inContainer() ? 'scram' : 'trust');
+  let token = config.apiPort === null ? null : apiToken(config);
+  // A scram runtime given no token makes one (keptApiToken, once the data directory exists).
+  if (config.apiPort !== null && auth !== 'scram') checkApiExposure(config.apiHost, token, logger.child({ component: 'api' }));
+  let tokenFile: string | null = null;
   const certificate = tlsCertificate(config, logger.child({ component: 'tls' }));
+  checkConfiguredAdmin(config);
+  // With passwords checked (scram), minting is PGX's right to grant (pgx_minters): tenants need no
+  // CREATEDB, so PostgreSQL's CREATE DATABASE is not in their hands. Trust mode keeps a developer's
+  // CREATEDB habit.
+  const mintRoles = config.mintRoles ?? (auth === 'scram' ? 'group' : 'createdb');
   const databaseSettings: Partial<DatabaseSettings> = {
     prefix: config.prefix,
     graceSeconds: config.grace,
     tombstoneSeconds: config.tombstone,
     poolSize: config.poolSize,
-    mintRoles: Array.isArray(config.mintRoles) ? { kind: 'list', roles: config.mintRoles } : { kind: config.mintRoles },
+    mintRoles: Array.isArray(mintRoles) ? { kind: 'list', roles: mintRoles } : { kind: mintRoles },
     maxDatabases: config.maxDatabases,
     maxDatabasesPerRole: config.maxDatabasesPerRole,
     mintQueueSize: config.mintQueueSize,
@@ -429,9 +454,19 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   const admin = new AdminConnection(() => supervisor.connect('postgres', 'postgres'));
   // `databases` is made below; logins reach this only once both exist.
   const credentials = new RoleCredentials(() => admin.get(), (role) => databases.isCredential(role), logger.child({ component: 'auth' }));
-  const auth = config.auth ?? (inContainer() ? 'scram' : 'trust');
+  let adminLogin: AdminPassword | null = null;
   try {
     await credentials.ensureUsers(config.users, logger);
+    const configured = config.users.find((u) => u.name === ADMIN_ROLE)?.password;
+    if (auth === 'scram' || configured !== undefined) {
+      adminLogin = await adminPassword(dataDir, configured);
+      await credentials.setAdminPassword(adminLogin.password);
+    }
+    if (config.apiPort !== null && token === null && auth === 'scram') {
+      const kept = await keptApiToken(dataDir);
+      token = kept.token;
+      tokenFile = kept.file;
+    }
   } catch (err) {
     await admin.close();
     await supervisor.stop();
@@ -542,6 +577,8 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     databases,
     supervisor,
     pgVersion: binaries.version,
+    adminPasswordSource: adminLogin?.source ?? null,
+    apiTokenFile: tokenFile,
     auth,
     reloadTls: () => certificate?.reload() ?? false,
     async stop() {

@@ -2,15 +2,22 @@
 // client passwords against these, so a role created by any means (config, control API, SQL) works.
 
 import { makeVerifier } from '../wire/scram.js';
+import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { CREDENTIALS_GROUP } from './database-credentials.js';
-import { quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
+import { MINTERS_GROUP } from './permissions.js';
+import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
 export interface ConfiguredUser {
   name: string;
   password: string;
   superuser?: boolean | undefined;
+  /** May mint by connecting (a member of pgx_minters); default true for a tenant, moot for a superuser. */
+  mint?: boolean | undefined;
 }
+
+/** The runtime's own admin role: its password is set, never its attributes. */
+export const ADMIN_ROLE = 'postgres';
 
 export class RoleCredentials {
   constructor(
@@ -58,11 +65,41 @@ export class RoleCredentials {
   async ensureUsers(users: ConfiguredUser[], logger: Logger): Promise<void> {
     const client = await this.admin();
     for (const u of users) {
+      if (u.name === ADMIN_ROLE) continue; // its password is the admin password (setAdminPassword)
       const role = quoteIdent(u.name);
       const attrs = `LOGIN ${u.superuser ? 'SUPERUSER' : 'NOSUPERUSER'} PASSWORD ${quoteLiteral(makeVerifier(u.password))}`;
-      const { rows } = await client.query(`SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(u.name)}`);
-      await client.query(rows.length > 0 ? `ALTER ROLE ${role} ${attrs}` : `CREATE ROLE ${role} ${attrs}`);
-      logger.info('role configured', { role: u.name, superuser: Boolean(u.superuser) });
+      const mints = !u.superuser && u.mint !== false;
+      try {
+        const { rows } = await client.query(`SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(u.name)}`);
+        await client.query(rows.length > 0 ? `ALTER ROLE ${role} ${attrs}` : `CREATE ROLE ${role} ${attrs}`);
+        if (mints) {
+          await ensureGroupRole(client, MINTERS_GROUP);
+          await client.query(`GRANT ${quoteIdent(MINTERS_GROUP)} TO ${role}`);
+        } else {
+          await client.query(`DO $r$ BEGIN IF pg_catalog.pg_has_role(${quoteLiteral(u.name)}, ${quoteLiteral(MINTERS_GROUP)}, 'MEMBER') THEN REVOKE ${quoteIdent(MINTERS_GROUP)} FROM ${role}; END IF; EXCEPTION WHEN undefined_object THEN NULL; END $r$`);
+        }
+      } catch (err) {
+        if (!(err instanceof PostgresError)) throw err;
+        throw new PgxError('CONFIG_INVALID', `users: role "${u.name}" could not be configured: ${err.message}`, {
+          hint: 'Fix or remove that entry of "users" in the config file; roles PGX itself uses (pgx_credentials, pgx_minters) cannot be users.',
+          cause: err,
+        });
+      }
+      logger.info('role configured', { role: u.name, superuser: Boolean(u.superuser), mint: mints });
     }
   }
+
+  /** Gives the admin role `password` (as a SCRAM verifier): what --auth scram asks of it. */
+  async setAdminPassword(password: string): Promise<void> {
+    await (await this.admin()).query(`ALTER ROLE ${quoteIdent(ADMIN_ROLE)} PASSWORD ${quoteLiteral(makeVerifier(password))}`);
+  }
+}
+
+/** A NOLOGIN group role with no rights of its own, made if missing (a concurrent create is no error). */
+async function ensureGroupRole(client: SqlClient, name: string): Promise<void> {
+  const { rows } = await client.query(`SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(name)}`);
+  if (rows.length > 0) return;
+  await client.query(`CREATE ROLE ${quoteIdent(name)} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT`).catch((err: unknown) => {
+    if (!(err instanceof PostgresError && err.sqlstate === '42710')) throw err;
+  });
 }

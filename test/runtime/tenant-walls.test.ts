@@ -70,6 +70,8 @@ describe('runtime: tenant walls hold at every name length and under races', func
   before(async function () {
     rt = await startTestRuntime({
       auth: 'scram',
+      // The walls around tenants with CREATEDB (scram's own default is --mint-roles group).
+      mintRoles: 'createdb',
       apiPort: 0,
       apiToken: TOKEN,
       poolSize: 1,
