@@ -4,8 +4,12 @@
 // - the engine: route() asks databaseOf(user) and refuses any other database with PostgreSQL's own
 //   FATAL 42501 `permission denied for database "B"` / `User does not have CONNECT privilege.`
 //   (credentialDenied below), before any minting happens;
-// - PostgreSQL: CONNECT and TEMPORARY on the database are revoked from PUBLIC and granted to the role,
-//   so only superusers, the owner and the database's credentials may connect to it directly.
+// - PostgreSQL: CONNECT and TEMPORARY on the database are revoked from PUBLIC (for every minted
+//   database, from the moment it is made: create-database.ts) and granted to the role, so only
+//   superusers, the owner and the database's credentials may connect to it.
+// The engine's wall is keyed by the name PostgreSQL uses (names cut to 63 bytes at the startup packet,
+// wire/identifier.ts), and a member of the group missing from the map cannot log in at all
+// (credentials.ts), so a lookup that misses closes the wall instead of opening it.
 //
 // Rights inside the database: the role is NOT made a member of the owner. Databases minted through the
 // API are owned by the superuser postgres, and membership in it would inherit the ownership of every

@@ -121,6 +121,8 @@ export class DisposableDatabases {
   private readonly vacuum: ActivityVacuum;
   private readonly imports: TemplateImports;
   private readonly tombstones: Tombstones;
+  /** Unrecorded databases under the prefix reconcile has logged as not adopted. */
+  private readonly notAdopted = new Set<string>();
   /** Scratch databases (template builds, restores) in progress: reconcile leaves them alone. */
   private readonly scratches = new Set<string>();
   /** Databases whose new connects wait (a snapshot or restore in progress), until the promise settles. */
@@ -614,6 +616,7 @@ export class DisposableDatabases {
       prefix: this.settings.prefix,
       registry: this.registry,
       metadata: this.metadata,
+      reported: this.notAdopted,
       busy: (name) => this.minter.isMinting(name) || this.pool.isBusy(name) || this.scratches.has(name) || this.dropper.dropping(name) !== undefined,
       clock: this.opts.clock,
       logger: this.log,

@@ -117,8 +117,10 @@ export class Minter {
     return this.refusal(name, user);
   }
 
-  /** A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not mint. */
-  /** `check`: how the claim checks the mint rule, null when it is verified already. */
+  /**
+   * A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not
+   * mint. `check`: how a claim checks the mint rule ('none' or null: verified already).
+   */
   private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null, initial: InitialSettings): Promise<MintSource | 'refused'> {
     const claimCheck = check === 'none' ? null : check;
     if (this.opts.pool.hasReady(template)) {

@@ -22,6 +22,8 @@ export interface ReconcileOptions {
   prefix: string;
   registry: Registry;
   metadata: MetadataStore;
+  /** Unrecorded names under the prefix already logged (each is logged once, not every run). */
+  reported: Set<string>;
   /** Names a mint, claim, refill or drop is working on right now: not drift, work in progress. */
   busy: (name: string) => boolean;
   clock: Clock;
@@ -34,8 +36,6 @@ interface ClusterDatabase {
   ownerIsSuperuser: boolean;
 }
 
-/** Unrecorded names under the prefix already logged, so each is logged once per process. */
-const reported = new Set<string>();
 
 /** Returns how many records it changed. */
 export async function reconcile(o: ReconcileOptions): Promise<number> {
@@ -66,8 +66,8 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
       logger.info('spare-orphaned', { spare: name, reason: 'not in pgx_control: left by a runtime that stopped while creating it' });
       changed++;
     } else if (name.startsWith(o.prefix) && !db.ownerIsSuperuser) {
-      if (!reported.has(name)) {
-        reported.add(name);
+      if (!o.reported.has(name)) {
+        o.reported.add(name);
         logger.warn('database-not-adopted', {
           database: name,
           owner: db.owner,

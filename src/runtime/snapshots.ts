@@ -110,17 +110,14 @@ export class Snapshots {
         // Both renames in one transaction (ALTER DATABASE RENAME is transactional): at every instant
         // the name is the old database or the restored one. A CREATE DATABASE of the name meanwhile
         // waits on pg_database's unique index and then fails with 42P04; it never holds the name.
-        await client.query(`BEGIN; ALTER DATABASE ${quoteIdent(db)} RENAME TO ${quoteIdent(old)}; ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(db)}; COMMIT`);
+        // One query string is one (implicit) transaction: all of it, or none and nothing left open.
+        await client.query(`ALTER DATABASE ${quoteIdent(db)} RENAME TO ${quoteIdent(old)}; ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(db)}`);
         swapped = true;
         // The old database's credentials and grants are put back before anyone is let in.
         await this.opts.replaced(db, owner);
       });
     } catch (err) {
-      if (!swapped) {
-        // A failed swap leaves the transaction block open and aborted: ended first, then the copy goes.
-        await client.query('ROLLBACK').catch(() => undefined);
-        await client.query(`DROP DATABASE IF EXISTS ${quoteIdent(scratch)} WITH (FORCE)`).catch(() => undefined);
-      }
+      if (!swapped) await client.query(`DROP DATABASE IF EXISTS ${quoteIdent(scratch)} WITH (FORCE)`).catch(() => undefined);
       this.opts.scratches.delete(scratch);
       this.opts.scratches.delete(old);
       await client.close();

@@ -90,8 +90,8 @@ export class Templates {
     this.opts.scratches.add(scratch);
     try {
       await buildScratch({ name, owner: req.owner ?? 'postgres', scratch, admin, fill: req.fill });
-      if (before.exists) await this.dropForRebuild(admin, name);
-      await admin.query(`ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(name)}`);
+      if (before.exists) await this.replaceWith(admin, name, scratch);
+      else await admin.query(`ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(name)}`);
     } finally {
       this.opts.scratches.delete(scratch);
     }
@@ -104,8 +104,13 @@ export class Templates {
     return this.doSeal(name, user, 'build_template', null);
   }
 
-  /** The old template goes: nothing mints from it from now on, and its sessions are ended. */
-  private async dropForRebuild(admin: SqlClient, name: string): Promise<void> {
+  /**
+   * The old template goes and `scratch` takes its name: nothing mints from it from now on, its
+   * sessions are ended, and one transaction renames it away and the new one in, so at no instant is
+   * the name free for someone else's CREATE DATABASE (which waits on the unique index, then gets
+   * 42P04). The old one is dropped after.
+   */
+  private async replaceWith(admin: SqlClient, name: string, scratch: string): Promise<void> {
     const { registry, metadata } = this.opts;
     const previous = registry.templates.get(name);
     if (previous?.sealed) {
@@ -115,7 +120,17 @@ export class Templates {
     }
     this.opts.engine.terminateSessions(name, `terminating connection: template "${name}" is being rebuilt`, 'Connect again once the rebuild is done.');
     await admin.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE false`);
-    await admin.query(`DROP DATABASE ${quoteIdent(name)} WITH (FORCE)`);
+    await terminateBackends(admin, name);
+    const old = buildName(await this.opts.metadata.nextSpareNumber());
+    this.opts.scratches.add(old);
+    try {
+      // One query string is one (implicit) transaction: on a failure nothing is left open on this
+      // shared connection.
+      await admin.query(`ALTER DATABASE ${quoteIdent(name)} RENAME TO ${quoteIdent(old)}; ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(name)}`);
+      await admin.query(`DROP DATABASE ${quoteIdent(old)} WITH (FORCE)`);
+    } finally {
+      this.opts.scratches.delete(old);
+    }
   }
 
   /** `from`: the database the caller is connected to, if any; sealing it would end the caller's session. */

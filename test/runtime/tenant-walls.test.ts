@@ -195,7 +195,36 @@ describe('runtime: tenant walls hold at every name length and under races', func
     });
   });
 
-  describe('restore is atomic', function () {
+  describe('restore and rebuild are atomic', function () {
+    it('a tenant looping CREATE DATABASE of a template being rebuilt never takes its name', async function () {
+      await api.buildTemplate({ name: 'tpl_rebuilt', sql: 'CREATE TABLE v (n int); INSERT INTO v VALUES (0)' });
+      const eve = await connect(as('postgres', 'eve', 'pw-eve'));
+      let running = true;
+      const won: number[] = [];
+      const loop = (async () => {
+        for (let i = 0; running; i++) {
+          await eve.query('CREATE DATABASE tpl_rebuilt').then(
+            () => won.push(i),
+            (e: { code?: string }) => {
+              if (e.code !== '42P04') throw e;
+            },
+          );
+        }
+      })();
+      try {
+        for (let round = 1; round <= 4; round++) {
+          const t = await api.buildTemplate({ name: 'tpl_rebuilt', sql: `CREATE TABLE v (n int); INSERT INTO v VALUES (${round})`, replace: true });
+          expect(t.sealed).to.equal(true);
+        }
+      } finally {
+        running = false;
+        await loop;
+      }
+      expect(won, 'the tenant created the template name').to.deep.equal([]);
+      const minted = await connect(admin(`tdb_tpl_rebuilt__after`));
+      expect((await minted.query('SELECT n FROM v')).rows).to.deep.equal([{ n: 4 }]);
+    });
+
     it('a tenant looping CREATE DATABASE of the name while restores run never takes it; the data is the snapshot each time', async function () {
       const victim = await api.createDatabase({ template: TPL, name: `${PREFIX}victim` });
       const cred = await api.createCredential(victim.name);
