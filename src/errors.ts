@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'OBJECT_IN_USE'
   | 'TOO_MANY_DATABASES'
   | 'TOO_MANY_CONNECTIONS'
+  | 'DISK_FULL'
   | 'CANNOT_CONNECT_NOW'
   | 'ADMIN_SHUTDOWN'
   | 'QUERY_CANCELED'
@@ -36,6 +37,7 @@ const CODES: Record<ErrorCode, CodeInfo> = {
   OBJECT_IN_USE: { sqlstate: '55006', http: 409 },
   TOO_MANY_DATABASES: { sqlstate: '53400', http: 429 },
   TOO_MANY_CONNECTIONS: { sqlstate: '53300', http: 429 },
+  DISK_FULL: { sqlstate: '53100', http: 507 },
   CANNOT_CONNECT_NOW: { sqlstate: '57P03', http: 503 },
   ADMIN_SHUTDOWN: { sqlstate: '57P01', http: 503 },
   QUERY_CANCELED: { sqlstate: '57014', http: 408 },

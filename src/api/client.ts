@@ -29,6 +29,7 @@ const KNOWN_CODES: Record<ErrorCode, true> = {
   OBJECT_IN_USE: true,
   TOO_MANY_DATABASES: true,
   TOO_MANY_CONNECTIONS: true,
+  DISK_FULL: true,
   CANNOT_CONNECT_NOW: true,
   ADMIN_SHUTDOWN: true,
   QUERY_CANCELED: true,

@@ -28,6 +28,11 @@ export const runtimeConfigSchema = z
     databaseMemoryLimit: z.number().int().min(1).nullable().default(null),
     /** null: 75% of the cgroup's memory limit when there is one, else none. */
     runtimeMemoryLimit: z.number().int().min(1).nullable().default(null),
+    /**
+     * Free space the data filesystem keeps (src/runtime/disk-guard.ts): MB, or a share of the
+     * filesystem as "N%". Below it new work is refused with 53100. null: 5%, at least 256 MB.
+     */
+    minFreeDisk: z.union([z.number().positive(), z.string().regex(/^\d+(\.\d+)?%$/, 'MB, or a percentage such as "5%"')]).nullable().default(null),
     backendIdleTimeout: z.number().min(1).default(300),
     /** Idle pooled backends kept at most, over all databases. */
     maxIdleBackends: z.number().int().min(0).default(10),

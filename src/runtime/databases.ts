@@ -47,6 +47,8 @@ import { TemplateImports, type ImportJob, type ImportRequest } from './template-
 import { Templates, type BuildRequest } from './templates.js';
 import { WarmPool } from './warm-pool.js';
 import { installExtensionGuard } from './extension-guard.js';
+import type { DiskRoom } from './disk-guard.js';
+import { removeOrphanedDatabaseFiles } from './orphaned-files.js';
 
 /** How long a reading of the process tree's memory serves the status document. */
 const MEMORY_SAMPLE_MS = 1000;
@@ -89,6 +91,8 @@ export interface DisposableDatabasesOptions {
   postgresPid: () => number | undefined;
   /** Memory limits in force and what they did, for the status document; absent: none configured. */
   memoryLimits?: () => MemoryLimitsStatus;
+  /** Free space on the data filesystem (disk-guard.ts): new work is refused with 53100 when low. Absent: not watched. */
+  disk?: DiskRoom;
   clock: Clock;
   logger: Logger;
 }
@@ -151,7 +155,9 @@ export class DisposableDatabases {
     this.permissions = new Permissions(() => this.metadata.client(), s.mintRoles);
     this.queue = new MintQueue({ workers: s.mintWorkers, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control });
     const { registry, counters, metadata, permissions, queue } = this;
-    this.pool = new WarmPool({ size: s.poolSize, connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, clock, logger: log });
+    const disk = opts.disk;
+    this.pool = new WarmPool({ size: s.poolSize, connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log });
+    disk?.onRoom(() => this.pool.kick());
     this.claims = new AdminConnection(control);
     this.minter = new Minter({
       maxDatabases: s.maxDatabases,
@@ -163,6 +169,7 @@ export class DisposableDatabases {
       claims: this.claims,
       permissions,
       counters,
+      ...(disk ? { disk } : {}),
       clock,
       logger: log,
     });
@@ -245,6 +252,9 @@ export class DisposableDatabases {
     }
     this.counters.load(counters);
     await this.reconcile();
+    // Nothing creates a database yet: a directory under base/ that pg_database does not name is the
+    // leftover of a CREATE DATABASE that PostgreSQL did not survive (e.g. a PANIC on a full disk).
+    await removeOrphanedDatabaseFiles(this.opts.postgres.dataDir, await this.metadata.client(), this.log);
     await this.credentials.load();
   }
 
@@ -352,10 +362,12 @@ export class DisposableDatabases {
         return nameArg(sqlName, args);
       case 'snapshot_database': {
         const [db, name, force] = snapshotArgs(sqlName, args);
+        this.opts.disk?.assertRoom(`cannot snapshot database "${db}"`);
         return (await this.snapshots.snapshot(db, name, caller, force, sqlName)).name;
       }
       case 'restore_database': {
         const [db, name, force] = snapshotArgs(sqlName, args);
+        this.opts.disk?.assertRoom(`cannot restore database "${db}"`);
         await this.snapshots.restore(db, name, caller, force, sqlName);
         return db;
       }
@@ -427,6 +439,7 @@ export class DisposableDatabases {
   /** A template from a SQL script (see template-build.ts), sealed unless `seal` is false. */
   buildTemplate(req: ScriptBuild, user: string): Promise<TemplateRecord> {
     this.assertRunning(`cannot build template "${req.name}"`);
+    this.opts.disk?.assertRoom(`cannot build template "${req.name}"`);
     const { sql, ...rest } = req;
     const fill = (database: string, owner: string): Promise<void> => runScript(this.opts.connect, database, owner, sql, `the script for template "${req.name}"`);
     return this.templates.build({ ...rest, fill, source: 'script' }, user);
@@ -446,6 +459,7 @@ export class DisposableDatabases {
    */
   importTemplate(req: ImportRequest, user: string): ImportJob {
     this.assertRunning(`cannot import template "${req.name}"`);
+    this.opts.disk?.assertRoom(`cannot import template "${req.name}"`);
     const { sourceUrl: _, mask: __, ...build } = req;
     return this.imports.start(req, (fill) => this.templates.build({ ...build, fill, source: 'import' }, user));
   }
@@ -457,12 +471,14 @@ export class DisposableDatabases {
   /** A snapshot of `db` as sealed template `name` (see snapshots.ts); `force` ends open sessions. */
   snapshot(db: string, name: string, user: string, force = false): Promise<TemplateRecord> {
     this.assertRunning(`cannot snapshot database "${db}"`);
+    this.opts.disk?.assertRoom(`cannot snapshot database "${db}"`);
     return this.snapshots.snapshot(db, name, { user, database: null }, force);
   }
 
   /** Puts `db` back to snapshot `name`; `force` ends open sessions (57P01), else they make it fail (55006). */
   restore(db: string, name: string, user: string, force = false): Promise<void> {
     this.assertRunning(`cannot restore database "${db}"`);
+    this.opts.disk?.assertRoom(`cannot restore database "${db}"`);
     return this.snapshots.restore(db, name, { user, database: null }, force);
   }
 
@@ -546,6 +562,7 @@ export class DisposableDatabases {
       janitorLastRun: this.janitor.lastRun,
       storage: this.opts.storage,
       memoryLimits: this.opts.memoryLimits?.() ?? null,
+      disk: this.opts.disk?.status() ?? null,
     });
   }
 

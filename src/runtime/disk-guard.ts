@@ -1,0 +1,305 @@
+// Disk headroom for the data filesystem. PostgreSQL turns a failed data-file write into an ERROR
+// (53100), but a failed WAL write into a PANIC: every session of every tenant ends, and crash recovery
+// cannot finish until someone frees space by hand. One tenant filling the disk must not do that to the
+// others, so the runtime watches free space (statfs of the data directory) and acts at three lines,
+// all derived from one setting, --min-free-disk (M):
+//
+//   free < M     'low': new work is refused with 53100 (mints, template builds and imports, snapshots,
+//                restores, warm spares); a CHECKPOINT hands back WAL PostgreSQL no longer needs.
+//   free < M/2   'critical': tenant statements that are growing their database are canceled with
+//                53100 (the engine words the error), so the disk stops filling while M/2 is left for
+//                WAL, checkpoints and everyone else's small writes.
+//   free < M/4   or PostgreSQL down: the reserve file (pgx-disk-reserve, M/4 at most 256 MB, on the
+//                same filesystem) is deleted, giving WAL and crash recovery room at once. The
+//                supervisor restarts a crashed PostgreSQL only once that room is there.
+//
+// When free space is back above M (plus the reserve's size, to recreate it), the runtime recovers by
+// itself: the reserve is rewritten, mints and spares resume. Nothing restarts.
+
+import { randomFillSync } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Clock } from '../clock.js';
+import { PgxError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { AdminConnection } from './admin-connection.js';
+import type { SqlClient } from './sql-client.js';
+
+export type DiskState = 'ok' | 'low' | 'critical';
+
+/** --min-free-disk: MB, or a percentage of the filesystem's size; null: the default. */
+export type MinFreeDisk = { mb: number } | { percent: number } | null;
+
+/** The default: 5% of the filesystem, at least 256 MB, but never more than a quarter of it. */
+const DEFAULT_PERCENT = 5;
+const DEFAULT_FLOOR_BYTES = 256 * 2 ** 20;
+
+export const RESERVE_FILE = 'pgx-disk-reserve';
+const RESERVE_MAX_BYTES = 256 * 2 ** 20;
+/** Room crash recovery needs to start: two WAL segments (its end-of-recovery checkpoint writes WAL). */
+const RESTART_ROOM_BYTES = 32 * 2 ** 20;
+/** A database that grew this much between two checks while critical is one that fills the disk. */
+const GROWTH_BYTES = 2 ** 20;
+/** A CHECKPOINT while low at most this often (it removes WAL segments older than its redo point). */
+const CHECKPOINT_EVERY_MS = 5_000;
+const WRITE_CHUNK = 2 ** 20;
+
+export interface DiskGuardOptions {
+  dataDir: string;
+  minFree: MinFreeDisk;
+  /** How often free space is read; a bulk insert writes tens of MB a second. */
+  intervalMs: number;
+  /** A superuser connection over PostgreSQL's private socket (opened only while space is low). */
+  connect: () => Promise<SqlClient>;
+  /**
+   * Cancels the statement in progress on the client sessions these backends serve, the client reading
+   * `error` (SQLSTATE 53100) instead of 57014; returns how many. The engine's session table does it.
+   */
+  cancelStatements: (pids: ReadonlySet<number>, error: { message: string; detail: string; hint: string }) => number;
+  /** True while PostgreSQL answers (the supervisor is ready). */
+  postgresUp: () => boolean;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** What pgx status and /metrics show (limits.disk). */
+export interface DiskStatus {
+  /** Bytes an unprivileged process can still write on the data filesystem, MB (statfs f_bavail). */
+  free_mb: number;
+  total_mb: number;
+  /** The setting in force (--min-free-disk), MB: below it new work is refused. */
+  min_free_mb: number;
+  state: DiskState;
+  /** Size of the reserve file on disk now, MB (0 while it is given to PostgreSQL). */
+  reserve_mb: number;
+  /** Tenant statements canceled with 53100 for growing their database while critical. */
+  writes_canceled: number;
+  /** New work refused with 53100 (mints, builds, snapshots, restores). */
+  refusals: number;
+}
+
+/** What the disposable databases facade asks before new work. */
+export interface DiskRoom {
+  /** Throws DISK_FULL (53100) naming the free space and the setting when below --min-free-disk. */
+  assertRoom(what: string): void;
+  hasRoom(): boolean;
+  /** Called when space is back above --min-free-disk (the warm pool resumes). */
+  onRoom(listener: () => void): void;
+  status(): DiskStatus;
+}
+
+interface Reading {
+  free: number;
+  total: number;
+}
+
+const mb = (bytes: number): number => Math.round((bytes / 2 ** 20) * 10) / 10;
+
+export class DiskGuard implements DiskRoom {
+  private readonly reservePath: string;
+  private readonly conn: AdminConnection;
+  private reading: Reading = { free: Infinity, total: 0 };
+  private current: DiskState = 'ok';
+  private reserveBytes = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private checking: Promise<void> | null = null;
+  private stopped = false;
+  private lastCheckpoint = -Infinity;
+  /** Sizes of databases with a writer in progress at the last check while critical. */
+  private sizes = new Map<string, number>();
+  private readonly roomListeners: (() => void)[] = [];
+  private canceled = 0;
+  private refused = 0;
+
+  constructor(private readonly opts: DiskGuardOptions) {
+    this.reservePath = path.join(opts.dataDir, RESERVE_FILE);
+    this.conn = new AdminConnection(opts.connect);
+  }
+
+  get state(): DiskState {
+    return this.current;
+  }
+
+  /** Bytes below which new work is refused, for the filesystem's size now. */
+  get minFreeBytes(): number {
+    const m = this.opts.minFree;
+    const total = this.reading.total;
+    if (m === null) return Math.min(Math.max((total * DEFAULT_PERCENT) / 100, DEFAULT_FLOOR_BYTES), total / 4);
+    return 'mb' in m ? m.mb * 2 ** 20 : (total * m.percent) / 100;
+  }
+
+  private get reserveTarget(): number {
+    return Math.min(RESERVE_MAX_BYTES, Math.floor(this.minFreeBytes / 4 / WRITE_CHUNK) * WRITE_CHUNK);
+  }
+
+  /** Reads free space, adopts or writes the reserve, and starts watching. */
+  async start(): Promise<void> {
+    this.reserveBytes = (await fsp.stat(this.reservePath).catch(() => null))?.size ?? 0;
+    await this.check();
+    this.timer = setInterval(() => void this.check(), this.opts.intervalMs);
+    this.timer.unref();
+    this.opts.logger.info('disk-guard', { dataDir: this.opts.dataDir, freeMb: mb(this.reading.free), totalMb: mb(this.reading.total), minFreeMb: mb(this.minFreeBytes), reserveMb: mb(this.reserveBytes) });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.checking;
+    await this.conn.close();
+  }
+
+  hasRoom(): boolean {
+    return this.current === 'ok';
+  }
+
+  assertRoom(what: string): void {
+    if (this.hasRoom()) return;
+    this.refused++;
+    throw new PgxError('DISK_FULL', `${what}: the data filesystem has ${mb(this.reading.free)} MB free, under the runtime's --min-free-disk of ${mb(this.minFreeBytes)} MB`, {
+      hint: 'Free space on the data filesystem (drop databases, snapshots or templates you no longer need) or grow it; new work is accepted again by itself once space is back.',
+    });
+  }
+
+  onRoom(listener: () => void): void {
+    this.roomListeners.push(listener);
+  }
+
+  status(): DiskStatus {
+    return {
+      free_mb: mb(this.reading.free),
+      total_mb: mb(this.reading.total),
+      min_free_mb: mb(this.minFreeBytes),
+      state: this.current,
+      reserve_mb: mb(this.reserveBytes),
+      writes_canceled: this.canceled,
+      refusals: this.refused,
+    };
+  }
+
+  /**
+   * The supervisor's gate before it restarts a PostgreSQL that died: the reserve goes (crash recovery
+   * writes WAL), then it waits until there is room for recovery to finish. Resolves at once when there is.
+   */
+  async roomToRestart(signal: AbortSignal): Promise<void> {
+    await this.releaseReserve('PostgreSQL is down; crash recovery needs room for WAL');
+    let logged = false;
+    for (;;) {
+      await this.read();
+      const need = Math.min(RESTART_ROOM_BYTES, this.minFreeBytes / 4);
+      if (this.reading.free >= need) return;
+      if (!logged) this.opts.logger.warn('postgres-restart-waiting-for-disk', { freeMb: mb(this.reading.free), needMb: mb(need), hint: 'Free space on the data filesystem; PostgreSQL restarts as soon as there is room.' });
+      logged = true;
+      await sleep(this.opts.intervalMs, undefined, { signal });
+    }
+  }
+
+  /** One pass; public for tests. Passes never overlap. */
+  check(): Promise<void> {
+    this.checking ??= this.pass().finally(() => (this.checking = null));
+    return this.checking;
+  }
+
+  private async pass(): Promise<void> {
+    try {
+      await this.read();
+      const min = this.minFreeBytes;
+      const { free } = this.reading;
+      const next: DiskState = free < min / 2 ? 'critical' : free < min ? 'low' : 'ok';
+      this.setState(next);
+      if (free < min / 4 || !this.opts.postgresUp()) {
+        if (free < min / 4) await this.releaseReserve(`${mb(free)} MB free, under a quarter of --min-free-disk`);
+      } else if (next === 'ok' && this.reserveBytes < this.reserveTarget && free >= min + this.reserveTarget) {
+        await this.writeReserve();
+      }
+      if (next !== 'ok' && this.opts.postgresUp()) await this.relieve(next);
+    } catch (err) {
+      if (!this.stopped) this.opts.logger.warn('disk-guard-pass-failed', { err });
+    }
+  }
+
+  private async read(): Promise<void> {
+    const s = await fsp.statfs(this.opts.dataDir);
+    this.reading = { free: s.bavail * s.bsize, total: s.blocks * s.bsize };
+  }
+
+  private setState(next: DiskState): void {
+    const previous = this.current;
+    if (previous === next) return;
+    this.current = next;
+    const fields = { state: next, previous, freeMb: mb(this.reading.free), minFreeMb: mb(this.minFreeBytes) };
+    if (next === 'ok') {
+      this.opts.logger.info('disk-space-back', fields);
+      this.sizes.clear();
+      for (const listener of this.roomListeners) listener();
+    } else {
+      this.opts.logger.warn('disk-space-low', { ...fields, hint: 'New databases, template builds and snapshots are refused (53100) until space is freed; below half of --min-free-disk, statements growing a database are canceled.' });
+    }
+    if (next !== 'critical') this.sizes.clear();
+  }
+
+  /** Low: a CHECKPOINT now and then (WAL behind it is removed). Critical: stop the databases that grow. */
+  private async relieve(state: DiskState): Promise<void> {
+    const client = await this.conn.get();
+    const now = this.opts.clock.monotonic();
+    if (now - this.lastCheckpoint >= CHECKPOINT_EVERY_MS) {
+      this.lastCheckpoint = now;
+      await client.query('CHECKPOINT');
+    }
+    if (state !== 'critical') return;
+    // Client backends inside a statement that has a transaction id: writing now.
+    const { rows } = await client.query(
+      `SELECT a.pid, a.datname, pg_catalog.pg_database_size(a.datid) FROM pg_catalog.pg_stat_activity a ` +
+        `WHERE a.backend_type = 'client backend' AND a.state = 'active' AND a.backend_xid IS NOT NULL AND a.pid <> pg_catalog.pg_backend_pid()`,
+    );
+    const sizes = new Map<string, number>();
+    const pidsOf = new Map<string, Set<number>>();
+    for (const [pid, datname, size] of rows) {
+      sizes.set(datname!, Number(size));
+      const set = pidsOf.get(datname!) ?? new Set<number>();
+      set.add(Number(pid));
+      pidsOf.set(datname!, set);
+    }
+    for (const [database, size] of sizes) {
+      const before = this.sizes.get(database);
+      if (before === undefined || size - before < GROWTH_BYTES) continue;
+      const pids = pidsOf.get(database)!;
+      const n = this.opts.cancelStatements(pids, {
+        message: `canceling statement: the data filesystem is nearly full (${mb(this.reading.free)} MB free; writes that grow a database stop below ${mb(this.minFreeBytes / 2)} MB)`,
+        detail: `Database "${database}" grew by ${mb(size - before)} MB since the last check.`,
+        hint: 'Free space on the data filesystem (drop tables or databases you no longer need), then retry; reads and small writes go on meanwhile.',
+      });
+      this.canceled += n;
+      if (n > 0) this.opts.logger.warn('disk-write-canceled', { database, statements: n, grewMb: mb(size - before), freeMb: mb(this.reading.free) });
+    }
+    this.sizes = sizes;
+  }
+
+  private async releaseReserve(reason: string): Promise<void> {
+    if (this.reserveBytes === 0) return;
+    await fsp.rm(this.reservePath, { force: true });
+    this.opts.logger.warn('disk-reserve-released', { reserveMb: mb(this.reserveBytes), reason });
+    this.reserveBytes = 0;
+    await this.read();
+  }
+
+  /** Real blocks, not a sparse file: random bytes, so compression (ZFS, btrfs) cannot shrink them. */
+  private async writeReserve(): Promise<void> {
+    const target = this.reserveTarget;
+    const chunk = randomFillSync(Buffer.allocUnsafe(WRITE_CHUNK));
+    const handle = await fsp.open(this.reservePath, 'w', 0o600);
+    try {
+      for (let written = 0; written < target; written += WRITE_CHUNK) await handle.write(chunk, 0, WRITE_CHUNK, written);
+      await handle.sync();
+    } catch (err) {
+      await handle.close();
+      await fsp.rm(this.reservePath, { force: true });
+      this.reserveBytes = 0;
+      throw err;
+    }
+    await handle.close();
+    this.reserveBytes = target;
+    this.opts.logger.info('disk-reserve-written', { reserveMb: mb(target), path: this.reservePath });
+  }
+}
