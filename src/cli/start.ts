@@ -67,7 +67,7 @@ Disk headroom (docs/limits.md, Disk):
   --min-free-disk MB|N%   free space kept on the data filesystem: below it new databases,
                           template builds and snapshots are refused (53100); below half of
                           it statements growing a database are canceled (53100)
-                                                                  [5%, at least 256 MB]
+                                                     [5%, at least 64 MB, at most 1 GB]
 
 Disposable databases (connect to <prefix><template>__<token> to mint one from a sealed template):
   --prefix P              name prefix that mints on connect                           [tdb_]

@@ -9,13 +9,14 @@
 //   free < M/2   'critical': tenant statements that are growing their database are canceled with
 //                53100 (the engine words the error), so the disk stops filling while M/2 is left for
 //                WAL, checkpoints and everyone else's small writes.
-//   free < M/4   or PostgreSQL down: the reserve file (pgx-disk-reserve, M/4 at most 256 MB, on the
+//   free < M/4   or PostgreSQL down: the reserve file (pgx-disk-reserve, M/4 at most 64 MB, on the
 //                same filesystem) is deleted, giving WAL and crash recovery room at once. The
 //                supervisor restarts a crashed PostgreSQL only once that room is there.
 //
 // When free space is back above M (plus the reserve's size, to recreate it), the runtime recovers by
 // itself: the reserve is rewritten, mints and spares resume. Nothing restarts.
 
+import { execFile } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
@@ -31,12 +32,17 @@ export type DiskState = 'ok' | 'low' | 'critical';
 /** --min-free-disk: MB, or a percentage of the filesystem's size; null: the default. */
 export type MinFreeDisk = { mb: number } | { percent: number } | null;
 
-/** The default: 5% of the filesystem, at least 256 MB, but never more than a quarter of it. */
+/**
+ * The default: 5% of the filesystem, at least 64 MB (four WAL segments) and at most 1 GB, so a
+ * developer's nearly full laptop disk still mints while a small volume keeps room for its WAL.
+ */
 const DEFAULT_PERCENT = 5;
-const DEFAULT_FLOOR_BYTES = 256 * 2 ** 20;
+const DEFAULT_FLOOR_BYTES = 64 * 2 ** 20;
+const DEFAULT_CEILING_BYTES = 2 ** 30;
 
 export const RESERVE_FILE = 'pgx-disk-reserve';
-const RESERVE_MAX_BYTES = 256 * 2 ** 20;
+/** Crash recovery and a checkpoint need a WAL segment or two; four leave room for other tenants' commits. */
+const RESERVE_MAX_BYTES = 64 * 2 ** 20;
 /** Room crash recovery needs to start: two WAL segments (its end-of-recovery checkpoint writes WAL). */
 const RESTART_ROOM_BYTES = 32 * 2 ** 20;
 /** A database that grew this much between two checks while critical is one that fills the disk. */
@@ -125,7 +131,7 @@ export class DiskGuard implements DiskRoom {
   get minFreeBytes(): number {
     const m = this.opts.minFree;
     const total = this.reading.total;
-    if (m === null) return Math.min(Math.max((total * DEFAULT_PERCENT) / 100, DEFAULT_FLOOR_BYTES), total / 4);
+    if (m === null) return Math.min(Math.max((total * DEFAULT_PERCENT) / 100, DEFAULT_FLOOR_BYTES), DEFAULT_CEILING_BYTES);
     return 'mb' in m ? m.mb * 2 ** 20 : (total * m.percent) / 100;
   }
 
@@ -284,22 +290,41 @@ export class DiskGuard implements DiskRoom {
     await this.read();
   }
 
-  /** Real blocks, not a sparse file: random bytes, so compression (ZFS, btrfs) cannot shrink them. */
+  /**
+   * Real blocks, not a sparse file: fallocate(1) reserves them at once where the filesystem can
+   * (XFS, ext4, btrfs); elsewhere (ZFS) random bytes are written, which compression cannot shrink.
+   */
   private async writeReserve(): Promise<void> {
     const target = this.reserveTarget;
-    const chunk = randomFillSync(Buffer.allocUnsafe(WRITE_CHUNK));
-    const handle = await fsp.open(this.reservePath, 'w', 0o600);
     try {
-      for (let written = 0; written < target; written += WRITE_CHUNK) await handle.write(chunk, 0, WRITE_CHUNK, written);
-      await handle.sync();
+      if (!(await fallocate(this.reservePath, target))) await writeRandom(this.reservePath, target);
     } catch (err) {
-      await handle.close();
       await fsp.rm(this.reservePath, { force: true });
       this.reserveBytes = 0;
       throw err;
     }
-    await handle.close();
     this.reserveBytes = target;
     this.opts.logger.info('disk-reserve-written', { reserveMb: mb(target), path: this.reservePath });
+  }
+}
+
+/** fallocate -l BYTES FILE; false when the tool or the filesystem cannot (the file is then removed). */
+function fallocate(file: string, bytes: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    execFile('fallocate', ['-l', String(bytes), file], (err) => {
+      if (!err) return resolve(true);
+      void fsp.rm(file, { force: true }).then(() => resolve(false), () => resolve(false));
+    });
+  });
+}
+
+async function writeRandom(file: string, bytes: number): Promise<void> {
+  const chunk = randomFillSync(Buffer.allocUnsafe(WRITE_CHUNK));
+  const handle = await fsp.open(file, 'w', 0o600);
+  try {
+    for (let written = 0; written < bytes; written += WRITE_CHUNK) await handle.write(chunk, 0, WRITE_CHUNK, written);
+    await handle.sync();
+  } finally {
+    await handle.close();
   }
 }
