@@ -112,8 +112,11 @@ export class DiskGuard implements DiskRoom {
   private checking: Promise<void> | null = null;
   private stopped = false;
   private lastCheckpoint = -Infinity;
-  /** Sizes of databases with a writer in progress at the last check while critical. */
-  private sizes = new Map<string, number>();
+  /**
+   * Sizes of databases with a writer in progress at the last check while critical; kept until space is
+   * back, as a CHECKPOINT's freed WAL can lift the state to low for a moment while the writer goes on.
+   */
+  private readonly sizes = new Map<string, number>();
   private readonly roomListeners: (() => void)[] = [];
   private canceled = 0;
   private refused = 0;
@@ -239,10 +242,11 @@ export class DiskGuard implements DiskRoom {
       this.opts.logger.info('disk-space-back', fields);
       this.sizes.clear();
       for (const listener of this.roomListeners) listener();
+    } else if (previous === 'critical') {
+      this.opts.logger.info('disk-space-low', fields);
     } else {
       this.opts.logger.warn('disk-space-low', { ...fields, hint: 'New databases, template builds and snapshots are refused (53100) until space is freed; below half of --min-free-disk, statements growing a database are canceled.' });
     }
-    if (next !== 'critical') this.sizes.clear();
   }
 
   /** Low: a CHECKPOINT now and then (WAL behind it is removed). Critical: stop the databases that grow. */
@@ -279,7 +283,7 @@ export class DiskGuard implements DiskRoom {
       this.canceled += n;
       if (n > 0) this.opts.logger.warn('disk-write-canceled', { database, statements: n, grewMb: mb(size - before), freeMb: mb(this.reading.free) });
     }
-    this.sizes = sizes;
+    for (const [database, size] of sizes) this.sizes.set(database, size);
   }
 
   private async releaseReserve(reason: string): Promise<void> {
