@@ -121,6 +121,13 @@ describe('runtime: a full data filesystem (loop-mounted XFS)', function () {
     expect(refusal?.code, refusal?.message).to.equal('53100');
     expect(refusal!.message).to.include('--min-free-disk');
     expect(refusal!.hint).to.include('Free space');
+    // So are snapshots and template builds: they copy whole databases.
+    const snapshot = await queryOnce(rt!.connection(b), `SELECT pgx_snapshot_database('${b}', 'snap_b')`).catch((err: Error & { code?: string }) => err);
+    expect((snapshot as Error & { code?: string }).code, String(snapshot)).to.equal('53100');
+    const build = await Promise.resolve()
+      .then(() => rt!.runtime.databases.buildTemplate({ name: 'tpl_more', sql: 'CREATE TABLE x (id int)' }, 'postgres'))
+      .catch((err: Error & { code?: string }) => err);
+    expect((build as Error & { code?: string }).code, String(build)).to.equal('DISK_FULL');
     const low = (await rt!.runtime.databases.status()).limits.disk;
     expect(low.state).to.be.oneOf(['low', 'critical']);
     expect(low.min_free_mb).to.equal(MIN_FREE_MB);
