@@ -418,6 +418,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     osUser,
     restartGate: (signal) => disk.roomToRestart(signal),
   });
+  await disk.releaseIfLow();
   await supervisor.start();
   const admin = new AdminConnection(() => supervisor.connect('postgres', 'postgres'));
   const credentials = new RoleCredentials(() => admin.get());

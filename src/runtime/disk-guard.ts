@@ -204,6 +204,18 @@ export class DiskGuard implements DiskRoom {
     }
   }
 
+  /**
+   * Before PostgreSQL's first start: a data directory on a filesystem that filled while the runtime
+   * was stopped gives its reserve to the startup's crash recovery.
+   */
+  async releaseIfLow(): Promise<void> {
+    const s = await fsp.statfs(this.opts.dataDir).catch(() => null);
+    if (s === null) return; // no data directory yet: initdb makes it
+    this.reading = { free: s.bavail * s.bsize, total: s.blocks * s.bsize };
+    this.reserveBytes = (await fsp.stat(this.reservePath).catch(() => null))?.size ?? 0;
+    if (this.reading.free < this.minFreeBytes / 4) await this.releaseReserve(`${mb(this.reading.free)} MB free at start`);
+  }
+
   /** One pass; public for tests. Passes never overlap. */
   check(): Promise<void> {
     this.checking ??= this.pass().finally(() => (this.checking = null));
@@ -249,15 +261,18 @@ export class DiskGuard implements DiskRoom {
     }
   }
 
-  /** Low: a CHECKPOINT now and then (WAL behind it is removed). Critical: stop the databases that grow. */
+  /** Critical: stop the databases that grow. Low or critical: a CHECKPOINT now and then (WAL behind it is removed). */
   private async relieve(state: DiskState): Promise<void> {
     const client = await this.conn.get();
+    if (state === 'critical') await this.stopGrowingWriters(client);
     const now = this.opts.clock.monotonic();
     if (now - this.lastCheckpoint >= CHECKPOINT_EVERY_MS) {
       this.lastCheckpoint = now;
       await client.query('CHECKPOINT');
     }
-    if (state !== 'critical') return;
+  }
+
+  private async stopGrowingWriters(client: SqlClient): Promise<void> {
     // Client backends inside a statement that has a transaction id: writing now.
     const { rows } = await client.query(
       `SELECT a.pid, a.datname, pg_catalog.pg_database_size(a.datid) FROM pg_catalog.pg_stat_activity a ` +
