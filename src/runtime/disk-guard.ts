@@ -6,7 +6,8 @@
 //
 //   free < M     'low': new work is refused with 53100 (mints, template builds and imports, snapshots,
 //                restores, warm spares); a CHECKPOINT hands back WAL PostgreSQL no longer needs.
-//   free < M/2   'critical': tenant statements that are growing their database are canceled with
+//   free < M/2   'critical' (or under M and falling fast enough to cross M/2 within 500 ms): tenant
+//                statements growing their database, or their temporary files, are canceled with
 //                53100 (the engine words the error), so the disk stops filling while M/2 is left for
 //                WAL, checkpoints and everyone else's small writes.
 //   free < M/4   or PostgreSQL down: the reserve file (pgx-disk-reserve, M/4 at most 64 MB, on the
@@ -49,6 +50,8 @@ const RESTART_ROOM_BYTES = 32 * 2 ** 20;
 const GROWTH_BYTES = 2 ** 20;
 /** A CHECKPOINT while low at most this often (it removes WAL segments older than its redo point). */
 const CHECKPOINT_EVERY_MS = 5_000;
+/** Critical when free space, falling at its recent rate, would be under half of M this far ahead. */
+const PROJECT_MS = 500;
 const WRITE_CHUNK = 2 ** 20;
 
 export interface DiskGuardOptions {
@@ -98,6 +101,8 @@ export interface DiskRoom {
 interface Reading {
   free: number;
   total: number;
+  /** Clock.monotonic() when read. */
+  at: number;
 }
 
 const mb = (bytes: number): number => Math.round((bytes / 2 ** 20) * 10) / 10;
@@ -105,7 +110,9 @@ const mb = (bytes: number): number => Math.round((bytes / 2 ** 20) * 10) / 10;
 export class DiskGuard implements DiskRoom {
   private readonly reservePath: string;
   private readonly conn: AdminConnection;
-  private reading: Reading = { free: Infinity, total: 0 };
+  private readonly checkpointConn: AdminConnection;
+  private checkpointing: Promise<void> | null = null;
+  private reading: Reading = { free: Infinity, total: 0, at: 0 };
   private current: DiskState = 'ok';
   private reserveBytes = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -117,6 +124,8 @@ export class DiskGuard implements DiskRoom {
    * back, as a CHECKPOINT's freed WAL can lift the state to low for a moment while the writer goes on.
    */
   private readonly sizes = new Map<string, number>();
+  /** Temporary-file bytes per backend at the last check while critical (a statement's files go with it). */
+  private tempSizes = new Map<number, number>();
   private readonly roomListeners: (() => void)[] = [];
   private canceled = 0;
   private refused = 0;
@@ -124,6 +133,7 @@ export class DiskGuard implements DiskRoom {
   constructor(private readonly opts: DiskGuardOptions) {
     this.reservePath = path.join(opts.dataDir, RESERVE_FILE);
     this.conn = new AdminConnection(opts.connect);
+    this.checkpointConn = new AdminConnection(opts.connect);
   }
 
   get state(): DiskState {
@@ -156,7 +166,9 @@ export class DiskGuard implements DiskRoom {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.checking;
+    await this.checkpointing;
     await this.conn.close();
+    await this.checkpointConn.close();
   }
 
   hasRoom(): boolean {
@@ -211,7 +223,7 @@ export class DiskGuard implements DiskRoom {
   async releaseIfLow(): Promise<void> {
     const s = await fsp.statfs(this.opts.dataDir).catch(() => null);
     if (s === null) return; // no data directory yet: initdb makes it
-    this.reading = { free: s.bavail * s.bsize, total: s.blocks * s.bsize };
+    this.reading = { free: s.bavail * s.bsize, total: s.blocks * s.bsize, at: this.opts.clock.monotonic() };
     this.reserveBytes = (await fsp.stat(this.reservePath).catch(() => null))?.size ?? 0;
     if (this.reading.free < this.minFreeBytes / 4) await this.releaseReserve(`${mb(this.reading.free)} MB free at start`);
   }
@@ -224,10 +236,15 @@ export class DiskGuard implements DiskRoom {
 
   private async pass(): Promise<void> {
     try {
+      const previous = this.reading;
       await this.read();
       const min = this.minFreeBytes;
       const { free } = this.reading;
-      const next: DiskState = free < min / 2 ? 'critical' : free < min ? 'low' : 'ok';
+      // Where free space will be in PROJECT_MS at the rate it fell since the last pass: a pass can lag
+      // by hundreds of ms on a loaded machine, and a bulk load writes (data and WAL) 100 MB/s and more.
+      const fell = Math.max(0, previous.free - free) / Math.max(1, this.reading.at - previous.at);
+      const projected = free - fell * PROJECT_MS;
+      const next: DiskState = free < min && projected < min / 2 ? 'critical' : free < min ? 'low' : 'ok';
       this.setState(next);
       if (free < min / 4 || !this.opts.postgresUp()) {
         if (free < min / 4) await this.releaseReserve(`${mb(free)} MB free, under a quarter of --min-free-disk`);
@@ -242,7 +259,7 @@ export class DiskGuard implements DiskRoom {
 
   private async read(): Promise<void> {
     const s = await fsp.statfs(this.opts.dataDir);
-    this.reading = { free: s.bavail * s.bsize, total: s.blocks * s.bsize };
+    this.reading = { free: s.bavail * s.bsize, total: s.blocks * s.bsize, at: this.opts.clock.monotonic() };
   }
 
   private setState(next: DiskState): void {
@@ -253,6 +270,7 @@ export class DiskGuard implements DiskRoom {
     if (next === 'ok') {
       this.opts.logger.info('disk-space-back', fields);
       this.sizes.clear();
+      this.tempSizes.clear();
       for (const listener of this.roomListeners) listener();
     } else if (previous === 'critical') {
       this.opts.logger.info('disk-space-low', fields);
@@ -261,18 +279,31 @@ export class DiskGuard implements DiskRoom {
     }
   }
 
-  /** Critical: stop the databases that grow. Low or critical: a CHECKPOINT now and then (WAL behind it is removed). */
+  /**
+   * Critical: stop what grows. Low or critical: a CHECKPOINT now and then (WAL behind it is removed),
+   * on a connection of its own and not awaited: it can take a second under load, and the checks that
+   * stop a writer must not wait for it.
+   */
   private async relieve(state: DiskState): Promise<void> {
-    const client = await this.conn.get();
-    if (state === 'critical') await this.stopGrowingWriters(client);
     const now = this.opts.clock.monotonic();
-    if (now - this.lastCheckpoint >= CHECKPOINT_EVERY_MS) {
+    if (this.checkpointing === null && now - this.lastCheckpoint >= CHECKPOINT_EVERY_MS) {
       this.lastCheckpoint = now;
-      await client.query('CHECKPOINT');
+      this.checkpointing = this.checkpointConn
+        .get()
+        .then((c) => c.query('CHECKPOINT'))
+        .then(
+          () => undefined,
+          (err: unknown) => {
+            if (!this.stopped) this.opts.logger.warn('disk-checkpoint-failed', { err });
+          },
+        )
+        .finally(() => (this.checkpointing = null));
     }
+    // Sizes are sampled while low too, so the first critical pass can already tell who grows.
+    await this.stopGrowingWriters(await this.conn.get(), state === 'critical');
   }
 
-  private async stopGrowingWriters(client: SqlClient): Promise<void> {
+  private async stopGrowingWriters(client: SqlClient, cancel: boolean): Promise<void> {
     // Client backends inside a statement that has a transaction id: writing now.
     const { rows } = await client.query(
       `SELECT a.pid, a.datname, pg_catalog.pg_database_size(a.datid) FROM pg_catalog.pg_stat_activity a ` +
@@ -288,17 +319,38 @@ export class DiskGuard implements DiskRoom {
     }
     for (const [database, size] of sizes) {
       const before = this.sizes.get(database);
-      if (before === undefined || size - before < GROWTH_BYTES) continue;
-      const pids = pidsOf.get(database)!;
-      const n = this.opts.cancelStatements(pids, {
-        message: `canceling statement: the data filesystem is nearly full (${mb(this.reading.free)} MB free; writes that grow a database stop below ${mb(this.minFreeBytes / 2)} MB)`,
-        detail: `Database "${database}" grew by ${mb(size - before)} MB since the last check.`,
-        hint: 'Free space on the data filesystem (drop tables or databases you no longer need), then retry; reads and small writes go on meanwhile.',
-      });
-      this.canceled += n;
-      if (n > 0) this.opts.logger.warn('disk-write-canceled', { database, statements: n, grewMb: mb(size - before), freeMb: mb(this.reading.free) });
+      if (!cancel || before === undefined || size - before < GROWTH_BYTES) continue;
+      this.cancel(pidsOf.get(database)!, database, `Database "${database}" grew by ${mb(size - before)} MB since the last check.`, size - before);
     }
     for (const [database, size] of sizes) this.sizes.set(database, size);
+
+    // A sort or hash spilling to temporary files grows no database (and has no transaction id when
+    // it only reads), but fills the same filesystem: the files are named pgsql_tmp<pid>.<n>.
+    const { rows: temp } = await client.query(
+      `SELECT a.pid, a.datname, sum(t.size) FROM pg_catalog.pg_ls_tmpdir() t ` +
+        `JOIN pg_catalog.pg_stat_activity a ON a.pid = substring(t.name from '^pgsql_tmp([0-9]+)[.]')::int ` +
+        `WHERE a.backend_type = 'client backend' AND a.state = 'active' GROUP BY a.pid, a.datname`,
+    );
+    const tempSizes = new Map<number, number>();
+    for (const [pidText, datname, bytesText] of temp) {
+      const pid = Number(pidText);
+      const bytes = Number(bytesText);
+      tempSizes.set(pid, bytes);
+      const before = this.tempSizes.get(pid);
+      if (!cancel || before === undefined || bytes - before < GROWTH_BYTES) continue;
+      this.cancel(new Set([pid]), datname!, `The statement's temporary files grew by ${mb(bytes - before)} MB since the last check (${mb(bytes)} MB in all).`, bytes - before);
+    }
+    this.tempSizes = tempSizes;
+  }
+
+  private cancel(pids: ReadonlySet<number>, database: string, detail: string, grew: number): void {
+    const n = this.opts.cancelStatements(pids, {
+      message: `canceling statement: the data filesystem is nearly full (${mb(this.reading.free)} MB free, under the runtime's --min-free-disk of ${mb(this.minFreeBytes)} MB)`,
+      detail,
+      hint: 'Free space on the data filesystem (drop tables or databases you no longer need), then retry; reads and small writes go on meanwhile.',
+    });
+    this.canceled += n;
+    if (n > 0) this.opts.logger.warn('disk-write-canceled', { database, statements: n, grewMb: mb(grew), freeMb: mb(this.reading.free) });
   }
 
   private async releaseReserve(reason: string): Promise<void> {

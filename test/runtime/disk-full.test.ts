@@ -149,6 +149,29 @@ describe('runtime: a full data filesystem (loop-mounted XFS)', function () {
     expect(back.reserve_mb, 'the reserve file is back').to.equal(MIN_FREE_MB / 4);
   });
 
+  it('stops a read-only statement whose sort spills more temporary files than the disk holds', async function () {
+    const db = 'tdb_tpl_disk__sorter';
+    const postgresPid = rt!.runtime.supervisor.pid;
+    const sorter = new pg.Client(rt!.connection(db));
+    sorter.on('error', () => undefined);
+    await sorter.connect();
+    try {
+      await sorter.query("SET work_mem = '64kB'");
+      // About 750 MB of sort runs, more than the filesystem has.
+      const err = await sorter
+        .query("SELECT count(*) FROM (SELECT md5(g::text) || repeat('x', 200) AS s FROM generate_series(1, 3000000) g ORDER BY 1) q")
+        .then(() => null, (e: Error & { code?: string; detail?: string }) => e);
+      expect(err?.code, String(err)).to.equal('53100');
+      expect(err!.detail).to.include('temporary files');
+      // The session goes on, and its temporary files went with the statement.
+      expect((await sorter.query('SELECT 1 AS one')).rows).to.deep.equal([{ one: 1 }]);
+    } finally {
+      await sorter.end().catch(() => undefined);
+    }
+    expect(rt!.runtime.supervisor.pid).to.equal(postgresPid);
+    await waitFor('space back', async () => (await rt!.runtime.databases.status()).limits.disk.state === 'ok', 20_000);
+  });
+
   it('restarts a PostgreSQL that died on a full disk as soon as there is room for crash recovery', async function () {
     const db = 'tdb_tpl_disk__crash';
     await queryOnce(rt!.connection(db), "INSERT INTO t (who) VALUES ('before-crash')");
