@@ -4,7 +4,8 @@
 // write would end every session of every tenant): the writer gets 53100, another tenant keeps reading
 // and writing, a new mint is refused with 53100 and a hint, and once the test frees space (the
 // ballast goes) the runtime takes new work again by itself, with the same postmaster and every
-// committed row still there. A PostgreSQL that crashes on a full disk is restarted once there is room.
+// committed row still there. A sort spilling more temporary files than the disk holds is stopped the
+// same way, and a PostgreSQL that crashes on a full disk is restarted once there is room.
 
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
