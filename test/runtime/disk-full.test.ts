@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { ApiClient, ApiClientError } from '../../src/api/client.js';
 import { waitFor } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -22,6 +23,7 @@ const MB = 2 ** 20;
 const IMAGE_MB = 400;
 const BALLAST_MB = 100;
 const MIN_FREE_MB = 64;
+const TOKEN = 'test-token-disk-0123456789abcdef';
 
 function freeMb(dir: string): number {
   const s = fs.statfsSync(dir);
@@ -70,7 +72,7 @@ describe('runtime: a full data filesystem (loop-mounted XFS)', function () {
     execFileSync('mount', ['-o', 'loop', image, mountPoint]);
     fs.chmodSync(mountPoint, 0o755);
     writeBallast(path.join(mountPoint, 'ballast'), BALLAST_MB);
-    rt = await startTestRuntime({ dataDir: path.join(mountPoint, 'data'), poolSize: 1 });
+    rt = await startTestRuntime({ dataDir: path.join(mountPoint, 'data'), poolSize: 1, minFreeDisk: MIN_FREE_MB, apiPort: 0, apiToken: TOKEN });
     await queryOnce(rt.connection(), 'CREATE DATABASE tpl_disk');
     await queryOnce(rt.connection('tpl_disk'), 'CREATE TABLE t (id bigserial PRIMARY KEY, who text NOT NULL, pad text)');
     await queryOnce(rt.connection(), "SELECT pgx_seal_template('tpl_disk')");
@@ -131,6 +133,11 @@ describe('runtime: a full data filesystem (loop-mounted XFS)', function () {
     expect(refusal?.code, refusal?.message).to.equal('53100');
     expect(refusal!.message).to.include('--min-free-disk');
     expect(refusal!.hint).to.include('Free space');
+    // And through the HTTP API: 507.
+    const api = new ApiClient({ url: `http://127.0.0.1:${rt!.runtime.api!.port}`, token: TOKEN });
+    const created = await api.createDatabase({ template: 'tpl_disk' }).catch((err: unknown) => err);
+    expect(created).to.be.instanceOf(ApiClientError);
+    expect(created).to.include({ status: 507, code: 'DISK_FULL' });
     // So are snapshots and template builds: they copy whole databases.
     const snapshot = await queryOnce(rt!.connection(b), `SELECT pgx_snapshot_database('${b}', 'snap_b')`).catch((err: Error & { code?: string }) => err);
     expect((snapshot as Error & { code?: string }).code, String(snapshot)).to.equal('53100');
