@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'TOO_MANY_DATABASES'
   | 'TOO_MANY_CONNECTIONS'
   | 'OUT_OF_MEMORY'
+  | 'DISK_FULL'
   | 'CANNOT_CONNECT_NOW'
   | 'ADMIN_SHUTDOWN'
   | 'QUERY_CANCELED'
@@ -38,6 +39,7 @@ const CODES: Record<ErrorCode, CodeInfo> = {
   TOO_MANY_DATABASES: { sqlstate: '53400', http: 429 },
   TOO_MANY_CONNECTIONS: { sqlstate: '53300', http: 429 },
   OUT_OF_MEMORY: { sqlstate: '53200', http: 503 },
+  DISK_FULL: { sqlstate: '53100', http: 507 },
   CANNOT_CONNECT_NOW: { sqlstate: '57P03', http: 503 },
   ADMIN_SHUTDOWN: { sqlstate: '57P01', http: 503 },
   QUERY_CANCELED: { sqlstate: '57014', http: 408 },

@@ -30,6 +30,7 @@ const KNOWN_CODES: Record<ErrorCode, true> = {
   TOO_MANY_DATABASES: true,
   TOO_MANY_CONNECTIONS: true,
   OUT_OF_MEMORY: true,
+  DISK_FULL: true,
   CANNOT_CONNECT_NOW: true,
   ADMIN_SHUTDOWN: true,
   QUERY_CANCELED: true,

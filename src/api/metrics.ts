@@ -25,6 +25,13 @@ export class ApiMetrics {
   private readonly memoryCanceled: Counter<'limit'>;
   private readonly memoryLimit: Gauge<'limit'>;
   private readonly activeWaiting: Gauge;
+  private readonly diskFree: Gauge;
+  private readonly diskTotal: Gauge;
+  private readonly diskMinFree: Gauge;
+  private readonly diskState: Gauge<'state'>;
+  private readonly diskReserve: Gauge;
+  private readonly diskCanceled: Counter;
+  private readonly diskRefusals: Counter;
   readonly requests: Counter<'method' | 'route' | 'status'>;
   /** Last totals seen, to turn persisted totals into counter increments. */
   private readonly seen = new Map<string, number>();
@@ -55,6 +62,13 @@ export class ApiMetrics {
     this.memoryCanceled = new Counter({ name: 'pgx_memory_limit_cancels_total', help: 'Statements canceled with 53200 for crossing a memory limit, by limit (session, database, runtime, cgroup)', labelNames: ['limit'], registers });
     this.memoryLimit = new Gauge({ name: 'pgx_memory_limit_mb', help: 'Memory limits in force (setting), MB, by limit; cgroup is the container limit read at start', labelNames: ['limit'], registers });
     this.activeWaiting = new Gauge({ name: 'pgx_active_wait_queue', help: 'Sessions waiting for an active slot on their database (--max-active-per-db)', registers });
+    this.diskFree = new Gauge({ name: 'pgx_disk_free_mb', help: 'Free space on the data filesystem an unprivileged process can write (statfs f_bavail), MB', registers });
+    this.diskTotal = new Gauge({ name: 'pgx_disk_total_mb', help: 'Size of the data filesystem, MB', registers });
+    this.diskMinFree = new Gauge({ name: 'pgx_disk_min_free_mb', help: 'Free space kept (--min-free-disk, setting), MB: below it new work is refused with 53100', registers });
+    this.diskState = new Gauge({ name: 'pgx_disk_state', help: '1 for the disk guard state now (ok, low: new work refused, critical: growing writes canceled), 0 for the others', labelNames: ['state'], registers });
+    this.diskReserve = new Gauge({ name: 'pgx_disk_reserve_mb', help: 'Size of the WAL reserve file on the data filesystem now, MB (0 while released)', registers });
+    this.diskCanceled = new Counter({ name: 'pgx_disk_writes_canceled_total', help: 'Statements canceled with 53100 for growing a database while the data filesystem was nearly full', registers });
+    this.diskRefusals = new Counter({ name: 'pgx_disk_refusals_total', help: 'New work (mints, builds, snapshots, restores) refused with 53100 for lack of free space', registers });
     this.requests = new Counter({ name: 'pgx_api_requests_total', help: 'HTTP API requests by route and status', labelNames: ['method', 'route', 'status'], registers });
     // Event-loop lag sampled once a second, not every 10 ms (the default): on an idle runtime the
     // default sampling alone cost several times the CPU of everything else node does.
@@ -96,6 +110,16 @@ export class ApiMetrics {
     for (const [limit, mb] of [['session', m.session_mb], ['database', m.database_mb], ['runtime', m.runtime_mb], ['cgroup', m.cgroup_mb]] as const) {
       if (mb === null) this.memoryLimit.remove({ limit });
       else this.memoryLimit.set({ limit }, mb);
+    }
+    const disk = status.limits.disk;
+    if (disk.state !== null) {
+      this.diskFree.set(disk.free_mb);
+      this.diskTotal.set(disk.total_mb);
+      this.diskMinFree.set(disk.min_free_mb);
+      this.diskReserve.set(disk.reserve_mb);
+      for (const state of ['ok', 'low', 'critical'] as const) this.diskState.set({ state }, disk.state === state ? 1 : 0);
+      this.advance('disk.canceled', disk.writes_canceled, (n) => this.diskCanceled.inc(n));
+      this.advance('disk.refusals', disk.refusals, (n) => this.diskRefusals.inc(n));
     }
     this.activeWaiting.set(engine.activeWaiting);
     this.engineClients.set(engine.clients);

@@ -39,6 +39,11 @@ export const runtimeConfigSchema = z
     databaseMemoryLimit: z.number().int().min(1).max(MAX_MEMORY_MB).nullable().default(null),
     /** null: 75% of the cgroup's memory limit when there is one, else none. */
     runtimeMemoryLimit: z.number().int().min(1).max(MAX_MEMORY_MB).nullable().default(null),
+    /**
+     * Free space the data filesystem keeps (src/runtime/disk-guard.ts): MB, or a share of the
+     * filesystem as "N%". Below it new work is refused with 53100. null: 5%, at least 64 MB, at most 1 GB.
+     */
+    minFreeDisk: z.union([z.number().positive(), z.string().regex(/^(100|\d{1,2}(\.\d+)?)%$/, 'MB, or a percentage of the filesystem such as "5%"')]).nullable().default(null),
     backendIdleTimeout: z.number().min(1).max(MAX_TIMER_SECONDS).default(300),
     /** Idle pooled backends kept at most, over all databases. */
     maxIdleBackends: z.number().int().min(0).max(MAX_COUNT).default(10),

@@ -30,6 +30,7 @@ import { protectRuntime } from '../runtime/oom.js';
 import { capYoungGeneration } from '../runtime/young-generation.js';
 import { adminPassword, keptApiToken, type AdminPassword } from '../runtime/admin-password.js';
 import { ADMIN_ROLE } from '../runtime/credentials.js';
+import { DiskGuard, type MinFreeDisk } from '../runtime/disk-guard.js';
 
 export const START_HELP = `Usage: pgx start [options]
 
@@ -69,6 +70,12 @@ Memory limits (MB; a statement whose backend crosses one is canceled with 53200;
                               [75% of the cgroup limit, and the cgroup's unreclaimable
                               memory kept under 90% of it]
   -c NAME=VALUE           a PostgreSQL setting over the profile's (repeatable), as postgres -c
+
+Disk headroom (docs/limits.md, Disk):
+  --min-free-disk MB|N%   free space kept on the data filesystem: below it new databases,
+                          template builds and snapshots are refused (53100); below half of
+                          it statements growing a database are canceled (53100)
+                                                     [5%, at least 64 MB, at most 1 GB]
 
 Disposable databases (connect to <prefix><template>__<token> to mint one from a sealed template):
   --prefix P              name prefix that mints on connect                           [tdb_]
@@ -112,6 +119,8 @@ const PG_PORT = 5432;
 const CGROUP_SHARE = 0.75;
 /** How often tenant backends' memory is read: a runaway sort grows by hundreds of MB a second. */
 const MEMORY_CHECK_MS = 100;
+/** How often free space on the data filesystem is read: a bulk insert writes tens of MB a second. */
+const DISK_CHECK_MS = 100;
 /** For the status document; kept in step with package.json. */
 const PGX_VERSION = '0.1.0';
 
@@ -146,6 +155,7 @@ function parseStartFlags(argv: string[]) {
       'session-memory-limit': { type: 'string' },
       'database-memory-limit': { type: 'string' },
       'runtime-memory-limit': { type: 'string' },
+      'min-free-disk': { type: 'string' },
       'backend-wait-timeout': { type: 'string' },
       'backend-idle-timeout': { type: 'string' },
       'max-idle-backends': { type: 'string' },
@@ -192,6 +202,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     sessionMemoryLimit: num(values['session-memory-limit']),
     databaseMemoryLimit: num(values['database-memory-limit']),
     runtimeMemoryLimit: num(values['runtime-memory-limit']),
+    minFreeDisk: values['min-free-disk']?.endsWith('%') ? values['min-free-disk'] : num(values['min-free-disk']),
     backendWaitTimeout: num(values['backend-wait-timeout']),
     backendIdleTimeout: num(values['backend-idle-timeout']),
     maxIdleBackends: num(values['max-idle-backends']),
@@ -231,6 +242,12 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     throw new PgxError('CONFIG_INVALID', 'no data directory given', { hint: 'Pass --data-dir DIR (npm start uses .pgx/data).' });
   }
   return parseConfig(merged, values.config ? `${values.config} and flags` : 'flags');
+}
+
+/** --min-free-disk as configured: MB, "N%", or null for the default. */
+function minFreeDisk(v: number | string | null): MinFreeDisk {
+  if (v === null) return null;
+  return typeof v === 'number' ? { mb: v } : { percent: Number(v.slice(0, -1)) };
 }
 
 /** --mint-roles any | createdb | group | role1,role2 */
@@ -439,7 +456,18 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     mintTimeoutSeconds: config.mintTimeout,
     ...(config.allowExtensions ? { allowedExtensions: config.allowExtensions } : {}),
   };
-  const supervisor = new PostgresSupervisor({
+  // The engine is constructed below; the guard cancels statements through it only after start().
+  const disk = new DiskGuard({
+    dataDir,
+    minFree: minFreeDisk(config.minFreeDisk),
+    intervalMs: DISK_CHECK_MS,
+    connect: () => supervisor.connect('postgres', 'postgres'),
+    cancelStatements: (pids, error) => engine.cancelDiskWriters(pids, error),
+    postgresUp: () => supervisor.state === 'ready',
+    clock: systemClock,
+    logger: logger.child({ component: 'disk' }),
+  });
+  const supervisor: PostgresSupervisor = new PostgresSupervisor({
     dataDir,
     binDir: binaries.binDir,
     socketDir,
@@ -449,7 +477,9 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     logger: logger.child({ component: 'supervisor' }),
     clock: systemClock,
     osUser,
+    restartGate: (signal) => disk.roomToRestart(signal),
   });
+  await disk.releaseIfLow();
   await supervisor.start();
   const admin = new AdminConnection(() => supervisor.connect('postgres', 'postgres'));
   // `databases` is made below; logins reach this only once both exist.
@@ -492,6 +522,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     version: PGX_VERSION,
     postgresVersion: binaries.version,
     postgresPid: () => supervisor.pid,
+    disk,
     memoryLimits: () => ({
       session_mb: memory.sessionMb,
       database_mb: memory.databaseMb,
@@ -541,6 +572,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   let engineListening = false;
   let api: ApiServer | null = null;
   try {
+    await disk.start();
     // Records loaded and reconciled before the first client is routed.
     await databases.start();
     await engine.start();
@@ -565,6 +597,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   } catch (err) {
     await api?.stop();
     await engine.stop();
+    await disk.stop();
     await databases.stop();
     await admin.close();
     await supervisor.stop();
@@ -587,6 +620,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
       engineListening = false;
       // Engine first: its sessions end (the facade records when), then the facade's own work stops.
       await engine.stop();
+      await disk.stop();
       await databases.stop();
       await admin.close();
       await supervisor.stop();

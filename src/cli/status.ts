@@ -47,6 +47,11 @@ export function formatStatus(s: RuntimeStatus): string {
     ['janitor', `${s.janitor.drops} drops, last run ${s.janitor.last_run ?? 'never'}`],
     ['storage', `${s.storage.filesystem}, ${s.storage.clone ? 'copy-on-write clones' : 'no clones: databases are full copies'}`],
   );
+  const d = s.limits?.disk;
+  if (d && d.state !== null) {
+    const note = d.state === 'ok' ? '' : d.state === 'low' ? ': new work refused' : ': new work refused, growing writes canceled';
+    rows.push(['disk', `${num(d.free_mb)} MB free of ${num(d.total_mb)} MB (keeps ${num(d.min_free_mb)} MB), ${d.state}${note}; reserve ${num(d.reserve_mb)} MB; ${d.writes_canceled} writes canceled, ${d.refusals} refusals`]);
+  }
   const width = Math.max(...rows.map(([label]) => label.length));
   return rows.map(([label, value]) => `${label.padEnd(width)}  ${value}\n`).join('');
 }

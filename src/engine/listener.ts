@@ -15,6 +15,7 @@ import { MemoryWatchdog } from './memory-watchdog.js';
 import { ActiveSlots } from './active-slots.js';
 import { LoginFailures } from './login-failures.js';
 import { acceptWithOnread } from './accept-onread.js';
+import { errorResponse } from '../wire/error-response.js';
 
 /**
  * Idle pooled backends kept unless told otherwise: enough for an app's reconnects, not one per
@@ -132,6 +133,22 @@ export class Engine {
         session.terminate(message, hint);
         n++;
       }
+    }
+    return n;
+  }
+
+  /**
+   * Cancels the statement in progress on the sessions these backends serve; each client reads an
+   * ERROR with SQLSTATE 53100 (disk_full) and `error`'s text instead of 57014, and its session goes
+   * on. The runtime's disk guard stops a tenant filling the data filesystem this way. Returns how many.
+   */
+  cancelDiskWriters(pids: ReadonlySet<number>, error: { message: string; detail: string; hint: string }): number {
+    let n = 0;
+    for (const session of this.ctx.sessions) {
+      const pid = session.backendPid;
+      if (pid === null || !pids.has(pid) || !session.busy) continue;
+      session.cancelStatement(errorResponse({ severity: 'ERROR', code: '53100', ...error }));
+      n++;
     }
     return n;
   }

@@ -48,6 +48,8 @@ import { TemplateImports, type ImportJob, type ImportRequest } from './template-
 import { Templates, type BuildRequest } from './templates.js';
 import { WarmPool } from './warm-pool.js';
 import { installExtensionGuard } from './extension-guard.js';
+import type { DiskRoom } from './disk-guard.js';
+import { removeOrphanedDatabaseFiles } from './orphaned-files.js';
 
 /** How long a reading of the process tree's memory serves the status document. */
 const MEMORY_SAMPLE_MS = 1000;
@@ -90,6 +92,8 @@ export interface DisposableDatabasesOptions {
   postgresPid: () => number | undefined;
   /** Memory limits in force and what they did, for the status document; absent: none configured. */
   memoryLimits?: () => MemoryLimitsStatus;
+  /** Free space on the data filesystem (disk-guard.ts): new work is refused with 53100 when low. Absent: not watched. */
+  disk?: DiskRoom;
   clock: Clock;
   logger: Logger;
 }
@@ -155,7 +159,9 @@ export class DisposableDatabases {
     this.permissions = new Permissions(() => this.metadata.client(), s.mintRoles);
     this.queue = new MintQueue({ workers: s.mintWorkers, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control });
     const { registry, counters, metadata, permissions, queue } = this;
-    this.pool = new WarmPool({ size: s.poolSize, connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, clock, logger: log });
+    const disk = opts.disk;
+    this.pool = new WarmPool({ size: s.poolSize, connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log });
+    disk?.onRoom(() => this.pool.kick());
     this.claims = new AdminConnection(control);
     this.minter = new Minter({
       maxDatabases: s.maxDatabases,
@@ -167,6 +173,7 @@ export class DisposableDatabases {
       claims: this.claims,
       permissions,
       counters,
+      ...(disk ? { disk } : {}),
       clock,
       logger: log,
     });
@@ -255,6 +262,9 @@ export class DisposableDatabases {
     await this.reconcile();
     // Minted databases and spares are closed to PUBLIC when made; this closes those made before.
     await (await metadata.client()).query(closeAllToPublicSql(this.settings.prefix, SPARE_PREFIX));
+    // Nothing creates a database yet: a directory under base/ that pg_database does not name is the
+    // leftover of a CREATE DATABASE that PostgreSQL did not survive (e.g. a PANIC on a full disk).
+    await removeOrphanedDatabaseFiles(this.opts.postgres.dataDir, await this.metadata.client(), this.log);
     await this.credentials.load();
   }
 
@@ -366,10 +376,12 @@ export class DisposableDatabases {
         return nameArg(sqlName, args);
       case 'snapshot_database': {
         const [db, name, force] = snapshotArgs(sqlName, args);
+        this.opts.disk?.assertRoom(`cannot snapshot database "${db}"`);
         return (await this.snapshots.snapshot(db, name, caller, force, sqlName)).name;
       }
       case 'restore_database': {
         const [db, name, force] = snapshotArgs(sqlName, args);
+        this.opts.disk?.assertRoom(`cannot restore database "${db}"`);
         await this.snapshots.restore(db, name, caller, force, sqlName);
         return db;
       }
@@ -446,6 +458,7 @@ export class DisposableDatabases {
   /** A template from a SQL script (see template-build.ts), sealed unless `seal` is false. */
   buildTemplate(req: ScriptBuild, user: string): Promise<TemplateRecord> {
     this.assertRunning(`cannot build template "${req.name}"`);
+    this.opts.disk?.assertRoom(`cannot build template "${req.name}"`);
     const { sql, scriptName, ...rest } = req;
     const what = scriptName === undefined ? `the script for template "${req.name}"` : `${scriptName} (the script for template "${req.name}")`;
     const fill = async (database: string, owner: string): Promise<void> => {
@@ -470,6 +483,7 @@ export class DisposableDatabases {
    */
   importTemplate(req: ImportRequest, user: string): ImportJob {
     this.assertRunning(`cannot import template "${req.name}"`);
+    this.opts.disk?.assertRoom(`cannot import template "${req.name}"`);
     const { sourceUrl: _, mask: __, ...build } = req;
     return this.imports.start(req, (fill) => this.templates.build({ ...build, fill, source: 'import' }, user));
   }
@@ -481,12 +495,14 @@ export class DisposableDatabases {
   /** A snapshot of `db` as sealed template `name` (see snapshots.ts); `force` ends open sessions. */
   snapshot(db: string, name: string, user: string, force = false): Promise<TemplateRecord> {
     this.assertRunning(`cannot snapshot database "${db}"`);
+    this.opts.disk?.assertRoom(`cannot snapshot database "${db}"`);
     return this.snapshots.snapshot(db, name, { user, database: null }, force);
   }
 
   /** Puts `db` back to snapshot `name`; `force` ends open sessions (57P01), else they make it fail (55006). */
   restore(db: string, name: string, user: string, force = false): Promise<void> {
     this.assertRunning(`cannot restore database "${db}"`);
+    this.opts.disk?.assertRoom(`cannot restore database "${db}"`);
     return this.snapshots.restore(db, name, { user, database: null }, force);
   }
 
@@ -575,6 +591,7 @@ export class DisposableDatabases {
       janitorLastRun: this.janitor.lastRun,
       storage: this.opts.storage,
       memoryLimits: this.opts.memoryLimits?.() ?? null,
+      disk: this.opts.disk?.status() ?? null,
     });
   }
 

@@ -17,6 +17,7 @@ import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './
 import type { Registry } from './registry.js';
 import { PostgresError, type SqlClient } from './sql-client.js';
 import type { WarmPool } from './warm-pool.js';
+import type { DiskRoom } from './disk-guard.js';
 
 export interface MinterOptions {
   /** Minted databases the runtime holds at most (--max-databases); beyond it 53400. */
@@ -34,6 +35,8 @@ export interface MinterOptions {
   claims: AdminConnection;
   permissions: Permissions;
   counters: Counters;
+  /** Free space on the data filesystem: a mint below --min-free-disk is refused with 53100. */
+  disk?: DiskRoom;
   clock: Clock;
   logger: Logger;
 }
@@ -97,6 +100,12 @@ export class Minter {
     if (!verified && !(check !== null && this.opts.pool.hasReady(template))) {
       if (!(await permissions.mayMint(user))) return this.refusal(name, user);
       verified = true;
+    }
+    try {
+      this.opts.disk?.assertRoom(`cannot create database "${name.name}"`);
+    } catch (err) {
+      counters.add('mints.failures');
+      throw err;
     }
     this.accept(name.name, user);
     try {

@@ -4,6 +4,7 @@
 // except where the field says it is a setting (pool.size).
 
 import type { Counters } from './counters.js';
+import type { DiskStatus } from './disk-guard.js';
 import type { TreeMemory } from './memory.js';
 import type { Registry } from './registry.js';
 import type { StorageCapability } from './storage-probe.js';
@@ -56,8 +57,11 @@ export interface RuntimeStatus {
   };
   /** The data directory's filesystem, probed at start: whether databases are clones of their template. */
   storage: StorageCapability;
-  /** Memory limits (settings) and what the engine's watchdog saw and did (observed). */
-  limits: { memory: MemoryLimitsStatus };
+  /**
+   * Memory limits (settings) and what the engine's watchdog saw and did (observed); free space on the
+   * data filesystem and what the disk guard did (null values when the runtime does not watch it).
+   */
+  limits: { memory: MemoryLimitsStatus; disk: DiskStatus | NoDiskStatus };
 }
 
 export interface MemoryLimitsStatus {
@@ -78,6 +82,11 @@ export interface MemoryLimitsStatus {
   /** Sessions ended with FATAL 53200 for the memory they held between statements (runtime limit). */
   sessions_ended: number;
 }
+
+/** limits.disk of a runtime that does not watch its data filesystem: the same keys, nothing observed. */
+export type NoDiskStatus = { [K in keyof DiskStatus]: null };
+
+const NO_DISK: NoDiskStatus = { free_mb: null, total_mb: null, min_free_mb: null, state: null, reserve_mb: null, writes_canceled: null, refusals: null };
 
 const NO_MEMORY_LIMITS: MemoryLimitsStatus = {
   session_mb: null,
@@ -107,6 +116,7 @@ export interface StatusInputs {
   janitorLastRun: number | null;
   storage: StorageCapability;
   memoryLimits: MemoryLimitsStatus | null;
+  disk: DiskStatus | null;
 }
 
 export function runtimeStatus(i: StatusInputs): RuntimeStatus {
@@ -146,6 +156,9 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
       last_run: i.janitorLastRun === null ? null : new Date(i.janitorLastRun).toISOString(),
     },
     storage: { ...i.storage },
-    limits: { memory: i.memoryLimits ?? { ...NO_MEMORY_LIMITS, canceled: { ...NO_MEMORY_LIMITS.canceled } } },
+    limits: {
+      memory: i.memoryLimits ?? { ...NO_MEMORY_LIMITS, canceled: { ...NO_MEMORY_LIMITS.canceled } },
+      disk: i.disk ?? { ...NO_DISK },
+    },
   };
 }

@@ -33,6 +33,11 @@ export interface SupervisorOptions {
   logger: Logger;
   clock: Clock;
   osUser: OsUser;
+  /**
+   * Awaited before each restart of a PostgreSQL that died: resolves once it may start (the disk guard
+   * waits here for room for crash recovery's WAL). Absent: restart after the backoff alone.
+   */
+  restartGate?: (signal: AbortSignal) => Promise<void>;
 }
 
 interface SupervisorEvents {
@@ -513,6 +518,7 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
       this.log.warn('postgres-restart', { inMs: delayMs });
       try {
         await sleep(delayMs, undefined, { signal });
+        await this.opts.restartGate?.(signal);
         await this.launch(signal);
         this.setState('ready');
         return;

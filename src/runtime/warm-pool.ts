@@ -29,6 +29,8 @@ export interface WarmPoolOptions {
   counters: Counters;
   /** True while clients wait for a mint worker: refills hold back meanwhile. */
   mintsWaiting: () => boolean;
+  /** False while the data filesystem is low on space (disk-guard.ts): refills stop until it calls kick(). */
+  hasRoom?: () => boolean;
   clock: Clock;
   logger: Logger;
 }
@@ -160,6 +162,7 @@ export class WarmPool {
     while (!this.stopped) {
       const template = this.neediest();
       if (!template) return;
+      if (this.opts.hasRoom?.() === false) return;
       if (this.opts.mintsWaiting()) {
         await this.pause(YIELD_MS);
         continue;

@@ -214,6 +214,11 @@ describe('api: HTTP control API', function () {
       'pgx_memory_pss_mb',
       'pgx_memory_rss_mb',
       'pgx_mint_duration_seconds_bucket{le="0.005",source="warm"}',
+      'pgx_disk_free_mb',
+      'pgx_disk_total_mb',
+      'pgx_disk_min_free_mb',
+      'pgx_disk_state{state="ok"} 1',
+      'pgx_disk_reserve_mb',
     ]) {
       expect(res.text, name).to.include(name);
     }

@@ -67,6 +67,14 @@ describe('cli: pgx start options', () => {
     expect(parseStartArgs(['--data-dir', 'd', '--login-timeout', '2147483']).loginTimeout).to.equal(2147483);
   });
 
+  it('takes --min-free-disk as MB or as a percentage of the filesystem', () => {
+    expect(parseStartArgs(['--data-dir', 'd']).minFreeDisk).to.equal(null);
+    expect(parseStartArgs(['--data-dir', 'd', '--min-free-disk', '512']).minFreeDisk).to.equal(512);
+    expect(parseStartArgs(['--data-dir', 'd', '--min-free-disk', '7.5%']).minFreeDisk).to.equal('7.5%');
+    expect(refusal(['--data-dir', 'd', '--min-free-disk', 'lots']).message).to.match(/minFreeDisk/);
+    expect(refusal(['--data-dir', 'd', '--min-free-disk', '150%']).message).to.match(/minFreeDisk/);
+  });
+
   it('refuses unknown flags', () => {
     const e = refusal(['--data-dir', 'd', '--frobnicate']);
     expect(e.message).to.contain('--frobnicate');

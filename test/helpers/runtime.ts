@@ -43,6 +43,8 @@ export async function freshDataDir(): Promise<string> {
     );
     await rt.stop();
     try {
+      // Each runtime writes its own disk reserve (disk-guard.ts): copying it would cost 64 MB a test.
+      fs.rmSync(path.join(staging, 'data', 'pgx-disk-reserve'), { force: true });
       fs.renameSync(path.join(staging, 'data'), seed);
     } catch {
       // Another test process made the seed meanwhile; theirs is as good as ours.

@@ -44,6 +44,13 @@ export const PINNED_STATUS_KEYS = [
   'limits.memory.canceled.cgroup',
   'limits.memory.cgroup_guard_mb',
   'limits.memory.sessions_ended',
+  'limits.disk.free_mb',
+  'limits.disk.total_mb',
+  'limits.disk.min_free_mb',
+  'limits.disk.state',
+  'limits.disk.reserve_mb',
+  'limits.disk.writes_canceled',
+  'limits.disk.refusals',
 ];
 
 export function keyPaths(value: unknown, prefix = ''): string[] {

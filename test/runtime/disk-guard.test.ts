@@ -1,0 +1,105 @@
+// The disk guard's lines, reserve and restart gate on a real small filesystem (a tmpfs mounted for
+// the test; root, as CI runs), without PostgreSQL: the states follow statfs, the reserve is real
+// blocks that go when space runs out and come back with it, and the gate holds a restart until there
+// is room for crash recovery.
+
+import { expect } from 'chai';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { systemClock } from '../../src/clock.js';
+import { PgxError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import { DiskGuard, RESERVE_FILE } from '../../src/runtime/disk-guard.js';
+
+const MB = 2 ** 20;
+
+function fill(file: string): void {
+  const chunk = Buffer.alloc(MB, 1);
+  const fd = fs.openSync(file, 'a');
+  try {
+    for (;;) fs.writeSync(fd, chunk);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+describe('runtime: disk guard on a small tmpfs', function () {
+  this.timeout(30_000);
+  let mountPoint: string;
+  let guard: DiskGuard | undefined;
+
+  before(function () {
+    if (process.getuid?.() !== 0) {
+      console.log('    (needs root to mount a tmpfs)');
+      this.skip();
+    }
+    mountPoint = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-disk-guard-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=80m', 'tmpfs', mountPoint]);
+  });
+
+  after(async function () {
+    await guard?.stop();
+    if (mountPoint) {
+      execFileSync('umount', [mountPoint]);
+      fs.rmSync(mountPoint, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses new work when low, gives the reserve up when out of space, gates a restart, and recovers', async function () {
+    let rooms = 0;
+    guard = new DiskGuard({
+      dataDir: mountPoint,
+      minFree: { mb: 32 },
+      intervalMs: 50,
+      connect: () => Promise.reject(new Error('no PostgreSQL in this test')),
+      cancelStatements: () => 0,
+      postgresUp: () => true, // its CHECKPOINT and cancels fail (no PostgreSQL here), which a pass logs and survives
+      clock: systemClock,
+      logger: silentLogger,
+    });
+    guard.onRoom(() => rooms++);
+    await guard.start();
+    const reserve = path.join(mountPoint, RESERVE_FILE);
+    expect(guard.status()).to.include({ state: 'ok', min_free_mb: 32, reserve_mb: 8 });
+    expect(fs.statSync(reserve).blocks * 512, 'the reserve holds real blocks').to.equal(8 * MB);
+    guard.assertRoom('cannot create database "x"');
+
+    // Something fills the filesystem.
+    const ballast = path.join(mountPoint, 'ballast');
+    fill(ballast);
+    await guard.check();
+    expect(guard.state).to.equal('critical');
+    expect(fs.existsSync(reserve), 'the reserve, given up').to.equal(false);
+    const refusal = (() => {
+      try {
+        guard.assertRoom('cannot create database "x"');
+      } catch (err) {
+        return err as PgxError;
+      }
+      return null;
+    })();
+    expect(refusal?.sqlstate).to.equal('53100');
+    expect(refusal?.message).to.include('under the runtime\'s --min-free-disk of 32 MB');
+    expect(refusal?.hint).to.include('Free space');
+
+    // Filled again past the reserve's room: a restart waits until space is freed.
+    fill(ballast);
+    const abort = new AbortController();
+    let gateOpen = false;
+    const gate = guard.roomToRestart(abort.signal).then(() => (gateOpen = true));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(gateOpen, 'the restart gate while the disk is full').to.equal(false);
+    fs.rmSync(ballast);
+    await gate;
+
+    await guard.check();
+    expect(guard.status()).to.include({ state: 'ok', reserve_mb: 8 });
+    expect(fs.statSync(reserve).blocks * 512).to.equal(8 * MB);
+    expect(rooms, 'room listeners told once').to.equal(1);
+    expect(guard.status().refusals).to.equal(1);
+  });
+});
