@@ -90,6 +90,8 @@ export class MemoryWatchdog {
   readonly cancels: Record<Scope, number> = { session: 0, database: 0, runtime: 0, cgroup: 0 };
   /** Memory of sessions just ended (MB, pass): on its way back, but maybe still charged to the cgroup. */
   private readonly released: Array<{ mb: number; tick: number }> = [];
+  /** The cgroup's unreclaimable MB at the last pass, for its growth rate; null before the first. */
+  private lastCgroupMb: number | null = null;
   /** No cgroup-memory-high warning before this pass (one per 10 s). */
   private quietUntil = 0;
   /** Sessions ended (FATAL 53200) for holding memory between statements over the runtime limit. */
@@ -201,30 +203,45 @@ export class MemoryWatchdog {
    */
   private enforceCgroup(readings: Reading[], usedMb: number, limitMb: number): void {
     const guardMb = Math.floor(limitMb * CGROUP_GUARD);
+    // Several runaways at once grow the cgroup faster than one pass pays for one of them: the kernel
+    // saw 512 MB between two passes 100 ms apart. So the guard acts on where the cgroup will be two
+    // passes on at the rate it grew since the last, and pays as many tenants as that excess needs.
+    const grown = this.lastCgroupMb === null ? 0 : Math.max(0, usedMb - this.lastCgroupMb);
+    this.lastCgroupMb = usedMb;
     let leaving = 0;
     for (const r of readings) if (this.cancelled.has(r.session)) leaving += r.mb;
     for (const e of this.released) leaving += e.mb;
-    const { sum, hog } = this.largestTenant(readings);
-    const excess = usedMb - leaving - guardMb;
-    if (excess <= 0 || hog === null) return;
-    if (sum < excess) {
-      // Tenants hold less than the excess: it is the runtime's own (node, shared buffers, pooled
-      // backends). Ending every session would not bring the cgroup back under; none pays for it.
-      if (this.ticks >= this.quietUntil) {
-        this.quietUntil = this.ticks + Math.ceil(10_000 / this.limits.intervalMs);
-        this.logger.warn('cgroup-memory-high', { usedMb: Math.ceil(usedMb), guardMb, tenantsMb: Math.round(sum), hint: 'The memory is not in tenant sessions: lower shared_buffers or --max-idle-backends, or give the container more memory.' });
+    let excess = usedMb + 2 * grown - leaving - guardMb;
+    const paid = new Set<ClientSession>();
+    for (;;) {
+      const { sum, hog } = this.largestTenant(readings, paid);
+      if (excess <= 0 || hog === null) return;
+      if (sum < excess && paid.size === 0) {
+        this.runtimeOwnMemory(usedMb, guardMb, sum);
+        return;
       }
-      return;
+      this.pay(hog, 'cgroup', usedMb, guardMb);
+      paid.add(hog.largest.session);
+      excess -= hog.largest.mb;
     }
-    this.pay(hog, 'cgroup', usedMb, guardMb);
   }
 
+  /** The cgroup is high but tenants hold less than the excess: logged, once per 10 s, and nobody pays. */
+  private runtimeOwnMemory(usedMb: number, guardMb: number, sum: number): void {
+    // It is the runtime's own (node, shared buffers, pooled backends): ending every session would not
+    // bring the cgroup back under.
+    if (this.ticks < this.quietUntil) return;
+    this.quietUntil = this.ticks + Math.ceil(10_000 / this.limits.intervalMs);
+    this.logger.warn('cgroup-memory-high', { usedMb: Math.ceil(usedMb), guardMb, tenantsMb: Math.round(sum), hint: 'The memory is not in tenant sessions: lower shared_buffers or --max-idle-backends, or give the container more memory.' });
+  }
+
+
   /** The sum over backends not just canceled, and the database holding the most with its largest backend. */
-  private largestTenant(readings: Reading[]): { sum: number; hog: Hog | null } {
+  private largestTenant(readings: Reading[], paid?: Set<ClientSession>): { sum: number; hog: Hog | null } {
     let sum = 0;
     const perDatabase = new Map<string, Hog>();
     for (const r of readings) {
-      if (this.cancelled.has(r.session)) continue;
+      if (this.cancelled.has(r.session) || paid?.has(r.session)) continue;
       sum += r.mb;
       const t = perDatabase.get(r.database);
       if (!t) perDatabase.set(r.database, { database: r.database, mb: r.mb, largest: r });
