@@ -86,6 +86,11 @@ export class ApiClient {
     return this.request('GET', PATHS.status);
   }
 
+  /** Drops a template or snapshot; `force` even though databases were minted from it. */
+  async dropTemplate(name: string, force = false): Promise<void> {
+    await this.request<undefined>('DELETE', PATHS.template, { name }, undefined, force ? { query: 'force=true' } : {});
+  }
+
   async listTemplates(): Promise<TemplateBody[]> {
     return (await this.request<ListBody<TemplateBody>>('GET', PATHS.templates)).items;
   }
@@ -187,9 +192,9 @@ export class ApiClient {
     pattern: PathPattern,
     params: Record<string, string> = {},
     body?: unknown,
-    { idempotencyKey, timeoutMs = this.timeoutMs }: { idempotencyKey?: string | undefined; timeoutMs?: number } = {},
+    { idempotencyKey, timeoutMs = this.timeoutMs, query }: { idempotencyKey?: string | undefined; timeoutMs?: number; query?: string } = {},
   ): Promise<T> {
-    const target = this.url + pathFor(pattern, params);
+    const target = this.url + pathFor(pattern, params) + (query === undefined ? '' : `?${query}`);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.token !== null) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';

@@ -55,6 +55,8 @@ export interface ApiInput {
   body: unknown;
   /** The Idempotency-Key header. */
   idempotencyKey: string | undefined;
+  /** The query string's parameters (?force=true). */
+  query?: URLSearchParams;
 }
 
 export interface ApiResult {
@@ -117,6 +119,16 @@ export const getImportJob: Handler = async ({ params }, ctx) => {
   const job = ctx.databases.importJob(params.id!);
   if (!job) throw new ApiError(404, new PgxError('INVALID_PARAMETER', `no import job ${params.id}`, { hint: 'Jobs are kept in memory for the runtime\'s life (the last 100).' }));
   return ok(importJobBody(job));
+};
+
+/** 204 once the template (or snapshot) is gone; ?force=true drops it although databases were minted from it. */
+export const deleteTemplate: Handler = async ({ params, query }, ctx) => {
+  const force = query?.get('force');
+  if (force !== null && force !== undefined && force !== 'true' && force !== 'false') {
+    throw new PgxError('INVALID_PARAMETER', `force must be true or false, not "${force}"`, { hint: 'DELETE /v1/templates/{name}?force=true' });
+  }
+  await ctx.databases.dropTemplate(param(params), API_ROLE, force === 'true');
+  return { status: 204 };
 };
 
 export const sealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await ctx.databases.seal(param(params), API_ROLE)));

@@ -8,6 +8,7 @@ export const PATHS = {
   status: '/v1/status',
   templates: '/v1/templates',
   templateImport: '/v1/templates/import',
+  template: '/v1/templates/{name}',
   importJob: '/v1/imports/{id}',
   templateSeal: '/v1/templates/{name}/seal',
   templateUnseal: '/v1/templates/{name}/unseal',

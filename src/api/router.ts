@@ -39,6 +39,7 @@ export const ROUTES: readonly Route[] = [
   { method: 'GET', path: PATHS.databases, handler: h.listDatabases },
   { method: 'GET', path: PATHS.database, handler: h.getDatabase },
   { method: 'DELETE', path: PATHS.database, handler: h.deleteDatabase },
+  { method: 'DELETE', path: PATHS.template, handler: h.deleteTemplate },
   { method: 'POST', path: PATHS.databasePin, handler: h.pinDatabase },
   { method: 'POST', path: PATHS.databaseUnpin, handler: h.unpinDatabase },
   { method: 'PUT', path: PATHS.databaseTtl, handler: h.setDatabaseTtl },
@@ -58,6 +59,8 @@ export interface ApiRequest {
   idempotencyKey: string | undefined;
   contentType: string | undefined;
   body: string;
+  /** The query string without its '?', '' for none. */
+  query?: string;
 }
 
 export interface ApiResponse {
@@ -140,7 +143,7 @@ export async function run(admission: Admission & { admitted: true }, req: ApiReq
     if (body !== null && typeof body === 'object' && typeof (body as { request_id?: unknown }).request_id === 'string') {
       requestId ??= (body as { request_id: string }).request_id;
     }
-    const result = await admission.route.handler({ params: admission.params, body, idempotencyKey: req.idempotencyKey }, ctx);
+    const result = await admission.route.handler({ params: admission.params, body, idempotencyKey: req.idempotencyKey, query: new URLSearchParams(req.query ?? '') }, ctx);
     if (result.text !== undefined) {
       return { status: result.status, headers: { 'content-type': result.contentType ?? 'text/plain; charset=utf-8' }, body: result.text, route, requestId };
     }

@@ -119,7 +119,7 @@ export class ApiServer {
       // Only once admitted and within the budget may the client send the body it announced with Expect: 100-continue.
       const read = await readBody(req, head.contentLength, admission.maxBodyBytes, hold, () => expectsContinue && res.writeContinue());
       if (read !== 'too-large' && read !== 'over-budget' && read !== 'gone') {
-        const response = await run(admission, { ...head, contentType: header(req.headers['content-type']), body: read }, ctx);
+        const response = await run(admission, { ...head, contentType: header(req.headers['content-type']), body: read, query: (req.url ?? '').split('?')[1] ?? '' }, ctx);
         answer(res, response);
         return response;
       }

@@ -7,7 +7,7 @@ import type { ImportJobBody, TemplateBody } from '../api/contract.js';
 import { ApiClientError } from '../api/client.js';
 import { apiClient, parseCommand, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
 
-export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME> [options]
+export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME | drop NAME> [options]
 
   list          the templates PGX knows, sealed or not
   create NAME   build template NAME from a SQL script (--file) in a new database, then seal it
@@ -26,6 +26,8 @@ export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import N
   seal NAME     make database NAME a sealed template: VACUUM FREEZE, no more connections to it,
                 databases are minted from it (tdb_NAME__<token>, or pgx db create NAME)
   unseal NAME   open the template for changes again; nothing mints from it until resealed
+  drop NAME     drop the template or snapshot NAME; databases minted from it keep their data
+      --force         drop it although databases minted from it are alive (else 55006)
 
 ${TARGET_HELP}`;
 
@@ -37,6 +39,7 @@ export async function runTemplate(argv: string[]): Promise<number> {
     owner: { type: 'string' },
     'no-seal': { type: 'boolean' },
     replace: { type: 'boolean' },
+    force: { type: 'boolean' },
   });
   if (cmd.help) {
     process.stdout.write(TEMPLATE_HELP);
@@ -104,10 +107,17 @@ export async function runTemplate(argv: string[]): Promise<number> {
       else process.stdout.write(`${sub === 'seal' ? 'sealed' : 'unsealed'} template ${t.name} (generation ${t.generation})\n`);
       return 0;
     }
+    case 'drop': {
+      const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
+      await apiClient(cmd).dropTemplate(name!, cmd.values.force === true);
+      if (cmd.json) printJson({ name, dropped: true });
+      else process.stdout.write(`dropped template ${name}\n`);
+      return 0;
+    }
     case undefined:
-      throw new UsageError('missing subcommand: list, create, import, seal or unseal', TEMPLATE_HELP);
+      throw new UsageError('missing subcommand: list, create, import, seal, unseal or drop', TEMPLATE_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected list, create, import, seal or unseal`, TEMPLATE_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected list, create, import, seal, unseal or drop`, TEMPLATE_HELP);
   }
 }
 

@@ -63,6 +63,7 @@ const FUNCTIONS = new Map<string, { fn: ControlFunction; min: number; max: numbe
   ['pgx_pin_database', { fn: 'pin_database', min: 1, max: 1, args: "'database'" }],
   ['pgx_unpin_database', { fn: 'unpin_database', min: 1, max: 1, args: "'database'" }],
   ['pgx_drop_database', { fn: 'drop_database', min: 1, max: 1, args: "'database'" }],
+  ['pgx_drop_template', { fn: 'drop_template', min: 1, max: 2, args: "'template' [, force]" }],
   ['pgx_snapshot_database', { fn: 'snapshot_database', min: 2, max: 3, args: "'database', 'snapshot' [, force]" }],
   ['pgx_restore_database', { fn: 'restore_database', min: 2, max: 3, args: "'database', 'snapshot' [, force]" }],
   ['pgrust_runtime_status', { fn: 'runtime_status', min: 0, max: 0, args: '' }],

@@ -129,6 +129,7 @@ export type ControlFunction =
   | 'pin_database'
   | 'unpin_database'
   | 'drop_database'
+  | 'drop_template'
   | 'snapshot_database'
   | 'restore_database';
 

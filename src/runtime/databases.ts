@@ -72,6 +72,7 @@ export type ControlFunction =
   | 'pin_database'
   | 'unpin_database'
   | 'drop_database'
+  | 'drop_template'
   | 'snapshot_database'
   | 'restore_database';
 
@@ -374,6 +375,11 @@ export class DisposableDatabases {
       case 'drop_database':
         await this.commands.drop(nameArg(sqlName, args), caller, sqlName);
         return nameArg(sqlName, args);
+      case 'drop_template': {
+        const [name, force] = dropTemplateArgs(sqlName, args);
+        await this.templates.drop(name, caller.user, force, sqlName);
+        return name;
+      }
       case 'snapshot_database': {
         const [db, name, force] = snapshotArgs(sqlName, args);
         this.opts.disk?.assertRoom(`cannot snapshot database "${db}"`);
@@ -445,6 +451,12 @@ export class DisposableDatabases {
     if (this.state !== 'running') return false;
     await (await this.metadata.client()).query('SELECT 1');
     return true;
+  }
+
+  /** Drops template or snapshot `name` (see Templates.drop); `force` although databases were minted from it. */
+  dropTemplate(name: string, user: string, force: boolean): Promise<void> {
+    this.assertRunning(`cannot drop template "${name}"`);
+    return this.templates.drop(name, user, force);
   }
 
   seal(name: string, user: string): Promise<TemplateRecord> {
@@ -722,6 +734,16 @@ function nameArg(fn: string, args: (string | null)[]): string {
     });
   }
   return name;
+}
+
+/** (template [, force]): a name that is not NULL, and an optional boolean. */
+function dropTemplateArgs(fn: string, args: (string | null)[]): [string, boolean] {
+  const [name, force] = args;
+  if (args.length < 1 || args.length > 2 || name == null) {
+    throw new PgxError('INVALID_PARAMETER', `${fn}(template [, force]) takes a template name that is not NULL`, { hint: `For example: SELECT ${fn}('tpl_old').` });
+  }
+  if (force != null && force !== 'true' && force !== 'false') throw new PgxError('INVALID_PARAMETER', `${fn}: force must be true or false, not "${force}"`);
+  return [name, force === 'true'];
 }
 
 /** (db, name [, force]): two database names and an optional boolean, as pgx_snapshot/restore_database take. */

@@ -84,8 +84,18 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
   }
 
   for (const t of [...registry.templates.values()]) {
-    if (!t.sealed || (t.sealedAt ?? 0) >= snapshotAt) continue;
     const db = cluster.get(t.name);
+    if (!t.sealed) {
+      // Unsealed and then dropped by hand: nothing of it is left to list.
+      if (db === undefined && !o.busy(t.name)) {
+        registry.templates.delete(t.name);
+        await metadata.deleteTemplate(t.name);
+        logger.info('template-forgotten', { template: t.name, reason: 'dropped outside PGX while unsealed' });
+        changed++;
+      }
+      continue;
+    }
+    if ((t.sealedAt ?? 0) >= snapshotAt) continue;
     if (db?.sealed) continue;
     if (db) {
       const record = { ...t, sealed: false };

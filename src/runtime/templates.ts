@@ -226,6 +226,53 @@ export class Templates {
   }
 
   /**
+   * Drops template (or snapshot) `name`: its record first, so nothing mints or refills from it while it
+   * goes (its spares are then stale, and the janitor drops them), then the database. Databases minted
+   * from it keep their data (they are copies), but a user who still mints from the name would lose it:
+   * without `force` that is refused with 55006 saying how many there are.
+   */
+  drop(name: string, user: string, force: boolean, fn = 'pgx_drop_template'): Promise<void> {
+    return this.inLane(name, () => this.doDrop(name, user, force, fn));
+  }
+
+  private async doDrop(name: string, user: string, force: boolean, fn: string): Promise<void> {
+    const { registry, metadata, permissions, logger } = this.opts;
+    this.refuseSpecial(name, 'dropped');
+    const record = registry.templates.get(name);
+    const access = await permissions.access(user, name);
+    if (!record) {
+      if (access.exists) {
+        throw new PgxError('INVALID_PARAMETER', `database "${name}" is not a template PGX knows`, {
+          hint: `Drop an ordinary database with SELECT pgx_drop_database('${name}') (pgx db drop ${name}).`,
+        });
+      }
+      throw databaseDoesNotExist(name);
+    }
+    if (access.exists && !access.ownerOrSuperuser) throw functionDenied(fn, name);
+    const copies = [...registry.databases.values()].filter((d) => d.template === name).length;
+    if (copies > 0 && !force) {
+      throw new PgxError('OBJECT_IN_USE', `cannot drop template "${name}": ${plural(copies, 'database')} minted from it ${copies === 1 ? 'is' : 'are'} alive`, {
+        detail: 'They keep their data when it goes; only minting from it ends.',
+        hint: `Drop them first, or drop it anyway with force: SELECT ${fn}('${name}', true), pgx template drop ${name} --force, DELETE /v1/templates/${name}?force=true.`,
+      });
+    }
+    registry.templates.delete(name);
+    try {
+      const admin = await metadata.client();
+      if (access.exists) {
+        await this.endSessions(admin, name);
+        await admin.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE false`);
+        await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`);
+      }
+      await metadata.deleteTemplate(name);
+    } catch (err) {
+      registry.templates.set(name, record);
+      throw err;
+    }
+    logger.info('template-dropped', { template: name, snapshotOf: record.snapshotOf, by: user, mintedCopiesAlive: copies, forced: copies > 0 });
+  }
+
+  /**
    * VACUUM (FREEZE, ANALYZE) inside the template: copies start frozen and with statistics. The
    * extension allow-list and the credentials' group grants go in first, so every database minted from
    * it has them; a last session leaves the relation cache init file for clones to inherit.
@@ -266,7 +313,7 @@ export class Templates {
   }
 
   /** PGX's own databases are invisible (3D000); system and minted databases cannot be templates. */
-  private refuseSpecial(name: string, what: 'sealed' | 'unsealed' | 'built'): void {
+  private refuseSpecial(name: string, what: 'sealed' | 'unsealed' | 'built' | 'dropped'): void {
     if (isReservedName(name)) throw databaseDoesNotExist(name);
     if (isSystemDatabase(name)) {
       throw new PgxError('INVALID_PARAMETER', `database "${name}" cannot be ${what}: PGX and PostgreSQL rely on it`, {
@@ -290,4 +337,9 @@ export class Templates {
     });
     return mine;
   }
+}
+
+/** "1 database", "2 databases". */
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
 }
