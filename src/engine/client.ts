@@ -422,7 +422,10 @@ export class ClientSession implements Cancellable {
     this.backend = backend;
     const key = this.ctx.cancelKeys.issue(this, backend.pid);
     this.cancelPid = key.pid;
-    this.socket.write(this.withAuth(backend.parameterFrames(), backendKeyData(key.pid, key.secret), READY_IDLE));
+    const keyData = backendKeyData(key.pid, key.secret);
+    // A fresh backend's first client hears what PostgreSQL said at login (a login trigger's notices).
+    const login = backend.takeLoginGreeting();
+    this.socket.write(login ? this.withAuth(login[0], keyData, login[1], READY_IDLE) : this.withAuth(backend.parameterFrames(), keyData, READY_IDLE));
     this.setState('active');
     this.ctx.options.sessionObserver?.sessionStarted(this.database);
     this.observed = true;

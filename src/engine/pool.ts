@@ -8,6 +8,10 @@
 // fork (about 1.4 ms of a 5 ms connect on a 2-core machine), and one is prepared again in its place.
 // They are kept only while new backends are being opened: unused, they are closed after a while, so an
 // idle runtime holds none.
+//
+// A backend handed to another client must be what a fresh login would give (login-check.ts): it is
+// checked first, and one that fails the check is closed and a new one opened in its slot, so that
+// PostgreSQL itself refuses the login or applies the new defaults.
 
 import { PgxError } from '../errors.js';
 import type { Clock } from '../clock.js';
@@ -74,7 +78,7 @@ export class BackendPool {
   acquire(key: string, startup: Record<string, string>): Promise<BackendConnection> {
     if (this.closed) return Promise.reject(new PgxError('CANNOT_CONNECT_NOW', 'the database system is shutting down'));
     const reused = this.takeIdle(key);
-    if (reused) return Promise.resolve(reused);
+    if (reused) return this.checked(reused, startup);
     if (this.total >= this.opts.maxBackends) this.evictIdleOf(key);
     if (this.total < this.opts.maxBackends) return this.openNew(key, startup);
     return new Promise((resolve, reject) => {
@@ -106,7 +110,7 @@ export class BackendPool {
     // Clients waiting for other databases (a burst of new ones) are served sooner by this slot closed
     // now than after a reset that would only end in makeIdle closing it.
     const wantedElsewhere = this.waiters.length > 0 && !this.waiters.some((w) => w.key === conn.key);
-    if (!clean || conn.state === 'closed' || this.closed || wantedElsewhere) {
+    if (!clean || conn.state === 'closed' || this.closed || wantedElsewhere || !conn.poolable) {
       this.drop(conn);
       this.serveWaiters();
       return;
@@ -124,6 +128,28 @@ export class BackendPool {
         this.serveWaiters();
       },
     );
+  }
+
+  /**
+   * Hands out a backend taken from the idle list once it passes the login check; otherwise it is
+   * closed and, once PostgreSQL has let its process go (connection limits count it until then), a new
+   * one is opened in the same slot.
+   */
+  private checked(conn: BackendConnection, startup: Record<string, string>): Promise<BackendConnection> {
+    return conn.checkLogin().then((ok) => {
+      if (ok && conn.state !== 'closed' && !this.closed) return conn;
+      this.members.delete(conn);
+      // The slot stays taken while the old backend exits and the new one starts.
+      this.connecting++;
+      return conn.closeAndWait().then(() => {
+        this.connecting--;
+        if (this.closed) {
+          this.serveWaiters();
+          throw new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command');
+        }
+        return this.openNew(conn.key, startup);
+      });
+    });
   }
 
   /** Slots taken: connected members plus connections being opened. */
@@ -244,7 +270,7 @@ export class BackendPool {
       const [w] = this.waiters.splice(waiterIndex, 1);
       clearTimeout(w!.timer);
       conn.state = 'active';
-      w!.resolve(conn);
+      this.checked(conn, w!.startup).then(w!.resolve, w!.reject);
       return;
     }
     if (this.waiters.length > 0) {
@@ -316,7 +342,7 @@ export class BackendPool {
       }
       this.waiters.shift();
       clearTimeout(w.timer);
-      if (reused) w.resolve(reused);
+      if (reused) this.checked(reused, w.startup).then(w.resolve, w.reject);
       else this.openNew(w.key, w.startup).then(w.resolve, w.reject);
     }
   }

@@ -13,6 +13,7 @@ import { Auth, Msg } from '../wire/codes.js';
 import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { BackendAddress } from './ports.js';
+import { FULL_CHECK, LOGIN_BASELINE, SNAPSHOT, columnByte, columnEquals, copyColumn } from './login-check.js';
 import { largeReadBuffers } from './read-buffers.js';
 
 export type BackendState = 'connecting' | 'idle' | 'active' | 'resetting' | 'closed';
@@ -73,6 +74,21 @@ export class BackendConnection {
   key = '';
   /** The startup packet went out: from then on the connection ends with Terminate. */
   private started = false;
+  /**
+   * What the login's defaults came from (a LOGIN_BASELINE column, see login-check.ts); null: unknown
+   * (the query failed), and the backend is never handed to another client.
+   */
+  private loginBaseline: Buffer | null = null;
+  /** The snapshot column of the last full check that passed without a connection limit; null: none. */
+  private verifiedSnapshot: Buffer | null = null;
+  /**
+   * What PostgreSQL said between AuthenticationOk and ReadyForQuery at login, in order, when that
+   * included a notice (a login event trigger's, a collation warning): the first client's greeting
+   * replays it. `keyAt`: where BackendKeyData stood among them.
+   */
+  private loginFrames: Buffer[] | null = null;
+  private loginNoticed = false;
+  private keyAt = 0;
 
   readonly socket: net.Socket;
   /** Back on its shelf when the socket has closed (read-buffers.ts). */
@@ -139,7 +155,11 @@ export class BackendConnection {
     return new BackendConnection(socketPath(addr), now);
   }
 
-  /** Sends the startup packet and completes the handshake (trust auth on the private socket). */
+  /**
+   * Sends the startup packet and completes the handshake (trust auth on the private socket). The
+   * login baseline query goes out behind the startup packet in the same write; its answer is read
+   * before the backend is handed over.
+   */
   start(startup: Record<string, string>, key: string): Promise<BackendConnection> {
     const socket = this.socket;
     if (this.state === 'closed' || socket.destroyed) {
@@ -147,12 +167,21 @@ export class BackendConnection {
     }
     this.key = key;
     this.started = true;
+    const frames: Buffer[] = [];
+    this.loginFrames = frames;
     return new Promise((resolve, reject) => {
-      const send = (): void => void socket.write(serialize.startup(startup));
+      const send = (): void => {
+        socket.cork();
+        socket.write(serialize.startup(startup));
+        socket.write(LOGIN_BASELINE);
+        socket.uncork();
+      };
       if (socket.connecting) socket.once('connect', send);
       else send();
+      let loggedIn = false;
       this.runPhase(
         (type, frame) => {
+          if (loggedIn) return this.onBaseline(type, frame);
           switch (type) {
             case Msg.Authentication:
               if (frame.readInt32BE(5) !== Auth.Ok) {
@@ -160,18 +189,25 @@ export class BackendConnection {
               }
               return 'more';
             case Msg.ParameterStatus:
-              this.recordParameter(frame);
+              frames.push(this.recordParameter(frame));
+              return 'more';
+            case Msg.NoticeResponse:
+              frames.push(Buffer.from(frame));
+              this.loginNoticed = true;
               return 'more';
             case Msg.BackendKeyData:
               this.pid = frame.readInt32BE(5);
               this.secret = frame.readInt32BE(9);
+              this.keyAt = frames.length;
               return 'more';
             case Msg.ErrorResponse: {
               const fields = parseErrorFields(frame.subarray(5));
               throw new BackendRefused(Buffer.from(frame), fields.get('C') ?? 'XX000', fields.get('M') ?? 'connection refused');
             }
             case Msg.ReadyForQuery:
-              return 'done';
+              loggedIn = true;
+              if (!this.loginNoticed) this.loginFrames = null;
+              return 'more';
             default:
               return 'more';
           }
@@ -185,6 +221,93 @@ export class BackendConnection {
           reject(err);
         },
       );
+    });
+  }
+
+  /** The baseline query's answer: its one column is kept; an error leaves the backend unpoolable. */
+  private onBaseline(type: number, frame: Buffer): 'more' | 'done' {
+    if (type === Msg.DataRow) this.loginBaseline = copyColumn(frame, 0);
+    else if (type === Msg.ErrorResponse) this.loginBaseline = null;
+    else if (type === Msg.ReadyForQuery) return 'done';
+    return 'more';
+  }
+
+  /**
+   * The greeting for the first client of a fresh backend when PostgreSQL said more than parameters at
+   * login: [frames before BackendKeyData, frames after it], as sent; null otherwise (then the greeting
+   * is parameterFrames()). Given once.
+   */
+  takeLoginGreeting(): [Buffer, Buffer] | null {
+    const frames = this.loginFrames;
+    if (frames === null) return null;
+    this.loginFrames = null;
+    return [Buffer.concat(frames.slice(0, this.keyAt)), Buffer.concat(frames.slice(this.keyAt))];
+  }
+
+  /** False when this backend must not serve another client: its login could not be checked. */
+  get poolable(): boolean {
+    return this.loginBaseline !== null;
+  }
+
+  /**
+   * Whether a fresh login now would give what this backend has (see login-check.ts): resolves false
+   * (never rejects) when it would not, or could not be told; the caller then closes it.
+   */
+  checkLogin(): Promise<boolean> {
+    if (this.loginBaseline === null || this.state === 'closed') return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const fast = this.verifiedSnapshot !== null;
+      let verdict = false;
+      const full = (): void => {
+        verdict = false;
+        this.runPhase(
+          (type, frame) => {
+            if (type === Msg.DataRow) verdict = this.judge(frame);
+            else if (type === Msg.ReadyForQuery) return 'done';
+            return 'more';
+          },
+          () => resolve(verdict),
+          () => resolve(false),
+        );
+        this.socket.write(FULL_CHECK);
+      };
+      if (!fast) return full();
+      this.runPhase(
+        (type, frame) => {
+          if (type === Msg.DataRow) verdict = columnEquals(frame, 0, this.verifiedSnapshot!);
+          else if (type === Msg.ReadyForQuery) return 'done';
+          return 'more';
+        },
+        () => (verdict ? resolve(true) : full()),
+        () => resolve(false),
+      );
+      this.socket.write(SNAPSHOT);
+    });
+  }
+
+  /** A FULL_CHECK row: passes when its verdict is y or c and the defaults match the login's. */
+  private judge(frame: Buffer): boolean {
+    const verdict = columnByte(frame, 0);
+    const ok = (verdict === Y || verdict === C) && columnEquals(frame, 1, this.loginBaseline!);
+    this.verifiedSnapshot = ok && verdict === Y ? copyColumn(frame, 2) : null;
+    return ok;
+  }
+
+  /**
+   * Ends the connection and resolves once PostgreSQL has closed it: its backend has then left the
+   * process array, so a new login no longer counts it against a connection limit.
+   */
+  closeAndWait(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.socket.destroyed) return resolve();
+      const timer = setTimeout(() => this.socket.destroy(), CLOSE_WAIT_MS);
+      this.socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.state = 'closed';
+      if (this.socket.writable) this.socket.end(TERMINATE);
+      else this.socket.destroy();
     });
   }
 
@@ -281,12 +404,14 @@ export class BackendConnection {
     return this.paramFrames;
   }
 
-  private recordParameter(frame: Buffer): void {
+  /** Keeps a ParameterStatus; returns the copy kept (`frame` is a view of the read buffer). */
+  private recordParameter(frame: Buffer): Buffer {
+    const copy = Buffer.from(frame);
     const nameEnd = frame.indexOf(0, 5);
-    if (nameEnd < 0 || frame.indexOf(0, nameEnd + 1) < 0) return;
-    // A copy: `frame` is a view of the read buffer.
-    this.params.set(frame.toString('utf8', 5, nameEnd), Buffer.from(frame));
+    if (nameEnd < 0 || frame.indexOf(0, nameEnd + 1) < 0) return copy;
+    this.params.set(frame.toString('utf8', 5, nameEnd), copy);
     this.paramFrames = null;
+    return copy;
   }
 
   /**
@@ -326,4 +451,8 @@ export class BackendConnection {
 }
 
 const DISCARD_ALL = serialize.query('DISCARD ALL');
+const Y = 0x79;
+const C = 0x63;
+/** How long closeAndWait waits for PostgreSQL to close before destroying the socket itself. */
+const CLOSE_WAIT_MS = 2000;
 const TERMINATE = serialize.end();
