@@ -80,6 +80,8 @@ export class ClientSession implements Cancellable {
   private observed = false;
   /** The session holds one of its database's slots (see session-slots.ts). */
   private slotHeld = false;
+  /** The session holds a share of the backends for its role and database (see backend-shares.ts). */
+  private shareHeld = false;
   private readonly loginTimer: NodeJS.Timeout;
   private authTimer: NodeJS.Timeout | null = null;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
@@ -391,7 +393,12 @@ export class ClientSession implements Cancellable {
       .then((route) => {
         if (this.state !== 'connecting') return null;
         this.takeSlot(route ? route.maxSessions : undefined);
-        return this.ctx.pool.acquire(keyParts.join('\0'), startup);
+        const admin = this.isAdmin;
+        if (!admin) {
+          this.ctx.shares.take(this.user, this.database);
+          this.shareHeld = true;
+        }
+        return this.ctx.pool.acquire(keyParts.join('\0'), startup, admin);
       })
       .then(
         (backend) => {
@@ -399,6 +406,11 @@ export class ClientSession implements Cancellable {
         },
         (err: unknown) => this.failClient(err),
       );
+  }
+
+  /** The runtime's own roles, or any client on the Unix socket: no share, and the reserved backends. */
+  private get isAdmin(): boolean {
+    return this.overUnixSocket || this.ctx.options.adminRoles?.includes(this.user) === true;
   }
 
   /** Admits the session on its database's cap, or throws 53300 as PostgreSQL words it. */
@@ -520,6 +532,10 @@ export class ClientSession implements Cancellable {
     if (this.slotHeld) {
       this.slotHeld = false;
       this.ctx.slots.give(this.database);
+    }
+    if (this.shareHeld) {
+      this.shareHeld = false;
+      this.ctx.shares.give(this.user, this.database);
     }
     if (backend) {
       backend.socket.off('close', this.onBackendClose);

@@ -8,6 +8,7 @@ import type { EngineOptions } from './ports.js';
 import type { SessionSlots } from './session-slots.js';
 import type { ActiveSlots } from './active-slots.js';
 import type { LoginFailures } from './login-failures.js';
+import type { BackendShares } from './backend-shares.js';
 
 export interface EngineContext {
   options: EngineOptions;
@@ -15,6 +16,7 @@ export interface EngineContext {
   cancelKeys: CancelKeys;
   sessions: Set<ClientSession>;
   slots: SessionSlots;
+  shares: BackendShares;
   activeSlots: ActiveSlots;
   loginFailures: LoginFailures;
   logger: Logger;

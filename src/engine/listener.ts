@@ -10,6 +10,7 @@ import type { EngineContext } from './context.js';
 import { BackendPool, type PoolStats } from './pool.js';
 import type { EngineOptions } from './ports.js';
 import { SessionSlots } from './session-slots.js';
+import { BackendShares } from './backend-shares.js';
 import { MemoryWatchdog } from './memory-watchdog.js';
 import { ActiveSlots } from './active-slots.js';
 import { LoginFailures } from './login-failures.js';
@@ -21,6 +22,23 @@ import { acceptWithOnread } from './accept-onread.js';
  * at 164 MB, over the 160 MB bar).
  */
 const DEFAULT_MAX_IDLE_BACKENDS = 10;
+
+/** Backends kept for the admin unless told otherwise, as PostgreSQL's superuser_reserved_connections. */
+const DEFAULT_RESERVED_BACKENDS = 3;
+
+/** The backends one role, or one database, may hold by default: this share of the unreserved ones. */
+const DEFAULT_BACKEND_SHARE = 0.5;
+
+/** Reserved backends, and each role's and database's share, from the options and their defaults. */
+export function backendShares(o: Pick<EngineOptions, 'maxBackends' | 'reservedBackends' | 'maxBackendsPerRole' | 'maxBackendsPerDatabase'>): {
+  reserved: number;
+  perRole: number;
+  perDatabase: number;
+} {
+  const reserved = Math.min(o.reservedBackends ?? Math.min(DEFAULT_RESERVED_BACKENDS, Math.floor(o.maxBackends / 4)), o.maxBackends - 1);
+  const share = Math.max(1, Math.floor((o.maxBackends - reserved) * DEFAULT_BACKEND_SHARE));
+  return { reserved, perRole: o.maxBackendsPerRole ?? share, perDatabase: o.maxBackendsPerDatabase ?? share };
+}
 
 /** Failed logins per source address and minute before its logins are refused for a while. */
 const DEFAULT_LOGIN_FAILURE_LIMIT = 20;
@@ -55,11 +73,13 @@ export class Engine {
   private readonly watchdog: MemoryWatchdog | null;
 
   constructor(readonly options: EngineOptions) {
+    const shares = backendShares(options);
     this.ctx = {
       options,
       pool: new BackendPool({
         address: options.backend,
         maxBackends: options.maxBackends,
+        reserved: shares.reserved,
         maxIdle: options.maxIdleBackends ?? DEFAULT_MAX_IDLE_BACKENDS,
         idleTimeoutMs: options.backendIdleTimeoutMs,
         waitTimeoutMs: options.backendWaitTimeoutMs,
@@ -69,6 +89,7 @@ export class Engine {
       cancelKeys: new CancelKeys(),
       sessions: new Set(),
       slots: new SessionSlots(),
+      shares: new BackendShares({ perRole: shares.perRole, perDatabase: shares.perDatabase, maxBackends: options.maxBackends }),
       loginFailures: new LoginFailures(options.loginFailureLimit === undefined ? DEFAULT_LOGIN_FAILURE_LIMIT : options.loginFailureLimit, options.clock),
       activeSlots: new ActiveSlots(options.maxActivePerDatabase ?? null, options.activeWaitTimeoutMs ?? DEFAULT_ACTIVE_WAIT_MS),
       logger: options.logger,

@@ -30,6 +30,8 @@ const PREPARED_MAX_AGE_MS = 20_000;
 interface Waiter {
   key: string;
   startup: Record<string, string>;
+  /** Slots this waiter may fill: maxBackends for the admin, maxBackends - reserved for others. */
+  limit: number;
   resolve(conn: BackendConnection): void;
   reject(err: Error): void;
   timer: NodeJS.Timeout;
@@ -38,6 +40,11 @@ interface Waiter {
 export interface PoolOptions {
   address: BackendAddress;
   maxBackends: number;
+  /**
+   * Of maxBackends, kept for the admin's sessions (as PostgreSQL's superuser_reserved_connections):
+   * tenants' sessions open backends only while more than this many slots are free.
+   */
+  reserved?: number;
   /** Idle backends kept at most (over all keys); the least recently used beyond it are closed. */
   maxIdle: number;
   idleTimeoutMs: number;
@@ -74,17 +81,23 @@ export class BackendPool {
     this.sweeper.unref();
   }
 
-  /** A backend for this key: an idle one, a new one, or one freed later (up to the wait timeout). */
-  acquire(key: string, startup: Record<string, string>): Promise<BackendConnection> {
+  /**
+   * A backend for this key: an idle one, a new one, or one freed later (up to the wait timeout).
+   * `admin`: the session may use the reserved slots too.
+   */
+  acquire(key: string, startup: Record<string, string>, admin = false): Promise<BackendConnection> {
     if (this.closed) return Promise.reject(new PgxError('CANNOT_CONNECT_NOW', 'the database system is shutting down'));
     const reused = this.takeIdle(key);
     if (reused) return this.checked(reused, startup);
-    if (this.total >= this.opts.maxBackends) this.evictIdleOf(key);
-    if (this.total < this.opts.maxBackends) return this.openNew(key, startup);
+    const limit = admin ? this.opts.maxBackends : this.opts.maxBackends - (this.opts.reserved ?? 0);
+    // Closing one idle backend helps only if it brings the slots taken under this client's limit.
+    if (this.total === limit) this.evictIdleOf(key);
+    if (this.total < limit) return this.openNew(key, startup);
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         key,
         startup,
+        limit,
         resolve,
         reject,
         timer: setTimeout(() => {
@@ -92,7 +105,7 @@ export class BackendPool {
           if (i >= 0) this.waiters.splice(i, 1);
           reject(
             new PgxError('TOO_MANY_CONNECTIONS', 'sorry, too many clients already', {
-              detail: `All ${this.opts.maxBackends} PostgreSQL backends stayed busy for ${this.opts.waitTimeoutMs} ms.`,
+              detail: `All ${limit} PostgreSQL backends ${admin ? '' : 'open to tenants '}stayed busy for ${this.opts.waitTimeoutMs} ms.`,
               hint: 'Raise --max-backends, or shorten sessions; the wait is --backend-wait-timeout.',
             }),
           );
@@ -331,16 +344,23 @@ export class BackendPool {
     if (this.members.delete(conn)) this.serveWaiters();
   }
 
-  /** Gives free slots to waiting clients, in arrival order. */
+  /**
+   * Gives free slots to waiting clients, in arrival order; one that cannot have a slot (a tenant when
+   * only reserved ones are free) does not hold up the admin behind it.
+   */
   private serveWaiters(): void {
-    while (this.waiters.length > 0) {
-      const w = this.waiters[0]!;
+    for (let i = 0; i < this.waiters.length; ) {
+      const w = this.waiters[i]!;
       const reused = this.takeIdle(w.key);
       if (!reused) {
-        if (this.total >= this.opts.maxBackends) this.evictIdleOf(w.key);
-        if (this.total >= this.opts.maxBackends) return;
+        if (this.total === w.limit) this.evictIdleOf(w.key);
+        if (this.total >= w.limit) {
+          if (this.total >= this.opts.maxBackends) return;
+          i++;
+          continue;
+        }
       }
-      this.waiters.shift();
+      this.waiters.splice(i, 1);
       clearTimeout(w.timer);
       if (reused) this.checked(reused, w.startup).then(w.resolve, w.reject);
       else this.openNew(w.key, w.startup).then(w.resolve, w.reject);

@@ -31,6 +31,7 @@ describe('engine: a pooled backend is a fresh login', function () {
   /** Runs SQL as the superuser directly on PostgreSQL (not through the engine's pool). */
   async function admin(sql: string, database = 'postgres'): Promise<pg.QueryResult> {
     const client = new pg.Client(directConnection(rt, database));
+    client.on('error', () => {});
     await client.connect();
     try {
       return await client.query(sql);
@@ -121,6 +122,15 @@ describe('engine: a pooled backend is a fresh login', function () {
     // One session at a limit of one: the pooled backend it replaces is not counted twice.
     result(await session('engine', 'fl_dbuser', 'fl_dblimit'));
     result(await session('engine', 'fl_dbuser', 'fl_dblimit'));
+  });
+
+  it('refuses a database made ALLOW_CONNECTIONS false (55000)', async function () {
+    await admin('DROP DATABASE IF EXISTS fl_closed');
+    await admin('CREATE DATABASE fl_closed');
+    await roleWithPooledBackend('fl_closeduser', 'fl_closed');
+    await admin('ALTER DATABASE fl_closed ALLOW_CONNECTIONS false');
+    const r = await refusedAlike('fl_closeduser', 'fl_closed');
+    expect(r).to.deep.include({ code: '55000', message: 'database "fl_closed" is not currently accepting connections' });
   });
 
   it('refuses a dropped role as PostgreSQL does (28000), not with 42704 on its first query', async function () {
