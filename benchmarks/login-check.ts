@@ -20,6 +20,7 @@ import { machineInfo } from './lib/machine.js';
 import { packageRoot } from './lib/paths.js';
 import { startRuntimeProcess, type RuntimeProcess } from './lib/runtime-process.js';
 import { median, pairedRatios } from './lib/stats.js';
+import { treeCpuMs } from './lib/cpu.js';
 
 const HELP = `Usage: npm run bench -- login-check --base DIR [options]
 
@@ -36,6 +37,8 @@ interface Run {
   side: 'base' | 'head';
   workload: string;
   tps: number;
+  /** CPU of the runtime's whole process tree (node and every postgres process) per connection, ms. */
+  cpuMsPerConnection: number;
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -85,20 +88,36 @@ export async function main(argv: string[]): Promise<number> {
         for (const side of order) {
           const rt = runtimes.get(`${side}-${w.name}`)!;
           const args = ['-n', '-S', '-C', '-c', String(clients), '-j', String(clients), '-T', String(seconds)];
+          const cpuBefore = await treeCpuMs(rt.pid);
           const r = await runCommand('pgbench', args, { env: env(rt) });
+          const cpu = (await treeCpuMs(rt.pid)) - cpuBefore;
           const tps = /^tps = ([\d.]+)/m.exec(r.stdout);
-          if (r.code !== 0 || !tps) throw new PgxError('INTERNAL', `pgbench ${args.join(' ')} failed: ${(r.stderr + r.stdout).slice(-1000)}`);
-          runs.push({ round, side, workload: w.name, tps: Number(tps[1]) });
-          process.stdout.write(`round ${round + 1} ${w.name} ${side}: ${tps[1]} connections/s\n`);
+          const processed = /^number of transactions actually processed: (\d+)/m.exec(r.stdout);
+          if (r.code !== 0 || !tps || !processed) throw new PgxError('INTERNAL', `pgbench ${args.join(' ')} failed: ${(r.stderr + r.stdout).slice(-1000)}`);
+          const cpuMsPerConnection = cpu / Number(processed[1]);
+          runs.push({ round, side, workload: w.name, tps: Number(tps[1]), cpuMsPerConnection });
+          process.stdout.write(`round ${round + 1} ${w.name} ${side}: ${tps[1]} connections/s, ${cpuMsPerConnection.toFixed(3)} ms CPU each\n`);
         }
       }
     }
-    const summary: Record<string, { base: number; head: number; ratio: number }> = {};
+    const summary: Record<string, { base: number; head: number; ratio: number; cpuBase: number; cpuHead: number; cpuRatio: number }> = {};
     for (const w of workloads) {
-      const of = (side: string) => runs.filter((r) => r.workload === w.name && r.side === side).map((r) => r.tps);
-      summary[w.name] = { base: median(of('base')), head: median(of('head')), ratio: median(pairedRatios(of('head'), of('base'))) };
+      const of = (side: string, f: (r: Run) => number) => runs.filter((r) => r.workload === w.name && r.side === side).map(f);
+      const tps = (r: Run) => r.tps;
+      const cpu = (r: Run) => r.cpuMsPerConnection;
+      summary[w.name] = {
+        base: median(of('base', tps)),
+        head: median(of('head', tps)),
+        ratio: median(pairedRatios(of('head', tps), of('base', tps))),
+        cpuBase: median(of('base', cpu)),
+        cpuHead: median(of('head', cpu)),
+        cpuRatio: median(pairedRatios(of('head', cpu), of('base', cpu))),
+      };
       const s = summary[w.name]!;
-      process.stdout.write(`${w.name}: base ${s.base.toFixed(0)}/s, head ${s.head.toFixed(0)}/s, head/base ${s.ratio.toFixed(3)} (median of paired ratios)\n`);
+      process.stdout.write(
+        `${w.name}: base ${s.base.toFixed(0)}/s, head ${s.head.toFixed(0)}/s, head/base ${s.ratio.toFixed(3)} (median of paired ratios); ` +
+          `CPU per connection base ${s.cpuBase.toFixed(3)} ms, head ${s.cpuHead.toFixed(3)} ms, head/base ${s.cpuRatio.toFixed(3)}\n`,
+      );
     }
     const results = {
       benchmark: 'login-check',
