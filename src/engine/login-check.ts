@@ -5,7 +5,7 @@
 // the defaults it got came from (LOGIN_BASELINE, pipelined behind the startup packet), and is checked
 // each time it is handed to another client:
 //
-//   - SNAPSHOT: `pg_current_snapshot()`, as cheap as `SELECT 1`. If it equals the snapshot of the
+//   - SNAPSHOT: `pg_current_snapshot()` by FunctionCall, cheaper than `SELECT 1`. If it equals the snapshot of the
 //     backend's last full check, no transaction has completed since then, so no catalog row can have
 //     changed: the backend is still good (unless a connection limit applies, whose count changes
 //     without a commit; such backends always get the full check).
@@ -36,7 +36,29 @@ const SESSION_ROLE = 'SESSION_USER::pg_catalog.regrole::pg_catalog.oid';
  * settings are included too: changing them costs a fresh backend, never a wrong default. */
 export const LOGIN_BASELINE = serialize.query(`SELECT ${defaultsOf(SESSION_ROLE)}`);
 
-export const SNAPSHOT = serialize.query('SELECT pg_catalog.pg_current_snapshot()');
+/**
+ * `pg_current_snapshot()` as a FunctionCall (no parse, no plan: half the backend's work of the same
+ * SELECT). 5061 is its OID in every PostgreSQL since 13 (pg_proc.dat); were it another function, the
+ * answer would not match and the full check would run.
+ */
+const PG_CURRENT_SNAPSHOT_OID = 5061;
+export const SNAPSHOT = functionCall(PG_CURRENT_SNAPSHOT_OID);
+
+/** FunctionCall ('F') with no arguments, text result: the protocol's fast path. */
+function functionCall(oid: number): Buffer {
+  const msg = Buffer.alloc(15);
+  msg[0] = 0x46;
+  msg.writeInt32BE(14, 1);
+  msg.writeInt32BE(oid, 5);
+  // No argument format codes, no arguments, result in text.
+  msg.writeInt16BE(0, 9);
+  msg.writeInt16BE(0, 11);
+  msg.writeInt16BE(0, 13);
+  return msg;
+}
+
+/** A FunctionCallResponse ('V') carries its value where a DataRow carries column 0's length word. */
+export const FUNCTION_RESULT_AT = 5;
 
 const lt = 'OPERATOR(pg_catalog.<)';
 const le = 'OPERATOR(pg_catalog.<=)';
@@ -84,7 +106,11 @@ export function copyColumn(frame: Buffer, i: number): Buffer | null {
 
 /** Column `i` of a DataRow equals `kept` (a copyColumn result), compared in place. */
 export function columnEquals(frame: Buffer, i: number, kept: Buffer): boolean {
-  const at = columnAt(frame, i);
+  return valueEquals(frame, columnAt(frame, i), kept);
+}
+
+/** The length word and value at `at` in `frame` equal `kept`. */
+export function valueEquals(frame: Buffer, at: number, kept: Buffer): boolean {
   return at >= 0 && at + kept.length <= frame.length && frame.compare(kept, 0, kept.length, at, at + kept.length) === 0;
 }
 

@@ -198,13 +198,15 @@ export class BackendPool {
     this.connecting++;
     const prepared = this.takePrepared();
     this.prepare();
+    // A pool that keeps no idle backend never hands one to a second client: no login baseline needed.
+    const baseline = this.opts.maxIdle > 0;
     const started = prepared
-      ? prepared.start(startup, key).catch((err: unknown) => {
+      ? prepared.start(startup, key, baseline).catch((err: unknown) => {
           // PostgreSQL ended the waiting backend (its authentication_timeout, a restart): a fresh one.
           if (!(err instanceof BackendUnreachable)) throw err;
-          return this.fresh().start(startup, key);
+          return this.fresh().start(startup, key, baseline);
         })
-      : this.fresh().start(startup, key);
+      : this.fresh().start(startup, key, baseline);
     return started.then(
       (conn) => {
         this.connecting--;

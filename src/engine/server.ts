@@ -13,7 +13,7 @@ import { Auth, Msg } from '../wire/codes.js';
 import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { BackendAddress } from './ports.js';
-import { FULL_CHECK, LOGIN_BASELINE, SNAPSHOT, columnByte, columnEquals, copyColumn } from './login-check.js';
+import { FULL_CHECK, FUNCTION_RESULT_AT, LOGIN_BASELINE, SNAPSHOT, columnByte, columnEquals, copyColumn, valueEquals } from './login-check.js';
 import { largeReadBuffers } from './read-buffers.js';
 
 export type BackendState = 'connecting' | 'idle' | 'active' | 'resetting' | 'closed';
@@ -156,11 +156,12 @@ export class BackendConnection {
   }
 
   /**
-   * Sends the startup packet and completes the handshake (trust auth on the private socket). The
-   * login baseline query goes out behind the startup packet in the same write; its answer is read
-   * before the backend is handed over.
+   * Sends the startup packet and completes the handshake (trust auth on the private socket). With
+   * `baseline`, the login baseline query goes out behind the startup packet in the same write, and its
+   * answer is read before the backend is handed over; without (a pool that keeps no idle backend), the
+   * backend never serves a second client.
    */
-  start(startup: Record<string, string>, key: string): Promise<BackendConnection> {
+  start(startup: Record<string, string>, key: string, baseline = true): Promise<BackendConnection> {
     const socket = this.socket;
     if (this.state === 'closed' || socket.destroyed) {
       return Promise.reject(new BackendUnreachable('PostgreSQL closed the connection before its startup'));
@@ -173,7 +174,7 @@ export class BackendConnection {
       const send = (): void => {
         socket.cork();
         socket.write(serialize.startup(startup));
-        socket.write(LOGIN_BASELINE);
+        if (baseline) socket.write(LOGIN_BASELINE);
         socket.uncork();
       };
       if (socket.connecting) socket.once('connect', send);
@@ -207,7 +208,7 @@ export class BackendConnection {
             case Msg.ReadyForQuery:
               loggedIn = true;
               if (!this.loginNoticed) this.loginFrames = null;
-              return 'more';
+              return baseline ? 'more' : 'done';
             default:
               return 'more';
           }
@@ -274,7 +275,7 @@ export class BackendConnection {
       if (!fast) return full();
       this.runPhase(
         (type, frame) => {
-          if (type === Msg.DataRow) verdict = columnEquals(frame, 0, this.verifiedSnapshot!);
+          if (type === Msg.FunctionCallResponse) verdict = valueEquals(frame, FUNCTION_RESULT_AT, this.verifiedSnapshot!);
           else if (type === Msg.ReadyForQuery) return 'done';
           return 'more';
         },
