@@ -1,6 +1,6 @@
 // The backend pool: PostgreSQL connections keyed by (database, user, startup parameters), reused
-// across client sessions. A backend is in exactly one place: connecting, active (held by a session),
-// resetting, or idle (in its key's list). When every slot is taken, a client waits in a queue with a
+// across client sessions. A backend is in exactly one place: connecting, active (held by a session,
+// or being checked for the next one), or idle (in its key's list). When every slot is taken, a client waits in a queue with a
 // timeout; an idle backend of another key is closed to make room for it.
 //
 // A new backend starts from a prepared connection when one is at hand: a socket opened earlier, whose
@@ -67,10 +67,9 @@ export interface PoolStats {
 export class BackendPool {
   private readonly idle = new Map<string, BackendConnection[]>();
   private idleCount = 0;
-  /** Backends that occupy a slot once connected (active, resetting or idle); a dropped one leaves at once. */
+  /** Backends that occupy a slot once connected (active or idle); a dropped one leaves at once. */
   private readonly members = new Set<BackendConnection>();
   private connecting = 0;
-  private resetting = 0;
   private readonly waiters: Waiter[] = [];
   private readonly prepared: BackendConnection[] = [];
   private readonly sweeper: NodeJS.Timeout;
@@ -128,19 +127,11 @@ export class BackendPool {
       this.serveWaiters();
       return;
     }
-    this.resetting++;
-    conn.reset().then(
-      () => {
-        this.resetting--;
-        this.makeIdle(conn);
-      },
-      (err: unknown) => {
-        this.resetting--;
-        this.opts.logger.debug('backend reset failed', { err });
-        this.drop(conn);
-        this.serveWaiters();
-      },
-    );
+    // The reset goes out with the next hand-out's login check, in one write (server.ts, checkLogin): a
+    // reuse then costs one round trip to PostgreSQL, not two. Session state that others could see
+    // until then (a session-level advisory lock) made the session not reusable (residue.ts).
+    conn.dirty = true;
+    this.makeIdle(conn);
   }
 
   /**
@@ -173,10 +164,11 @@ export class BackendPool {
   stats(): PoolStats {
     return {
       total: this.total,
-      active: this.total - this.idleCount - this.connecting - this.resetting,
+      active: this.total - this.idleCount - this.connecting,
       idle: this.idleCount,
       connecting: this.connecting,
-      resetting: this.resetting,
+      // Kept for the status document: the reset now goes out with the next hand-out's login check.
+      resetting: 0,
       waiting: this.waiters.length,
       prepared: this.prepared.length,
     };

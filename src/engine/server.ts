@@ -1,7 +1,7 @@
 // One connection from the engine to PostgreSQL over its private Unix socket: the startup handshake,
-// the reset between client sessions, and the cancel side channel. While a client session holds it,
-// the session reads and writes the socket directly (see pump.ts); this file only owns the phases
-// where the engine itself talks to PostgreSQL.
+// the login check and reset between client sessions (one write, see checkLogin), and the cancel side
+// channel. While a client session holds it, the session reads and writes the socket directly (see
+// pump.ts); this file only owns the phases where the engine itself talks to PostgreSQL.
 //
 // Reads go through net's `onread` into one reused buffer per connection, handed to whoever reads the
 // backend now (a phase, the idle watch, a session's pump): no Buffer and no stream event per read.
@@ -79,6 +79,11 @@ export class BackendConnection {
    * (the query failed), and the backend is never handed to another client.
    */
   private loginBaseline: Buffer | null = null;
+  /**
+   * The last session's state is still in the backend: the reset (DISCARD ALL) goes out with the next
+   * login check, in the same write, so a reuse costs one round trip (see pool.ts).
+   */
+  dirty = false;
   /** The snapshot column of the last full check that passed without a connection limit; null: none. */
   private verifiedSnapshot: Buffer | null = null;
   /**
@@ -257,33 +262,56 @@ export class BackendConnection {
   checkLogin(): Promise<boolean> {
     if (this.loginBaseline === null || this.state === 'closed') return Promise.resolve(false);
     return new Promise((resolve) => {
-      const fast = this.verifiedSnapshot !== null;
       let verdict = false;
+      // A dirty backend answers DISCARD ALL first: its messages, up to its ReadyForQuery, are the reset's.
+      let resetting = this.dirty;
+      let resetFailed = false;
+      const reset = (type: number, frame: Buffer): 'more' | 'done' => {
+        if (type === Msg.ParameterStatus) this.recordParameter(frame);
+        else if (type === Msg.ErrorResponse) resetFailed = true;
+        else if (type === Msg.ReadyForQuery) resetting = false;
+        return 'more';
+      };
       const full = (): void => {
         verdict = false;
         this.runPhase(
           (type, frame) => {
+            if (resetting) return reset(type, frame);
             if (type === Msg.DataRow) verdict = this.judge(frame);
             else if (type === Msg.ReadyForQuery) return 'done';
             return 'more';
           },
-          () => resolve(verdict),
+          () => resolve(verdict && !resetFailed),
           () => resolve(false),
         );
-        this.socket.write(FULL_CHECK);
+        this.send(FULL_CHECK);
       };
-      if (!fast) return full();
+      if (this.verifiedSnapshot === null) return full();
       this.runPhase(
         (type, frame) => {
+          if (resetting) return reset(type, frame);
           if (type === Msg.FunctionCallResponse) verdict = valueEquals(frame, FUNCTION_RESULT_AT, this.verifiedSnapshot!);
           else if (type === Msg.ReadyForQuery) return 'done';
           return 'more';
         },
-        () => (verdict ? resolve(true) : full()),
+        () => (resetFailed ? resolve(false) : verdict ? resolve(true) : full()),
         () => resolve(false),
       );
-      this.socket.write(SNAPSHOT);
+      this.send(SNAPSHOT);
     });
+  }
+
+  /** Writes a check, behind DISCARD ALL in the same write when the backend is dirty. */
+  private send(check: Buffer): void {
+    if (!this.dirty) {
+      this.socket.write(check);
+      return;
+    }
+    this.dirty = false;
+    this.socket.cork();
+    this.socket.write(DISCARD_ALL);
+    this.socket.write(check);
+    this.socket.uncork();
   }
 
   /** A FULL_CHECK row: passes when its verdict is y or c and the defaults match the login's. */
@@ -309,29 +337,6 @@ export class BackendConnection {
       this.state = 'closed';
       if (this.socket.writable) this.socket.end(TERMINATE);
       else this.socket.destroy();
-    });
-  }
-
-  /** Returns the session to its just-connected state (DISCARD ALL) so another client can have it. */
-  reset(): Promise<void> {
-    this.state = 'resetting';
-    return new Promise((resolve, reject) => {
-      this.runPhase(
-        (type, frame) => {
-          if (type === Msg.ParameterStatus) this.recordParameter(frame);
-          else if (type === Msg.ErrorResponse) {
-            const fields = parseErrorFields(frame.subarray(5));
-            throw new BackendRefused(Buffer.from(frame), fields.get('C') ?? 'XX000', fields.get('M') ?? 'reset failed');
-          } else if (type === Msg.ReadyForQuery) return 'done';
-          return 'more';
-        },
-        resolve,
-        (err) => {
-          this.destroy();
-          reject(err);
-        },
-      );
-      this.socket.write(DISCARD_ALL);
     });
   }
 
