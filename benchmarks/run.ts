@@ -43,6 +43,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: 'branches of 1-10 GB templates on XFS reflink: ready time, new storage, vs full copies; neighbour latency',
     load: () => import('./cow.js'),
   },
+  'login-check': {
+    about: 'A/B of pgbench -S -C through two runtimes, --base DIR (a commit before) vs this tree: the reuse login check',
+    load: () => import('./login-check.js'),
+  },
   frameworks: {
     about: 'framework lifecycles (pg, postgres.js, Knex, Kysely, TypeORM, Sequelize, Drizzle) per phase, engine vs direct',
     load: () => import('./frameworks.js'),

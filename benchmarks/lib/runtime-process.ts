@@ -31,6 +31,8 @@ export interface RuntimeProcessOptions {
   flags?: string[];
   /** Give PostgreSQL a 127.0.0.1:5432 listener, so direct clients use TCP like clients of the engine. */
   tcpPostgres?: boolean;
+  /** Another built checkout to run (bin/pgx.js under it), for an A/B of two commits; default this one. */
+  root?: string;
 }
 
 export interface RuntimeProcess {
@@ -69,7 +71,7 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
   ];
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('PG')) env[k] = v;
-  const args = ['--expose-gc', '--import', distFile('heap-probe.js'), path.join(packageRoot(), 'bin', 'pgx.js'), 'start', ...flags];
+  const args = ['--expose-gc', '--import', distFile('heap-probe.js'), path.join(opts.root ?? packageRoot(), 'bin', 'pgx.js'), 'start', ...flags];
   const child: ChildProcess = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env });
   let tail = '';
   let stdout = '';

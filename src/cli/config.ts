@@ -34,6 +34,11 @@ export const runtimeConfigSchema = z
     maxActivePerDb: z.number().int().min(1).max(BOUNDS.connectionLimit.max).nullable().default(null),
     activeWaitTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(30),
     maxBackends: z.number().int().min(2).max(10000).default(100),
+    /** Backends kept for the admin (its roles, the Unix socket); null: 3, at most a quarter of maxBackends. */
+    reservedBackends: z.number().int().min(0).nullable().default(null),
+    /** Sessions one role / one database may hold at once (each holds a backend); null: half the unreserved backends. */
+    maxBackendsPerRole: z.number().int().min(1).nullable().default(null),
+    maxBackendsPerDb: z.number().int().min(1).nullable().default(null),
     /** Memory limits in MB (the engine cancels a statement past one with 53200); null: none. */
     sessionMemoryLimit: z.number().int().min(1).max(MAX_MEMORY_MB).nullable().default(null),
     databaseMemoryLimit: z.number().int().min(1).max(MAX_MEMORY_MB).nullable().default(null),

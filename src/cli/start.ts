@@ -54,6 +54,11 @@ Options:
                           waits its turn (a neighbour's burst cannot crowd others)  [no limit]
   --active-wait-timeout S how long a transaction waits for its turn; then 53300     [30]
   --max-backends N        PostgreSQL backends the engine may open                    [100]
+  --reserved-backends N   of those, kept for the admin (the runtime's own roles, the
+                          Unix socket), as superuser_reserved_connections   [3, at most 1/4]
+  --max-backends-per-role N  sessions (each holds a backend) one role may have at once;
+                          beyond it 53300              [half of the unreserved backends]
+  --max-backends-per-db N sessions on one database at once; beyond it 53300   [the same]
   --backend-wait-timeout S  how long a client waits when every backend is busy       [30]
   --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
   --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [10]
@@ -152,6 +157,9 @@ function parseStartFlags(argv: string[]) {
       'max-active-per-db': { type: 'string' },
       'active-wait-timeout': { type: 'string' },
       'max-backends': { type: 'string' },
+      'reserved-backends': { type: 'string' },
+      'max-backends-per-role': { type: 'string' },
+      'max-backends-per-db': { type: 'string' },
       'session-memory-limit': { type: 'string' },
       'database-memory-limit': { type: 'string' },
       'runtime-memory-limit': { type: 'string' },
@@ -199,6 +207,9 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     maxActivePerDb: num(values['max-active-per-db']),
     activeWaitTimeout: num(values['active-wait-timeout']),
     maxBackends: num(values['max-backends']),
+    reservedBackends: num(values['reserved-backends']),
+    maxBackendsPerRole: num(values['max-backends-per-role']),
+    maxBackendsPerDb: num(values['max-backends-per-db']),
     sessionMemoryLimit: num(values['session-memory-limit']),
     databaseMemoryLimit: num(values['database-memory-limit']),
     runtimeMemoryLimit: num(values['runtime-memory-limit']),
@@ -558,6 +569,10 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
       intervalMs: MEMORY_CHECK_MS,
     },
     maxBackends: config.maxBackends,
+    ...(config.reservedBackends !== null ? { reservedBackends: config.reservedBackends } : {}),
+    ...(config.maxBackendsPerRole !== null ? { maxBackendsPerRole: config.maxBackendsPerRole } : {}),
+    ...(config.maxBackendsPerDb !== null ? { maxBackendsPerDatabase: config.maxBackendsPerDb } : {}),
+    adminRoles: ['postgres', ...config.users.filter((u) => u.superuser).map((u) => u.name)],
     backendIdleTimeoutMs: config.backendIdleTimeout * 1000,
     maxIdleBackends: config.maxIdleBackends,
     backendWaitTimeoutMs: config.backendWaitTimeout * 1000,

@@ -92,6 +92,8 @@ export class ClientSession implements Cancellable {
   private slotHeld = false;
   /** False once the session is ended for the memory its backend holds: that backend is closed, not pooled. */
   private keepBackend = true;
+  /** The session holds a share of the backends for its role and database (see backend-shares.ts). */
+  private shareHeld = false;
   private readonly loginTimer: NodeJS.Timeout;
   private authTimer: NodeJS.Timeout | null = null;
   /** Holds a throttled login until its turn (askPassword). */
@@ -474,8 +476,17 @@ export class ClientSession implements Cancellable {
         if (this.state !== 'connecting') return null;
         const key = keyParts.join('\0');
         const limit = route && route.maxSessions !== undefined ? route.maxSessions : (this.ctx.options.maxSessionsPerDatabase ?? null);
-        if (this.takeSlot(limit)) return this.ctx.pool.acquire(key, startup);
-        return this.admitOverCap(limit).then(() => (this.state === 'connecting' ? this.ctx.pool.acquire(key, startup) : null));
+        const acquire = (): Promise<BackendConnection> | null => {
+          if (this.state !== 'connecting') return null;
+          const admin = this.isAdmin;
+          if (!admin) {
+            this.ctx.shares.take(this.user, this.database);
+            this.shareHeld = true;
+          }
+          return this.ctx.pool.acquire(key, startup, admin);
+        };
+        if (this.takeSlot(limit)) return acquire();
+        return this.admitOverCap(limit).then(acquire);
       })
       .then(
         (backend) => {
@@ -483,6 +494,11 @@ export class ClientSession implements Cancellable {
         },
         (err: unknown) => this.failClient(err),
       );
+  }
+
+  /** The runtime's own roles, or any client on the Unix socket: no share, and the reserved backends. */
+  private get isAdmin(): boolean {
+    return this.overUnixSocket || this.ctx.options.adminRoles?.includes(this.user) === true;
   }
 
   /** Admits the session on its database's cap; false when the cap is reached. */
@@ -518,7 +534,10 @@ export class ClientSession implements Cancellable {
     this.backend = backend;
     const key = this.ctx.cancelKeys.issue(this, backend.pid, this.protocolMinor >= 2);
     this.cancelPid = key.pid;
-    this.socket.write(this.withAuth(backend.parameterFrames(), backendKeyData(key.pid, key.secret), READY_IDLE));
+    const keyData = backendKeyData(key.pid, key.secret);
+    // A fresh backend's first client hears what PostgreSQL said at login (a login trigger's notices).
+    const login = backend.takeLoginGreeting();
+    this.socket.write(login ? this.withAuth(login[0], keyData, login[1], READY_IDLE) : this.withAuth(backend.parameterFrames(), keyData, READY_IDLE));
     this.setState('active');
     this.ctx.options.sessionObserver?.sessionStarted(this.database);
     this.observed = true;
@@ -625,6 +644,10 @@ export class ClientSession implements Cancellable {
     if (this.slotHeld) {
       this.slotHeld = false;
       this.ctx.slots.give(this.database);
+    }
+    if (this.shareHeld) {
+      this.shareHeld = false;
+      this.ctx.shares.give(this.user, this.database);
     }
     if (backend) {
       backend.socket.off('close', this.onBackendClose);

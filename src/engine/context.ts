@@ -8,6 +8,7 @@ import type { EngineOptions } from './ports.js';
 import type { SessionSlots } from './session-slots.js';
 import type { ActiveSlots } from './active-slots.js';
 import type { LoginFailures } from './login-failures.js';
+import type { BackendShares } from './backend-shares.js';
 
 export interface EngineContext {
   options: EngineOptions;
@@ -16,6 +17,7 @@ export interface EngineContext {
   cancelFailures: CancelFailures;
   sessions: Set<ClientSession>;
   slots: SessionSlots;
+  shares: BackendShares;
   activeSlots: ActiveSlots;
   loginFailures: LoginFailures;
   /** options.mockAuthSecret, or a random one for this engine. */

@@ -11,6 +11,7 @@ import type { EngineContext } from './context.js';
 import { BackendPool, type PoolStats } from './pool.js';
 import type { EngineOptions } from './ports.js';
 import { SessionSlots } from './session-slots.js';
+import { BackendShares } from './backend-shares.js';
 import { MemoryWatchdog } from './memory-watchdog.js';
 import { ActiveSlots } from './active-slots.js';
 import { LoginFailures } from './login-failures.js';
@@ -23,6 +24,23 @@ import { errorResponse } from '../wire/error-response.js';
  * at 164 MB, over the 160 MB bar).
  */
 const DEFAULT_MAX_IDLE_BACKENDS = 10;
+
+/** Backends kept for the admin unless told otherwise, as PostgreSQL's superuser_reserved_connections. */
+const DEFAULT_RESERVED_BACKENDS = 3;
+
+/** The backends one role, or one database, may hold by default: this share of the unreserved ones. */
+const DEFAULT_BACKEND_SHARE = 0.5;
+
+/** Reserved backends, and each role's and database's share, from the options and their defaults. */
+export function backendShares(o: Pick<EngineOptions, 'maxBackends' | 'reservedBackends' | 'maxBackendsPerRole' | 'maxBackendsPerDatabase'>): {
+  reserved: number;
+  perRole: number;
+  perDatabase: number;
+} {
+  const reserved = Math.min(o.reservedBackends ?? Math.min(DEFAULT_RESERVED_BACKENDS, Math.floor(o.maxBackends / 4)), o.maxBackends - 1);
+  const share = Math.max(1, Math.floor((o.maxBackends - reserved) * DEFAULT_BACKEND_SHARE));
+  return { reserved, perRole: o.maxBackendsPerRole ?? share, perDatabase: o.maxBackendsPerDatabase ?? share };
+}
 
 /** Failed logins per (source address, user) and minute before that pair's attempts take turns. */
 const DEFAULT_LOGIN_FAILURE_LIMIT = 20;
@@ -62,11 +80,13 @@ export class Engine {
   private readonly watchdog: MemoryWatchdog | null;
 
   constructor(readonly options: EngineOptions) {
+    const shares = backendShares(options);
     this.ctx = {
       options,
       pool: new BackendPool({
         address: options.backend,
         maxBackends: options.maxBackends,
+        reserved: shares.reserved,
         maxIdle: options.maxIdleBackends ?? DEFAULT_MAX_IDLE_BACKENDS,
         idleTimeoutMs: options.backendIdleTimeoutMs,
         waitTimeoutMs: options.backendWaitTimeoutMs,
@@ -83,6 +103,7 @@ export class Engine {
         Math.min(MAX_LOGIN_TURN_WAIT_MS, options.loginTimeoutMs / 2),
       ),
       mockAuthSecret: options.mockAuthSecret ?? randomBytes(32),
+      shares: new BackendShares({ perRole: shares.perRole, perDatabase: shares.perDatabase, maxBackends: options.maxBackends }),
       activeSlots: new ActiveSlots(options.maxActivePerDatabase ?? null, options.activeWaitTimeoutMs ?? DEFAULT_ACTIVE_WAIT_MS),
       logger: options.logger,
     };

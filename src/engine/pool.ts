@@ -1,6 +1,6 @@
 // The backend pool: PostgreSQL connections keyed by (database, user, startup parameters), reused
-// across client sessions. A backend is in exactly one place: connecting, active (held by a session),
-// resetting, or idle (in its key's list). When every slot is taken, a client waits in a queue with a
+// across client sessions. A backend is in exactly one place: connecting, active (held by a session,
+// or being checked for the next one), or idle (in its key's list). When every slot is taken, a client waits in a queue with a
 // timeout; an idle backend of another key is closed to make room for it.
 //
 // A new backend starts from a prepared connection when one is at hand: a socket opened earlier, whose
@@ -8,6 +8,10 @@
 // fork (about 1.4 ms of a 5 ms connect on a 2-core machine), and one is prepared again in its place.
 // They are kept only while new backends are being opened: unused, they are closed after a while, so an
 // idle runtime holds none.
+//
+// A backend handed to another client must be what a fresh login would give (login-check.ts): it is
+// checked first, and one that fails the check is closed and a new one opened in its slot, so that
+// PostgreSQL itself refuses the login or applies the new defaults.
 
 import { PgxError } from '../errors.js';
 import type { Clock } from '../clock.js';
@@ -26,6 +30,8 @@ const PREPARED_MAX_AGE_MS = 20_000;
 interface Waiter {
   key: string;
   startup: Record<string, string>;
+  /** Slots this waiter may fill: maxBackends for the admin, maxBackends - reserved for others. */
+  limit: number;
   resolve(conn: BackendConnection): void;
   reject(err: Error): void;
   timer: NodeJS.Timeout;
@@ -34,6 +40,11 @@ interface Waiter {
 export interface PoolOptions {
   address: BackendAddress;
   maxBackends: number;
+  /**
+   * Of maxBackends, kept for the admin's sessions (as PostgreSQL's superuser_reserved_connections):
+   * tenants' sessions open backends only while more than this many slots are free.
+   */
+  reserved?: number;
   /** Idle backends kept at most (over all keys); the least recently used beyond it are closed. */
   maxIdle: number;
   idleTimeoutMs: number;
@@ -56,10 +67,9 @@ export interface PoolStats {
 export class BackendPool {
   private readonly idle = new Map<string, BackendConnection[]>();
   private idleCount = 0;
-  /** Backends that occupy a slot once connected (active, resetting or idle); a dropped one leaves at once. */
+  /** Backends that occupy a slot once connected (active or idle); a dropped one leaves at once. */
   private readonly members = new Set<BackendConnection>();
   private connecting = 0;
-  private resetting = 0;
   private readonly waiters: Waiter[] = [];
   private readonly prepared: BackendConnection[] = [];
   private readonly sweeper: NodeJS.Timeout;
@@ -70,17 +80,23 @@ export class BackendPool {
     this.sweeper.unref();
   }
 
-  /** A backend for this key: an idle one, a new one, or one freed later (up to the wait timeout). */
-  acquire(key: string, startup: Record<string, string>): Promise<BackendConnection> {
+  /**
+   * A backend for this key: an idle one, a new one, or one freed later (up to the wait timeout).
+   * `admin`: the session may use the reserved slots too.
+   */
+  acquire(key: string, startup: Record<string, string>, admin = false): Promise<BackendConnection> {
     if (this.closed) return Promise.reject(new PgxError('CANNOT_CONNECT_NOW', 'the database system is shutting down'));
     const reused = this.takeIdle(key);
-    if (reused) return Promise.resolve(reused);
-    if (this.total >= this.opts.maxBackends) this.evictIdleOf(key);
-    if (this.total < this.opts.maxBackends) return this.openNew(key, startup);
+    if (reused) return this.checked(reused, startup);
+    const limit = admin ? this.opts.maxBackends : this.opts.maxBackends - (this.opts.reserved ?? 0);
+    // Closing one idle backend helps only if it brings the slots taken under this client's limit.
+    if (this.total === limit) this.evictIdleOf(key);
+    if (this.total < limit) return this.openNew(key, startup);
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         key,
         startup,
+        limit,
         resolve,
         reject,
         timer: setTimeout(() => {
@@ -88,7 +104,7 @@ export class BackendPool {
           if (i >= 0) this.waiters.splice(i, 1);
           reject(
             new PgxError('TOO_MANY_CONNECTIONS', 'sorry, too many clients already', {
-              detail: `All ${this.opts.maxBackends} PostgreSQL backends stayed busy for ${this.opts.waitTimeoutMs} ms.`,
+              detail: `All ${limit} PostgreSQL backends ${admin ? '' : 'open to tenants '}stayed busy for ${this.opts.waitTimeoutMs} ms.`,
               hint: 'Raise --max-backends, or shorten sessions; the wait is --backend-wait-timeout.',
             }),
           );
@@ -106,24 +122,38 @@ export class BackendPool {
     // Clients waiting for other databases (a burst of new ones) are served sooner by this slot closed
     // now than after a reset that would only end in makeIdle closing it.
     const wantedElsewhere = this.waiters.length > 0 && !this.waiters.some((w) => w.key === conn.key);
-    if (!clean || conn.state === 'closed' || this.closed || wantedElsewhere) {
+    if (!clean || conn.state === 'closed' || this.closed || wantedElsewhere || !conn.poolable) {
       this.drop(conn);
       this.serveWaiters();
       return;
     }
-    this.resetting++;
-    conn.reset().then(
-      () => {
-        this.resetting--;
-        this.makeIdle(conn);
-      },
-      (err: unknown) => {
-        this.resetting--;
-        this.opts.logger.debug('backend reset failed', { err });
-        this.drop(conn);
-        this.serveWaiters();
-      },
-    );
+    // The reset goes out with the next hand-out's login check, in one write (server.ts, checkLogin): a
+    // reuse then costs one round trip to PostgreSQL, not two. Session state that others could see
+    // until then (a session-level advisory lock) made the session not reusable (residue.ts).
+    conn.dirty = true;
+    this.makeIdle(conn);
+  }
+
+  /**
+   * Hands out a backend taken from the idle list once it passes the login check; otherwise it is
+   * closed and, once PostgreSQL has let its process go (connection limits count it until then), a new
+   * one is opened in the same slot.
+   */
+  private checked(conn: BackendConnection, startup: Record<string, string>): Promise<BackendConnection> {
+    return conn.checkLogin().then((ok) => {
+      if (ok && conn.state !== 'closed' && !this.closed) return conn;
+      this.members.delete(conn);
+      // The slot stays taken while the old backend exits and the new one starts.
+      this.connecting++;
+      return conn.closeAndWait().then(() => {
+        this.connecting--;
+        if (this.closed) {
+          this.serveWaiters();
+          throw new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command');
+        }
+        return this.openNew(conn.key, startup);
+      });
+    });
   }
 
   /** Slots taken: connected members plus connections being opened. */
@@ -134,10 +164,11 @@ export class BackendPool {
   stats(): PoolStats {
     return {
       total: this.total,
-      active: this.total - this.idleCount - this.connecting - this.resetting,
+      active: this.total - this.idleCount - this.connecting,
       idle: this.idleCount,
       connecting: this.connecting,
-      resetting: this.resetting,
+      // Kept for the status document: the reset now goes out with the next hand-out's login check.
+      resetting: 0,
       waiting: this.waiters.length,
       prepared: this.prepared.length,
     };
@@ -159,13 +190,15 @@ export class BackendPool {
     this.connecting++;
     const prepared = this.takePrepared();
     this.prepare();
+    // A pool that keeps no idle backend never hands one to a second client: no login baseline needed.
+    const baseline = this.opts.maxIdle > 0;
     const started = prepared
-      ? prepared.start(startup, key).catch((err: unknown) => {
+      ? prepared.start(startup, key, baseline).catch((err: unknown) => {
           // PostgreSQL ended the waiting backend (its authentication_timeout, a restart): a fresh one.
           if (!(err instanceof BackendUnreachable)) throw err;
-          return this.fresh().start(startup, key);
+          return this.fresh().start(startup, key, baseline);
         })
-      : this.fresh().start(startup, key);
+      : this.fresh().start(startup, key, baseline);
     return started.then(
       (conn) => {
         this.connecting--;
@@ -244,7 +277,7 @@ export class BackendPool {
       const [w] = this.waiters.splice(waiterIndex, 1);
       clearTimeout(w!.timer);
       conn.state = 'active';
-      w!.resolve(conn);
+      this.checked(conn, w!.startup).then(w!.resolve, w!.reject);
       return;
     }
     if (this.waiters.length > 0) {
@@ -305,18 +338,25 @@ export class BackendPool {
     if (this.members.delete(conn)) this.serveWaiters();
   }
 
-  /** Gives free slots to waiting clients, in arrival order. */
+  /**
+   * Gives free slots to waiting clients, in arrival order; one that cannot have a slot (a tenant when
+   * only reserved ones are free) does not hold up the admin behind it.
+   */
   private serveWaiters(): void {
-    while (this.waiters.length > 0) {
-      const w = this.waiters[0]!;
+    for (let i = 0; i < this.waiters.length; ) {
+      const w = this.waiters[i]!;
       const reused = this.takeIdle(w.key);
       if (!reused) {
-        if (this.total >= this.opts.maxBackends) this.evictIdleOf(w.key);
-        if (this.total >= this.opts.maxBackends) return;
+        if (this.total === w.limit) this.evictIdleOf(w.key);
+        if (this.total >= w.limit) {
+          if (this.total >= this.opts.maxBackends) return;
+          i++;
+          continue;
+        }
       }
-      this.waiters.shift();
+      this.waiters.splice(i, 1);
       clearTimeout(w.timer);
-      if (reused) w.resolve(reused);
+      if (reused) this.checked(reused, w.startup).then(w.resolve, w.reject);
       else this.openNew(w.key, w.startup).then(w.resolve, w.reject);
     }
   }

@@ -56,6 +56,13 @@ export interface EngineOptions {
   activeWaitTimeoutMs?: number;
   /** PostgreSQL backends the engine may hold open (active and idle). */
   maxBackends: number;
+  /** Of maxBackends, kept for the admin (adminRoles, the Unix socket). Default: 3, at most a quarter. */
+  reservedBackends?: number;
+  /** Sessions one role / one database may hold at once (backend-shares.ts). Default: half of the unreserved backends. */
+  maxBackendsPerRole?: number;
+  maxBackendsPerDatabase?: number;
+  /** The runtime's own roles: sessions as them take no share and may use the reserved backends. */
+  adminRoles?: string[];
   /** Idle pooled backends kept at most (default 10); the least recently used beyond it are closed. */
   maxIdleBackends?: number;
   /** How long an idle pooled backend is kept. */

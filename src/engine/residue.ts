@@ -3,7 +3,9 @@
 //   - a temporary schema (pg_temp_N stays in current_schemas(true), pg_my_temp_schema() is non-zero),
 //   - a placeholder for a custom setting (SET myapp.x = ...; afterwards current_setting('myapp.x',
 //     true) is '' instead of NULL, and SHOW myapp.x no longer fails),
-//   - a library loaded with LOAD (its settings stay defined).
+//   - a library loaded with LOAD (its settings stay defined),
+//   - a session-level advisory lock, which the deferred reset (pool.ts) would otherwise release only
+//     when the backend is handed out next; closing the backend releases it at once.
 // The engine does not parse SQL on the hot path; it looks for the words these need, in any case, and
 // a session that sent one gives its backend back closed instead of pooled. False alarms ("template",
 // "payload", "UPDATE ... SET a = t.b") only cost a fresh backend for the next client. State made
@@ -20,6 +22,8 @@ const D = 0x64;
 const S = 0x73;
 const R = 0x72;
 const DOT = 0x2e;
+const V = 0x76;
+const I = 0x69;
 
 /** True if buf[start, end) may leave backend state DISCARD ALL cannot undo (see above). */
 export function mayLeaveResidue(buf: Buffer, start: number, end: number): boolean {
@@ -33,6 +37,9 @@ export function mayLeaveResidue(buf: Buffer, start: number, end: number): boolea
     if (i + 2 >= end) continue;
     // `| 0x20` lower-cases an ASCII letter.
     const c = buf[i]! | 0x20;
+    // `advi`: pg_advisory_lock and its kin. A session-level advisory lock must be released when the
+    // session ends, and a pooled backend is reset only when handed out next (pool.ts).
+    if (i + 3 < end && c === A && (buf[i + 1]! | 0x20) === D && (buf[i + 2]! | 0x20) === V && (buf[i + 3]! | 0x20) === I) return true;
     if (i + 3 < end && (c === T || c === L)) {
       const word = c === T ? [E, M, P] : [O, A, D];
       if ((buf[i + 1]! | 0x20) === word[0] && (buf[i + 2]! | 0x20) === word[1] && (buf[i + 3]! | 0x20) === word[2]) return true;

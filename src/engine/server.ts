@@ -1,7 +1,7 @@
 // One connection from the engine to PostgreSQL over its private Unix socket: the startup handshake,
-// the reset between client sessions, and the cancel side channel. While a client session holds it,
-// the session reads and writes the socket directly (see pump.ts); this file only owns the phases
-// where the engine itself talks to PostgreSQL.
+// the login check and reset between client sessions (one write, see checkLogin), and the cancel side
+// channel. While a client session holds it, the session reads and writes the socket directly (see
+// pump.ts); this file only owns the phases where the engine itself talks to PostgreSQL.
 //
 // Reads go through net's `onread` into one reused buffer per connection, handed to whoever reads the
 // backend now (a phase, the idle watch, a session's pump): no Buffer and no stream event per read.
@@ -13,6 +13,7 @@ import { Auth, Msg } from '../wire/codes.js';
 import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { BackendAddress } from './ports.js';
+import { FULL_CHECK, FUNCTION_RESULT_AT, LOGIN_BASELINE, SNAPSHOT, columnByte, columnEquals, copyColumn, valueEquals } from './login-check.js';
 import { largeReadBuffers } from './read-buffers.js';
 
 export type BackendState = 'connecting' | 'idle' | 'active' | 'resetting' | 'closed';
@@ -73,6 +74,26 @@ export class BackendConnection {
   key = '';
   /** The startup packet went out: from then on the connection ends with Terminate. */
   private started = false;
+  /**
+   * What the login's defaults came from (a LOGIN_BASELINE column, see login-check.ts); null: unknown
+   * (the query failed), and the backend is never handed to another client.
+   */
+  private loginBaseline: Buffer | null = null;
+  /**
+   * The last session's state is still in the backend: the reset (DISCARD ALL) goes out with the next
+   * login check, in the same write, so a reuse costs one round trip (see pool.ts).
+   */
+  dirty = false;
+  /** The snapshot column of the last full check that passed without a connection limit; null: none. */
+  private verifiedSnapshot: Buffer | null = null;
+  /**
+   * What PostgreSQL said between AuthenticationOk and ReadyForQuery at login, in order, when that
+   * included a notice (a login event trigger's, a collation warning): the first client's greeting
+   * replays it. `keyAt`: where BackendKeyData stood among them.
+   */
+  private loginFrames: Buffer[] | null = null;
+  private loginNoticed = false;
+  private keyAt = 0;
 
   readonly socket: net.Socket;
   /** Back on its shelf when the socket has closed (read-buffers.ts). */
@@ -139,20 +160,34 @@ export class BackendConnection {
     return new BackendConnection(socketPath(addr), now);
   }
 
-  /** Sends the startup packet and completes the handshake (trust auth on the private socket). */
-  start(startup: Record<string, string>, key: string): Promise<BackendConnection> {
+  /**
+   * Sends the startup packet and completes the handshake (trust auth on the private socket). With
+   * `baseline`, the login baseline query goes out behind the startup packet in the same write, and its
+   * answer is read before the backend is handed over; without (a pool that keeps no idle backend), the
+   * backend never serves a second client.
+   */
+  start(startup: Record<string, string>, key: string, baseline = true): Promise<BackendConnection> {
     const socket = this.socket;
     if (this.state === 'closed' || socket.destroyed) {
       return Promise.reject(new BackendUnreachable('PostgreSQL closed the connection before its startup'));
     }
     this.key = key;
     this.started = true;
+    const frames: Buffer[] = [];
+    this.loginFrames = frames;
     return new Promise((resolve, reject) => {
-      const send = (): void => void socket.write(serialize.startup(startup));
+      const send = (): void => {
+        socket.cork();
+        socket.write(serialize.startup(startup));
+        if (baseline) socket.write(LOGIN_BASELINE);
+        socket.uncork();
+      };
       if (socket.connecting) socket.once('connect', send);
       else send();
+      let loggedIn = false;
       this.runPhase(
         (type, frame) => {
+          if (loggedIn) return this.onBaseline(type, frame);
           switch (type) {
             case Msg.Authentication:
               if (frame.readInt32BE(5) !== Auth.Ok) {
@@ -160,18 +195,25 @@ export class BackendConnection {
               }
               return 'more';
             case Msg.ParameterStatus:
-              this.recordParameter(frame);
+              frames.push(this.recordParameter(frame));
+              return 'more';
+            case Msg.NoticeResponse:
+              frames.push(Buffer.from(frame));
+              this.loginNoticed = true;
               return 'more';
             case Msg.BackendKeyData:
               this.pid = frame.readInt32BE(5);
               this.secret = frame.readInt32BE(9);
+              this.keyAt = frames.length;
               return 'more';
             case Msg.ErrorResponse: {
               const fields = parseErrorFields(frame.subarray(5));
               throw new BackendRefused(Buffer.from(frame), fields.get('C') ?? 'XX000', fields.get('M') ?? 'connection refused');
             }
             case Msg.ReadyForQuery:
-              return 'done';
+              loggedIn = true;
+              if (!this.loginNoticed) this.loginFrames = null;
+              return baseline ? 'more' : 'done';
             default:
               return 'more';
           }
@@ -188,26 +230,113 @@ export class BackendConnection {
     });
   }
 
-  /** Returns the session to its just-connected state (DISCARD ALL) so another client can have it. */
-  reset(): Promise<void> {
-    this.state = 'resetting';
-    return new Promise((resolve, reject) => {
+  /** The baseline query's answer: its one column is kept; an error leaves the backend unpoolable. */
+  private onBaseline(type: number, frame: Buffer): 'more' | 'done' {
+    if (type === Msg.DataRow) this.loginBaseline = copyColumn(frame, 0);
+    else if (type === Msg.ErrorResponse) this.loginBaseline = null;
+    else if (type === Msg.ReadyForQuery) return 'done';
+    return 'more';
+  }
+
+  /**
+   * The greeting for the first client of a fresh backend when PostgreSQL said more than parameters at
+   * login: [frames before BackendKeyData, frames after it], as sent; null otherwise (then the greeting
+   * is parameterFrames()). Given once.
+   */
+  takeLoginGreeting(): [Buffer, Buffer] | null {
+    const frames = this.loginFrames;
+    if (frames === null) return null;
+    this.loginFrames = null;
+    return [Buffer.concat(frames.slice(0, this.keyAt)), Buffer.concat(frames.slice(this.keyAt))];
+  }
+
+  /** False when this backend must not serve another client: its login could not be checked. */
+  get poolable(): boolean {
+    return this.loginBaseline !== null;
+  }
+
+  /**
+   * Whether a fresh login now would give what this backend has (see login-check.ts): resolves false
+   * (never rejects) when it would not, or could not be told; the caller then closes it.
+   */
+  checkLogin(): Promise<boolean> {
+    if (this.loginBaseline === null || this.state === 'closed') return Promise.resolve(false);
+    return new Promise((resolve) => {
+      let verdict = false;
+      // A dirty backend answers DISCARD ALL first: its messages, up to its ReadyForQuery, are the reset's.
+      let resetting = this.dirty;
+      let resetFailed = false;
+      const reset = (type: number, frame: Buffer): 'more' | 'done' => {
+        if (type === Msg.ParameterStatus) this.recordParameter(frame);
+        else if (type === Msg.ErrorResponse) resetFailed = true;
+        else if (type === Msg.ReadyForQuery) resetting = false;
+        return 'more';
+      };
+      const full = (): void => {
+        verdict = false;
+        this.runPhase(
+          (type, frame) => {
+            if (resetting) return reset(type, frame);
+            if (type === Msg.DataRow) verdict = this.judge(frame);
+            else if (type === Msg.ReadyForQuery) return 'done';
+            return 'more';
+          },
+          () => resolve(verdict && !resetFailed),
+          () => resolve(false),
+        );
+        this.send(FULL_CHECK);
+      };
+      if (this.verifiedSnapshot === null) return full();
       this.runPhase(
         (type, frame) => {
-          if (type === Msg.ParameterStatus) this.recordParameter(frame);
-          else if (type === Msg.ErrorResponse) {
-            const fields = parseErrorFields(frame.subarray(5));
-            throw new BackendRefused(Buffer.from(frame), fields.get('C') ?? 'XX000', fields.get('M') ?? 'reset failed');
-          } else if (type === Msg.ReadyForQuery) return 'done';
+          if (resetting) return reset(type, frame);
+          if (type === Msg.FunctionCallResponse) verdict = valueEquals(frame, FUNCTION_RESULT_AT, this.verifiedSnapshot!);
+          else if (type === Msg.ReadyForQuery) return 'done';
           return 'more';
         },
-        resolve,
-        (err) => {
-          this.destroy();
-          reject(err);
-        },
+        () => (resetFailed ? resolve(false) : verdict ? resolve(true) : full()),
+        () => resolve(false),
       );
-      this.socket.write(DISCARD_ALL);
+      this.send(SNAPSHOT);
+    });
+  }
+
+  /** Writes a check, behind DISCARD ALL in the same write when the backend is dirty. */
+  private send(check: Buffer): void {
+    if (!this.dirty) {
+      this.socket.write(check);
+      return;
+    }
+    this.dirty = false;
+    this.socket.cork();
+    this.socket.write(DISCARD_ALL);
+    this.socket.write(check);
+    this.socket.uncork();
+  }
+
+  /** A FULL_CHECK row: passes when its verdict is y or c and the defaults match the login's. */
+  private judge(frame: Buffer): boolean {
+    const verdict = columnByte(frame, 0);
+    const ok = (verdict === Y || verdict === C) && columnEquals(frame, 1, this.loginBaseline!);
+    this.verifiedSnapshot = ok && verdict === Y ? copyColumn(frame, 2) : null;
+    return ok;
+  }
+
+  /**
+   * Ends the connection and resolves once PostgreSQL has closed it: its backend has then left the
+   * process array, so a new login no longer counts it against a connection limit.
+   */
+  closeAndWait(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.socket.destroyed) return resolve();
+      const timer = setTimeout(() => this.socket.destroy(), CLOSE_WAIT_MS);
+      this.socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.state = 'closed';
+      if (this.socket.writable) this.socket.end(TERMINATE);
+      else this.socket.destroy();
     });
   }
 
@@ -281,12 +410,14 @@ export class BackendConnection {
     return this.paramFrames;
   }
 
-  private recordParameter(frame: Buffer): void {
+  /** Keeps a ParameterStatus; returns the copy kept (`frame` is a view of the read buffer). */
+  private recordParameter(frame: Buffer): Buffer {
+    const copy = Buffer.from(frame);
     const nameEnd = frame.indexOf(0, 5);
-    if (nameEnd < 0 || frame.indexOf(0, nameEnd + 1) < 0) return;
-    // A copy: `frame` is a view of the read buffer.
-    this.params.set(frame.toString('utf8', 5, nameEnd), Buffer.from(frame));
+    if (nameEnd < 0 || frame.indexOf(0, nameEnd + 1) < 0) return copy;
+    this.params.set(frame.toString('utf8', 5, nameEnd), copy);
     this.paramFrames = null;
+    return copy;
   }
 
   /**
@@ -326,4 +457,8 @@ export class BackendConnection {
 }
 
 const DISCARD_ALL = serialize.query('DISCARD ALL');
+const Y = 0x79;
+const C = 0x63;
+/** How long closeAndWait waits for PostgreSQL to close before destroying the socket itself. */
+const CLOSE_WAIT_MS = 2000;
 const TERMINATE = serialize.end();

@@ -21,6 +21,8 @@ export const enum Msg {
   Authentication = 0x52, // R
   BackendKeyData = 0x4b, // K
   CopyInResponse = 0x47, // G
+  DataRow = 0x44, // D
+  FunctionCallResponse = 0x56, // V
   CopyBothResponse = 0x57, // W
   ErrorResponse = 0x45, // E
   NoticeResponse = 0x4e, // N

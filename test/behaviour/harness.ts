@@ -367,9 +367,9 @@ export class Run {
 
   /**
    * Ends a session cleanly and waits until PostgreSQL is done with it: directly, its backend has
-   * exited; through the engine, its backend has been reset (DISCARD ALL) and sits idle in the pool,
-   * so the next session with the same startup parameters gets it (see reuses()), or, when the session
-   * left state DISCARD ALL cannot undo (src/engine/residue.ts), the engine closed it.
+   * exited; through the engine, its backend sits idle in the pool (reset with DISCARD ALL when it is
+   * handed out next), so the next session with the same startup parameters gets it (see reuses()), or,
+   * when the session left state DISCARD ALL cannot undo (src/engine/residue.ts), the engine closed it.
    */
   async leave(session: Session): Promise<void> {
     await session.end();
@@ -377,7 +377,7 @@ export class Run {
     await waitFor(`the backend of session ${session.name} to be ${this.target === 'pgx' ? 'back in the pool or closed' : 'gone'}`, async () => {
       const rows = await this.observe<{ state: string | null; query: string }>('SELECT state, query FROM pg_stat_activity WHERE pid = $1', [pid]);
       if (rows.length === 0) return true;
-      return this.target === 'pgx' && rows[0]?.state === 'idle' && rows[0].query === 'DISCARD ALL';
+      return this.target === 'pgx' && rows[0]?.state === 'idle';
     });
   }
 

@@ -181,7 +181,8 @@ const advisoryLocks: Scenario = {
       { key: 202, mode: 'ShareLock', granted: true },
       { key: 404, mode: 'ExclusiveLock', granted: true },
     ]);
-    // A session's locks end with it (through the engine its backend may stay pooled, unlocked).
+    // A session's locks end with it (through the engine its backend is closed: a pooled backend is
+    // reset only when handed out next, so a session that may hold an advisory lock is not pooled).
     await t.leave(a);
     await t.waitUntilAdvisoryFree(404);
     expect(rows(await b.q('SELECT pg_try_advisory_lock(404) AS got'))).to.deep.equal([{ got: true }]);
@@ -189,7 +190,7 @@ const advisoryLocks: Scenario = {
     expect(rows(await b.q(mine))).to.deep.equal([]);
     // A new session starts with none, whichever backend serves it.
     const c = await t.session('c');
-    t.reuses(c, a);
+    t.freshBackend(c, a);
     expect(rows(await c.q(mine))).to.deep.equal([]);
     expect(rows(await c.q('SELECT pg_try_advisory_lock(202) AS got'))).to.deep.equal([{ got: true }]);
   },
