@@ -19,6 +19,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MERGE_PATCH } from '../../../src/operator/kube.js';
+import { microTime } from '../../../src/operator/leader.js';
+import { systemClock } from '../../../src/clock.js';
 
 export const NODE_NAME = 'pgx-test-node';
 const checkoutRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
@@ -76,7 +78,7 @@ export async function startNode(kc: KubeConfig, root: string): Promise<Node> {
   const coordination = kc.makeApiClient(CoordinationV1Api);
   fs.mkdirSync(root, { recursive: true });
   await core.createNode({ body: { metadata: { name: NODE_NAME, labels: { 'kubernetes.io/hostname': NODE_NAME, 'kubernetes.io/os': 'linux' } } } });
-  const now = () => new Date().toISOString();
+  const now = () => new Date(systemClock.now()).toISOString();
   await core.patchNodeStatus({
     name: NODE_NAME,
     body: {
@@ -90,7 +92,7 @@ export async function startNode(kc: KubeConfig, root: string): Promise<Node> {
     },
   }, MERGE_PATCH);
   const renewLease = async () => {
-    const spec = { holderIdentity: NODE_NAME, leaseDurationSeconds: 40, renewTime: new Date().toISOString() as unknown as Date };
+    const spec = { holderIdentity: NODE_NAME, leaseDurationSeconds: 40, renewTime: microTime(systemClock.now()) };
     try {
       await coordination.replaceNamespacedLease({ name: NODE_NAME, namespace: 'kube-node-lease', body: { metadata: { name: NODE_NAME, resourceVersion: (await coordination.readNamespacedLease({ name: NODE_NAME, namespace: 'kube-node-lease' })).metadata?.resourceVersion }, spec } });
     } catch (err) {
