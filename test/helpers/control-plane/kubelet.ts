@@ -68,6 +68,11 @@ function killGroup(child: ChildProcess): void {
   }
 }
 
+/** Still running: neither exited nor killed by a signal (a SIGKILLed child has exitCode null). */
+function alive(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
 const groups = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const g of groups) killGroup(g);
@@ -125,7 +130,7 @@ export async function startNode(kc: KubeConfig, root: string): Promise<Node> {
           podIPs: [{ ip: c.ip }],
           startTime: t,
           conditions: [cond('PodScheduled', true), cond('Initialized', true), cond('ContainersReady', c.ready), cond('Ready', c.ready)],
-          containerStatuses: (pod.spec?.containers ?? []).map((ct) => ({ name: ct.name, image: ct.image, imageID: '', ready: c.ready, started: c.child.exitCode === null, restartCount: c.restarts, state: c.child.exitCode === null ? { running: { startedAt: t } } : { terminated: { exitCode: c.child.exitCode ?? 1, reason: 'Error' } } })),
+          containerStatuses: (pod.spec?.containers ?? []).map((ct) => ({ name: ct.name, image: ct.image, imageID: '', ready: c.ready, started: alive(c.child), restartCount: c.restarts, state: alive(c.child) ? { running: { startedAt: t } } : { terminated: { exitCode: c.child.exitCode ?? 1, reason: 'Error' } } })),
         },
       },
     }, MERGE_PATCH).catch((err: { code?: number }) => {
@@ -205,7 +210,7 @@ export async function startNode(kc: KubeConfig, root: string): Promise<Node> {
       });
     };
     c.respawn = () => {
-      if (containers.get(uid) !== c || c.child.exitCode === null) return;
+      if (containers.get(uid) !== c || alive(c.child)) return;
       c.held = false;
       c.restarts++;
       c.child = spawnIt();
@@ -222,7 +227,7 @@ export async function startNode(kc: KubeConfig, root: string): Promise<Node> {
       if (probing) return;
       probing = true;
       void (async () => {
-        const ok = c.child.exitCode === null && (await fetch(`http://${ip}:${port}${probePath}`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false));
+        const ok = alive(c.child) && (await fetch(`http://${ip}:${port}${probePath}`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false));
         if (ok !== c.ready && containers.get(uid) === c) {
           c.ready = ok;
           const current = latest.get(key);
@@ -235,7 +240,7 @@ export async function startNode(kc: KubeConfig, root: string): Promise<Node> {
   async function kill(c: Container): Promise<void> {
     if (c.probe) clearInterval(c.probe);
     containers.delete(c.uid);
-    if (c.child.exitCode === null && c.child.signalCode === null) {
+    if (alive(c.child)) {
       c.child.kill('SIGTERM');
       const killer = setTimeout(() => killGroup(c.child), c.grace * 1000);
       await c.exited;
