@@ -45,7 +45,7 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-const binDir = process.env.PGX_CONTROL_PLANE_BIN ?? path.join(os.homedir(), '.cache/pgx-control-plane/bin');
+const binDir = process.env.PGX_CONTROL_PLANE_BIN ?? path.join(process.env.PGX_CONTROL_PLANE_CACHE ?? path.join(os.homedir(), '.cache/pgx-control-plane'), 'bin');
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
