@@ -94,7 +94,7 @@ export class LeaderElector {
 
   private async tryAcquireOrRenew(): Promise<boolean> {
     const { namespace, name, identity } = this.opts;
-    const now = new Date(this.clock.now());
+    const now = microTime(this.clock.now());
     const seconds = Math.max(1, Math.ceil(this.opts.leaseDurationMs / 1000));
     let lease: V1Lease;
     try {
@@ -153,7 +153,18 @@ export class LeaderElector {
     await this.kube.coordination.replaceNamespacedLease({
       name,
       namespace,
-      body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: new Date(this.clock.now()) } },
+      body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(this.clock.now()) } },
     });
   }
 }
+
+/**
+ * A Lease's acquireTime and renewTime are MicroTime: RFC 3339 with exactly six fractional digits. A
+ * Date would go out as toISOString's three, which a real API server refuses (400, "cannot parse
+ * \".579Z\" as \".000000\""); client-node passes a string through as it is (and hands the server's
+ * string back unparsed), so the Lease is written with a string in the model's Date field.
+ */
+export function microTime(ms: number): Date {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z') as unknown as Date;
+}
+

@@ -1,9 +1,10 @@
 // Leader election: two operator replicas against one API server never both act. The follower keeps its
 // caches warm but reconciles nothing; when the leader steps down, the follower takes the Lease and acts.
 
+import { CoordinationV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { Operator } from '../../src/operator/operator.js';
-import { apply, startCluster, stopCluster, startOperator, waitFor, waitForCondition, type Cluster } from './harness.js';
+import { apply, NS, startCluster, stopCluster, startOperator, waitFor, waitForCondition, type Cluster } from './harness.js';
 
 function branchBody(name: string) {
   return { apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name }, spec: { templateRef: { name: 'missing' } } };
@@ -30,6 +31,10 @@ describe('operator leader election (Lease)', function () {
     const a = await startOperator(c, { identity: 'replica-a' });
     ops.push(a);
     await waitFor('replica-a to lead', async () => (a.isLeader ? true : null));
+    // MicroTime, as a real API server requires (it refuses three fractional digits with 400); the double
+    // stores what it is given, so the format is checked here.
+    const written = await c.kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'pgx-operator', namespace: NS });
+    for (const t of [written.spec?.renewTime, written.spec?.acquireTime]) expect(String(t)).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
     const b = await startOperator(c, { identity: 'replica-b' });
     ops.push(b);
     sampler = setInterval(() => {

@@ -1,32 +1,28 @@
-// The operator end to end: the Kubernetes API double (the client library cannot tell it from a real API
-// server) with runtime "pods" that are real local runtimes on real PostgreSQL 18. Objects are applied as
-// kubectl would; what is checked is what a user sees: conditions, Secrets that connect, Events, and
-// databases appearing and disappearing on the runtimes.
+// The operator end to end on a real control plane (kube-apiserver, etcd, kube-controller-manager: see
+// hooks.ts), with the chart's RBAC in force. The operator makes the Runtime's StatefulSet, the
+// StatefulSet controller its Pods, and the test node runs each as a real `pgx start` on real PostgreSQL
+// 18 at its own Pod IP. Objects are applied as kubectl would; what is checked is what a user sees:
+// conditions, Secrets that connect, Events, and databases appearing and disappearing on the pods.
 
 import { expect } from 'chai';
 import pg from 'pg';
-import { ApiClientError } from '../../src/api/client.js';
+import { ApiClient, ApiClientError } from '../../src/api/client.js';
 import type { Operator } from '../../src/operator/operator.js';
-import fs from 'node:fs';
-import path from 'node:path';
 import { MERGE_PATCH } from '../../src/operator/kube.js';
-import { API_URL_ANNOTATION, ENGINE_PORT_ANNOTATION } from '../../src/operator/pods.js';
-import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { plane } from './hooks.js';
 import {
-  apiOf,
   apply,
   condition,
-  makePod,
   makeRuntime,
-  NS,
-  TOKEN,
+  podApi,
   read,
   remove,
+  resolvedUrl,
+  runtimeApiToken,
   startCluster,
   stopCluster,
   startOperator,
   settle,
-  startRuntimes,
   statusOf,
   waitFor,
   waitForCondition,
@@ -34,6 +30,8 @@ import {
   waitForGone,
   type Cluster,
 } from './harness.js';
+
+const NS = 'operator-e2e';
 
 interface BranchStatus {
   phase?: string;
@@ -54,18 +52,18 @@ function branchBody(name: string, template: string, spec: Record<string, unknown
   return { apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name }, spec: { templateRef: { name: template }, ...spec } };
 }
 
-describe('operator end to end (Kubernetes API double, real runtimes)', function () {
-  this.timeout(180_000);
+describe('operator end to end (real control plane, chart RBAC, runtime pods on the test node)', function () {
+  this.timeout(240_000);
   let c: Cluster;
-  let runtimes: TestRuntime[] = [];
   let op: Operator;
+  const pods = ['main-0', 'main-1'];
 
-  /** The runtime behind a pod name (main-0, main-1). */
-  const runtimeOf = (pod: string): TestRuntime => runtimes[Number(pod.split('-').pop())]!;
+  /** The control API of a runtime pod, at its current Pod IP. */
+  const apiOf = (pod: string): Promise<ApiClient> => podApi(c, 'main', pod);
 
   async function databaseExists(pod: string, database: string): Promise<boolean> {
     try {
-      await apiOf(runtimeOf(pod)).getDatabase(database);
+      await (await apiOf(pod)).getDatabase(database);
       return true;
     } catch (err) {
       if (err instanceof ApiClientError && err.status === 404) return false;
@@ -76,8 +74,10 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
   /** POSTs to the runtimes' credentials route so far (the operator makes a Branch's credential with its database). */
   async function credentialCalls(): Promise<number> {
     let n = 0;
-    for (const rt of runtimes) {
-      const res = await fetch(`http://127.0.0.1:${rt.runtime.api!.port}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const token = await runtimeApiToken(c, 'main');
+    for (const pod of pods) {
+      const p = await c.core.readNamespacedPod({ name: pod, namespace: NS });
+      const res = await fetch(`http://${p.status!.podIP}:7432/metrics`, { headers: { authorization: `Bearer ${token}` } });
       for (const line of (await res.text()).split('\n')) {
         if (line.startsWith('pgx_api_requests_total{') && line.includes('method="POST"') && line.includes('route="/v1/databases/{name}/credentials"')) n += Number(line.split(' ').pop());
       }
@@ -86,18 +86,16 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
   }
 
   before(async function () {
-    c = await startCluster();
-    runtimes = await startRuntimes(2);
-    await makeRuntime(c, 'main', runtimes);
+    c = await startCluster(NS);
     op = await startOperator(c);
     await waitFor('leadership', async () => (op.isLeader ? true : null));
+    await makeRuntime(c, 'main', { replicas: 2 });
     await apply(c, 'templates', templateBody('app', { sql: SCHEMA }));
     await waitForCondition(c, 'templates', 'app', 'Ready', 'Sealed');
   });
 
   after(async function () {
     await op?.stop();
-    await Promise.all(runtimes.map((r) => r.stop()));
     await stopCluster(c);
   });
 
@@ -110,7 +108,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
       ['main-1', 'Sealed', 1],
     ]);
     expect(condition(tpl, 'Ready')).to.include({ status: 'True', observedGeneration: tpl!.metadata!.generation });
-    for (const rt of runtimes) expect((await apiOf(rt).listTemplates()).find((t) => t.name === 'app')?.sealed).to.equal(true);
+    for (const pod of pods) expect((await (await apiOf(pod)).listTemplates()).find((t) => t.name === 'app')?.sealed).to.equal(true);
     expect(tpl!.metadata!.finalizers).to.include('pgx.dev/template-in-use');
   });
 
@@ -132,7 +130,9 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     expect(Object.keys(data).sort()).to.deep.equal(['DATABASE_URL', 'dbname', 'host', 'password', 'port', 'user']);
     expect(data.dbname).to.equal(s.database);
     expect(secret.metadata?.ownerReferences?.[0]).to.include({ kind: 'Branch', name: 'pr-1', uid: created.metadata!.uid, controller: true });
-    const client = new pg.Client({ connectionString: data.DATABASE_URL });
+    // The Secret names the pod's DNS name under the headless Service, as a client in the cluster uses it.
+    expect(data.host).to.equal(`${s.pod}.main-pods.${NS}.svc.cluster.local`);
+    const client = new pg.Client({ connectionString: await resolvedUrl(data.DATABASE_URL!) });
     await client.connect();
     try {
       const rows = await client.query<{ label: string }>('SELECT label FROM items ORDER BY id');
@@ -142,7 +142,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
       await client.end();
     }
     // Pinned by default: the runtime keeps it however long it sits idle.
-    expect((await apiOf(runtimeOf(s.pod!)).getDatabase(s.database!)).pinned).to.equal(true);
+    expect((await (await apiOf(s.pod!)).getDatabase(s.database!)).pinned).to.equal(true);
     // The credential came with the database, in the create call.
     expect(await credentialCalls()).to.equal(0);
     // Recorded after the Ready write, so it may come a moment after the condition is seen.
@@ -153,7 +153,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     await waitForCondition(c, 'branches', 'pr-1', 'Ready', 'DatabaseReady');
     // The Template counts its Branches a second after one is added (operator.ts): settled state includes that count.
     await waitFor('the Template to count pr-1', async () => ((statusOf<{ branches?: number }>(await read(c, 'templates', 'app')).branches ?? 0) >= 1 ? true : null));
-    const writes = () => c.api.writes('branches').length + c.api.writes('templates').length + c.api.writes('secrets').length;
+    const writes = () => c.writes('branches').length + c.writes('templates').length + c.writes('secrets').length;
     await settle(op, writes);
     const before = writes();
     const reconciles = await op.metrics.reconcileCount('branch');
@@ -226,14 +226,14 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     await remove(c, 'branches', 'uses-held');
     await waitForGone(c, 'templates', 'held');
     // Unsealed on every pod: nobody mints from a Template that no longer exists.
-    for (const rt of runtimes) expect((await apiOf(rt).listTemplates()).find((t) => t.name === 'held')?.sealed ?? false).to.equal(false);
+    for (const pod of pods) expect((await (await apiOf(pod)).listTemplates()).find((t) => t.name === 'held')?.sealed ?? false).to.equal(false);
   });
 
   it('applies limits.memory and limits.connections on the runtime, and follows changes to them', async function () {
     await apply(c, 'branches', branchBody('limited', 'app', { limits: { memory: '64Mi', connections: 7 } }));
     const ready = await waitForCondition(c, 'branches', 'limited', 'Ready', 'DatabaseReady');
     const s = statusOf<BranchStatus>(ready);
-    const api = apiOf(runtimeOf(s.pod!));
+    const api = await apiOf(s.pod!);
     expect(await api.getDatabase(s.database!)).to.include({ memory_limit_mb: 64, connection_limit: 7 });
 
     const patch = (limits: Record<string, unknown>) =>
@@ -262,7 +262,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     // Fixed, it is made with the limit.
     await c.custom.patchNamespacedCustomObject({ group: 'pgx.dev', version: 'v1alpha1', namespace: NS, plural: 'branches', name: 'tiny-memory', body: { spec: { limits: { memory: '1Mi' } } } }, MERGE_PATCH);
     const fixed = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'tiny-memory', 'Ready', 'DatabaseReady'));
-    expect((await apiOf(runtimeOf(fixed.pod!)).getDatabase(fixed.database!)).memory_limit_mb).to.equal(1);
+    expect((await (await apiOf(fixed.pod!)).getDatabase(fixed.database!)).memory_limit_mb).to.equal(1);
 
     for (const name of ['limited', 'tiny-memory']) await remove(c, 'branches', name);
     for (const name of ['limited', 'tiny-memory']) await waitForGone(c, 'branches', name);
@@ -293,7 +293,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
 
     // A failed build is not retried until the spec changes: passes over it write nothing. Only writes to
     // the failed Templates count: Template app may still be counting down its Branches from the last test.
-    const failedWrites = () => c.api.writes('templates').filter((w) => w.name === 'broken' || w.name === 'no-configmap').length;
+    const failedWrites = () => c.writes('templates').filter((w) => w.name === 'broken' || w.name === 'no-configmap').length;
     await settle(op, failedWrites);
     const writes = failedWrites();
     const reconciles = await op.metrics.reconcileCount('template');
@@ -308,24 +308,28 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     await waitForGone(c, 'templates', 'broken');
   });
 
-  it('says a Branch is Lost when its pod is gone, and makes no new database', async function () {
+  it('says a Branch is Lost when its pod is gone (Runtime scaled down), and drops its database when the pod is back', async function () {
     await apply(c, 'branches', branchBody('lost', 'app', { affinity: { pod: 'main-1' } }));
     const ready = await waitForCondition(c, 'branches', 'lost', 'Ready', 'DatabaseReady');
     expect(statusOf<BranchStatus>(ready).pod).to.equal('main-1');
-    const databasesBefore = (await apiOf(runtimes[0]!).listDatabases()).length + (await apiOf(runtimes[1]!).listDatabases()).length;
-    const pod = await c.core.readNamespacedPod({ name: 'main-1', namespace: NS });
-    await c.core.deleteNamespacedPod({ name: 'main-1', namespace: NS });
-    const lost = await waitForCondition(c, 'branches', 'lost', 'Ready', 'PodGone');
+    const databasesBefore = (await (await apiOf('main-0')).listDatabases()).length;
+    // The StatefulSet re-creates a deleted Pod at once; a Pod that stays gone is one scaled away.
+    const scale = (replicas: number) => c.custom.patchNamespacedCustomObject({ group: 'pgx.dev', version: 'v1alpha1', namespace: NS, plural: 'runtimes', name: 'main', body: { spec: { replicas } } }, MERGE_PATCH);
+    await scale(1);
+    const lost = await waitForCondition(c, 'branches', 'lost', 'Ready', 'PodGone', 120_000);
     expect(statusOf<BranchStatus>(lost).phase).to.equal('Lost');
     expect(condition(lost, 'Ready')?.message).to.contain('no new database');
     await op.idle();
-    expect((await apiOf(runtimes[0]!).listDatabases()).length + (await apiOf(runtimes[1]!).listDatabases()).length).to.equal(databasesBefore);
-    // The pod comes back (a StatefulSet keeps its name): deleting the Branch now drops the database there.
-    await makePod(c, 'main', 'main-1', runtimes[1]!);
-    expect(pod.metadata?.name).to.equal('main-1');
+    expect((await (await apiOf('main-0')).listDatabases()).length).to.equal(databasesBefore);
+    // Deleting it while main-1 is away waits for the pod: its volume (and the database) is kept.
     await remove(c, 'branches', 'lost');
-    await waitForGone(c, 'branches', 'lost');
+    await waitForCondition(c, 'branches', 'lost', 'Ready', 'DropPending');
+    // Back (same name, same claim data-main-1): the finalizer drops the database there.
+    await scale(2);
+    await waitForGone(c, 'branches', 'lost', 180_000);
     expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(false);
+    await waitForCondition(c, 'runtimes', 'main', 'Ready', 'AllPodsReady', 120_000);
+    await waitForCondition(c, 'templates', 'app', 'Ready', 'Sealed', 120_000);
   });
 
   it('rebuilds the Template on every pod when its spec changes; new Branches see the new rows', async function () {
@@ -342,7 +346,7 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     await apply(c, 'branches', branchBody('after-change', 'app'));
     const ready = await waitForCondition(c, 'branches', 'after-change', 'Ready', 'DatabaseReady');
     const secret = await c.core.readNamespacedSecret({ name: statusOf<BranchStatus>(ready).secretName!, namespace: NS });
-    const client = new pg.Client({ connectionString: Buffer.from(secret.data!.DATABASE_URL!, 'base64').toString('utf8') });
+    const client = new pg.Client({ connectionString: await resolvedUrl(Buffer.from(secret.data!.DATABASE_URL!, 'base64').toString('utf8')) });
     await client.connect();
     try {
       expect((await client.query<{ n: string }>('SELECT count(*) AS n FROM items')).rows[0]!.n).to.equal('4');
@@ -353,10 +357,9 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     await waitForGone(c, 'branches', 'after-change');
   });
 
-  it("converges when a pod's runtime restarts mid-reconcile", async function () {
-    // The runtime behind main-1 goes down while its Pod still looks Ready (readiness lags a crash).
-    const old = runtimes[1]!;
-    await old.runtime.stop();
+  it("converges when a pod's runtime crashes mid-reconcile and the kubelet restarts it", async function () {
+    // The runtime behind main-1 dies (its whole container); the Pod stays, and turns not Ready.
+    const restart = await plane().node.crash(NS, 'main-1');
     await apply(c, 'branches', branchBody('restart', 'app', { affinity: { pod: 'main-1' } }));
     // Pending: either placement found main-1 silent, or the Template controller saw it first and no
     // longer counts main-1 as holding the template. Both say which pod.
@@ -366,25 +369,19 @@ describe('operator end to end (Kubernetes API double, real runtimes)', function 
     });
     expect(condition(waiting, 'Ready')?.message).to.contain('main-1');
     expect(statusOf<BranchStatus>(waiting).phase).to.equal('Pending');
-    // It comes back on the same data directory, on new ports (as a pod gets a new IP).
-    const back = await startTestRuntime({ dataDir: old.dataDir, apiPort: 0, apiToken: TOKEN, poolSize: 0 });
-    runtimes[1] = back;
-    const cleanup = path.dirname(old.dataDir);
-    await c.core.patchNamespacedPod(
-      { name: 'main-1', namespace: NS, body: { metadata: { annotations: { [API_URL_ANNOTATION]: `http://127.0.0.1:${back.runtime.api!.port}`, [ENGINE_PORT_ANNOTATION]: String(back.port) } } } },
-      MERGE_PATCH,
-    );
-    const ready = await waitForCondition(c, 'branches', 'restart', 'Ready', 'DatabaseReady');
+    const before = statusOf<{ pods: { pod: string; templateGeneration?: number }[] }>(await read(c, 'templates', 'app')).pods.find((p) => p.pod === 'main-1');
+    // The kubelet restarts the container on the same data directory.
+    restart();
+    const ready = await waitForCondition(c, 'branches', 'restart', 'Ready', 'DatabaseReady', 120_000);
     // The Template on main-1 was recognised, not rebuilt: still the runtime's first build of generation 2.
     const tpl = await waitForCondition(c, 'templates', 'app', 'Ready', 'Sealed');
     const entry = statusOf<{ pods: { pod: string; templateGeneration?: number }[] }>(tpl).pods.find((p) => p.pod === 'main-1');
-    expect(entry?.templateGeneration).to.equal((await apiOf(back).listTemplates()).find((t) => t.name === 'app')?.generation);
+    expect(entry?.templateGeneration).to.equal((await (await apiOf('main-1')).listTemplates()).find((t) => t.name === 'app')?.generation);
+    if (before?.templateGeneration !== undefined) expect(entry?.templateGeneration).to.equal(before.templateGeneration);
     expect(statusOf<BranchStatus>(ready).pod).to.equal('main-1');
     expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(true);
     await remove(c, 'branches', 'restart');
     await waitForGone(c, 'branches', 'restart');
     expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(false);
-    // The restarted runtime was started on an existing directory, so its stop() leaves it: remove it after.
-    after(() => fs.rmSync(cleanup, { recursive: true, force: true }));
   });
 });
