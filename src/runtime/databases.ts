@@ -742,8 +742,7 @@ function dropTemplateArgs(fn: string, args: (string | null)[]): [string, boolean
   if (args.length < 1 || args.length > 2 || name == null) {
     throw new PgxError('INVALID_PARAMETER', `${fn}(template [, force]) takes a template name that is not NULL`, { hint: `For example: SELECT ${fn}('tpl_old').` });
   }
-  if (force != null && force !== 'true' && force !== 'false') throw new PgxError('INVALID_PARAMETER', `${fn}: force must be true or false, not "${force}"`);
-  return [name, force === 'true'];
+  return [name, forceArg(fn, force)];
 }
 
 /** (db, name [, force]): two database names and an optional boolean, as pgx_snapshot/restore_database take. */
@@ -754,8 +753,11 @@ function snapshotArgs(fn: string, args: (string | null)[]): [string, string, boo
       hint: `For example: SELECT ${fn}('tdb_app__agent42', 'agent42_before_migration').`,
     });
   }
-  if (force != null && force !== 'true' && force !== 'false') {
-    throw new PgxError('INVALID_PARAMETER', `${fn}: force must be true or false, not "${force}"`);
-  }
-  return [db, name, force === 'true'];
+  return [db, name, forceArg(fn, force)];
+}
+
+/** A control function's optional force argument: absent or NULL is false. */
+function forceArg(fn: string, force: string | null | undefined): boolean {
+  if (force != null && force !== 'true' && force !== 'false') throw new PgxError('INVALID_PARAMETER', `${fn}: force must be true or false, not "${force}"`);
+  return force === 'true';
 }
