@@ -80,6 +80,17 @@ export class BackendConnection {
    */
   private loginBaseline: Buffer | null = null;
   /**
+   * The login baseline's answer is still to come: the backend was handed to its first client at the
+   * login's ReadyForQuery, and the baseline's messages are read off before anything reaches that
+   * client (PostgreSQL answers in order, so they come first). `afterBaseline`: the reader to hand the
+   * socket to then.
+   */
+  private baselinePending = false;
+  private afterBaseline: BackendReader | null = null;
+  /** Settles when the baseline's answer has been read (or the backend failed meanwhile). */
+  private baselineRead: Promise<void> = Promise.resolve();
+  private settleBaseline: () => void = () => {};
+  /**
    * The last session's state is still in the backend: the reset (DISCARD ALL) goes out with the next
    * login check, in the same write, so a reuse costs one round trip (see pool.ts).
    */
@@ -112,8 +123,13 @@ export class BackendConnection {
   };
   private readonly onPhaseData = (chunk: Buffer): boolean => {
     const stop = this.phaseScanner!.feed(chunk, this.phaseSink);
-    // The scanner copies what straddles chunks; the rest after the phase is copied here.
-    if (stop >= 0 && stop < chunk.length) this.leftover = Buffer.from(chunk.subarray(stop));
+    if (stop < 0 || stop >= chunk.length) return false;
+    // The rest after the phase: to the session that took the backend during it (the login baseline's
+    // answer, see start), else copied for the next reader (the scanner copies what straddles chunks).
+    const rest = chunk.subarray(stop);
+    const next = this.reader;
+    if (next !== null && next !== this.onPhaseData) return next(rest);
+    this.leftover = Buffer.from(rest);
     return false;
   };
   private readonly onPhaseEnd = (err?: Error): void => {
@@ -162,9 +178,11 @@ export class BackendConnection {
 
   /**
    * Sends the startup packet and completes the handshake (trust auth on the private socket). With
-   * `baseline`, the login baseline query goes out behind the startup packet in the same write, and its
-   * answer is read before the backend is handed over; without (a pool that keeps no idle backend), the
-   * backend never serves a second client.
+   * `baseline`, the login baseline query goes out behind the startup packet in the same write; the
+   * backend is handed over at the login's ReadyForQuery all the same, and the baseline's answer is read
+   * off ahead of the first client's (see baselinePending), so a new backend's client does not wait
+   * for a round trip it does not need. Without (a pool that keeps no idle backend), the backend never
+   * serves a second client.
    */
   start(startup: Record<string, string>, key: string, baseline = true): Promise<BackendConnection> {
     const socket = this.socket;
@@ -213,17 +231,23 @@ export class BackendConnection {
             case Msg.ReadyForQuery:
               loggedIn = true;
               if (!this.loginNoticed) this.loginFrames = null;
+              this.state = 'active';
+              if (baseline) {
+                this.baselinePending = true;
+                this.baselineRead = new Promise((settle) => (this.settleBaseline = settle));
+              }
+              resolve(this);
               return baseline ? 'more' : 'done';
             default:
               return 'more';
           }
         },
-        () => {
-          this.state = 'active';
-          resolve(this);
-        },
+        () => {},
         (err) => {
+          // Before the login's ReadyForQuery: the caller learns why. After it (the baseline failed
+          // with the socket): the session holding the backend sees it close.
           this.destroy();
+          this.baselineSettled();
           reject(err);
         },
       );
@@ -234,8 +258,16 @@ export class BackendConnection {
   private onBaseline(type: number, frame: Buffer): 'more' | 'done' {
     if (type === Msg.DataRow) this.loginBaseline = copyColumn(frame, 0);
     else if (type === Msg.ErrorResponse) this.loginBaseline = null;
-    else if (type === Msg.ReadyForQuery) return 'done';
+    else if (type === Msg.ReadyForQuery) {
+      this.baselineSettled();
+      return 'done';
+    }
     return 'more';
+  }
+
+  private baselineSettled(): void {
+    this.baselinePending = false;
+    this.settleBaseline();
   }
 
   /**
@@ -252,7 +284,7 @@ export class BackendConnection {
 
   /** False when this backend must not serve another client: its login could not be checked. */
   get poolable(): boolean {
-    return this.loginBaseline !== null;
+    return this.loginBaseline !== null || this.baselinePending;
   }
 
   /**
@@ -260,6 +292,8 @@ export class BackendConnection {
    * (never rejects) when it would not, or could not be told; the caller then closes it.
    */
   checkLogin(): Promise<boolean> {
+    // Its first client left before the baseline's answer came (a connect and Terminate).
+    if (this.baselinePending) return this.baselineRead.then(() => this.checkLogin());
     if (this.loginBaseline === null || this.state === 'closed') return Promise.resolve(false);
     return new Promise((resolve) => {
       let verdict = false;
@@ -352,7 +386,8 @@ export class BackendConnection {
    * that arrive are kept in `leftover` for the next reader.
    */
   setReader(reader: BackendReader | null): void {
-    this.reader = reader;
+    if (this.baselinePending) this.afterBaseline = reader;
+    else this.reader = reader;
   }
 
   /** Always true (go on reading): backpressure pauses the socket itself (pump.ts), as onread allows. */
@@ -383,10 +418,11 @@ export class BackendConnection {
 
   /** Watches an idle pooled backend: anything PostgreSQL says unprompted (a FATAL at shutdown) ends it. */
   watchIdle(): void {
-    this.reader = this.onIdleData;
+    this.setReader(this.onIdleData);
   }
 
   unwatchIdle(): void {
+    if (this.afterBaseline === this.onIdleData) this.afterBaseline = null;
     if (this.reader === this.onIdleData) this.reader = null;
   }
 
@@ -452,7 +488,8 @@ export class BackendConnection {
   private endPhase(): void {
     this.phase = null;
     this.phaseFail = null;
-    if (this.reader === this.onPhaseData) this.reader = null;
+    if (this.reader === this.onPhaseData) this.reader = this.afterBaseline;
+    this.afterBaseline = null;
   }
 }
 

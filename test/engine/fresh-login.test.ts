@@ -188,6 +188,31 @@ describe('engine: a pooled backend is a fresh login', function () {
     expect(after).to.not.deep.include({ work_mem: '7MB' });
   });
 
+  it("takes a new backend's baseline at its login, before its first session's own statements: a RESET made there reaches the next session", async function () {
+    // The baseline is read off after the first client's greeting (server.ts, baselinePending), but
+    // PostgreSQL runs it before anything that client sends: a baseline taken later would already lack
+    // the row RESET removes, and the next session would keep the login's 5MB.
+    await admin("DROP ROLE IF EXISTS fl_self; CREATE ROLE fl_self LOGIN; ALTER ROLE fl_self SET work_mem = '5MB'");
+    const show = "SELECT current_setting('work_mem') AS work_mem, pg_backend_pid() AS pid";
+    const first = result(await session('engine', 'fl_self', 'postgres', `ALTER ROLE CURRENT_USER RESET work_mem`));
+    expect(first.command).to.equal('ALTER');
+    const next = result(await session('engine', 'fl_self', 'postgres', show)).rows[0];
+    const direct = result(await session('direct', 'fl_self', 'postgres', show)).rows[0];
+    expect(next.work_mem).to.equal(direct.work_mem);
+    expect(next.work_mem).to.not.equal('5MB');
+  });
+
+  it("reuses a new backend whose first client left before the login baseline's answer came", async function () {
+    await admin('DROP ROLE IF EXISTS fl_brief; CREATE ROLE fl_brief LOGIN');
+    const brief = new pg.Client(rt.connection('postgres', 'fl_brief'));
+    await brief.connect();
+    const pid = (brief as unknown as { processID: number }).processID;
+    const idle = rt.runtime.engine.stats().backends.idle;
+    await brief.end();
+    await waitFor('the backend back in the pool', () => rt.runtime.engine.stats().backends.idle > idle);
+    expect(result(await session('engine', 'fl_brief', 'postgres')).rows[0].pid).to.equal(pid);
+  });
+
   it('fires a login event trigger for every session and passes its NOTICE on (psql)', async function () {
     await admin('DROP DATABASE IF EXISTS fl_trigger');
     await admin('CREATE DATABASE fl_trigger');
