@@ -13,7 +13,7 @@ import { Auth, Msg } from '../wire/codes.js';
 import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { BackendAddress } from './ports.js';
-import { FULL_CHECK, FUNCTION_RESULT_AT, LOGIN_BASELINE, SNAPSHOT, columnByte, columnEquals, copyColumn, valueEquals } from './login-check.js';
+import { FULL_CHECK, FUNCTION_RESULT_AT, LOGIN_BASELINE, SNAPSHOT, columnByte, copyColumn, valueEquals } from './login-check.js';
 import { largeReadBuffers } from './read-buffers.js';
 
 export type BackendState = 'connecting' | 'idle' | 'active' | 'resetting' | 'closed';
@@ -75,10 +75,12 @@ export class BackendConnection {
   /** The startup packet went out: from then on the connection ends with Terminate. */
   private started = false;
   /**
-   * What the login's defaults came from (a LOGIN_BASELINE column, see login-check.ts); null: unknown
-   * (the query failed), and the backend is never handed to another client.
+   * What the login's defaults came from: LOGIN_BASELINE's DataRows as PostgreSQL sent them, end to end
+   * (see login-check.ts); null: unknown (the query failed), and the backend is never handed to
+   * another client.
    */
   private loginBaseline: Buffer | null = null;
+  private baselineRows: Buffer[] | null = null;
   /**
    * The login baseline's answer is still to come: the backend was handed to its first client at the
    * login's ReadyForQuery, and the baseline's messages are read off before anything reaches that
@@ -234,6 +236,7 @@ export class BackendConnection {
               this.state = 'active';
               if (baseline) {
                 this.baselinePending = true;
+                this.baselineRows = [];
                 this.baselineRead = new Promise((settle) => (this.settleBaseline = settle));
               }
               resolve(this);
@@ -254,11 +257,13 @@ export class BackendConnection {
     });
   }
 
-  /** The baseline query's answer: its one column is kept; an error leaves the backend unpoolable. */
+  /** The baseline query's answer: its rows are kept; an error leaves the backend unpoolable. */
   private onBaseline(type: number, frame: Buffer): 'more' | 'done' {
-    if (type === Msg.DataRow) this.loginBaseline = copyColumn(frame, 0);
-    else if (type === Msg.ErrorResponse) this.loginBaseline = null;
+    if (type === Msg.DataRow) this.baselineRows?.push(Buffer.from(frame));
+    else if (type === Msg.ErrorResponse) this.baselineRows = null;
     else if (type === Msg.ReadyForQuery) {
+      this.loginBaseline = this.baselineRows === null ? null : Buffer.concat(this.baselineRows);
+      this.baselineRows = null;
       this.baselineSettled();
       return 'done';
     }
@@ -307,15 +312,19 @@ export class BackendConnection {
         return 'more';
       };
       const full = (): void => {
-        verdict = false;
+        const check = new FullCheck(this.loginBaseline!);
         this.runPhase(
           (type, frame) => {
             if (resetting) return reset(type, frame);
-            if (type === Msg.DataRow) verdict = this.judge(frame);
-            else if (type === Msg.ReadyForQuery) return 'done';
+            if (type === Msg.ReadyForQuery) return 'done';
+            check.read(type, frame);
             return 'more';
           },
-          () => resolve(verdict && !resetFailed),
+          () => {
+            const passed = check.passed() && !resetFailed;
+            this.verifiedSnapshot = passed ? check.reusableSnapshot : null;
+            resolve(passed);
+          },
           () => resolve(false),
         );
         this.send(FULL_CHECK);
@@ -346,14 +355,6 @@ export class BackendConnection {
     this.socket.write(DISCARD_ALL);
     this.socket.write(check);
     this.socket.uncork();
-  }
-
-  /** A FULL_CHECK row: passes when its verdict is y or c and the defaults match the login's. */
-  private judge(frame: Buffer): boolean {
-    const verdict = columnByte(frame, 0);
-    const ok = (verdict === Y || verdict === C) && columnEquals(frame, 1, this.loginBaseline!);
-    this.verifiedSnapshot = ok && verdict === Y ? copyColumn(frame, 2) : null;
-    return ok;
   }
 
   /**
@@ -490,6 +491,40 @@ export class BackendConnection {
     this.phaseFail = null;
     if (this.reader === this.onPhaseData) this.reader = this.afterBaseline;
     this.afterBaseline = null;
+  }
+}
+
+/**
+ * FULL_CHECK's answer, message by message: the verdict row of its first statement, then its second
+ * statement's rows compared in order with the login's (`baseline`, the same query's rows then).
+ */
+class FullCheck {
+  private verdict = -1;
+  /** The verdict row's snapshot, when no connection limit applies (the fast path may then rely on it). */
+  reusableSnapshot: Buffer | null = null;
+  /** Statements answered so far (CommandComplete). */
+  private completed = 0;
+  /** How much of `baseline` the rows so far matched; -1 once one did not. */
+  private matched = 0;
+
+  constructor(private readonly baseline: Buffer) {}
+
+  read(type: number, frame: Buffer): void {
+    if (type === Msg.CommandComplete) this.completed++;
+    else if (type === Msg.ErrorResponse) this.matched = -1;
+    else if (type !== Msg.DataRow) return;
+    else if (this.completed === 0) {
+      this.verdict = columnByte(frame, 0);
+      if (this.verdict === Y) this.reusableSnapshot = copyColumn(frame, 1);
+    } else if (this.matched >= 0) {
+      const end = this.matched + frame.length;
+      this.matched = end <= this.baseline.length && this.baseline.compare(frame, 0, frame.length, this.matched, end) === 0 ? end : -1;
+    }
+  }
+
+  /** A fresh login would pass (y or c), the role is the same, and the settings rows are the login's. */
+  passed(): boolean {
+    return (this.verdict === Y || this.verdict === C) && this.completed === 2 && this.matched === this.baseline.length;
   }
 }
 

@@ -20,6 +20,7 @@ export const enum Msg {
   // backend
   Authentication = 0x52, // R
   BackendKeyData = 0x4b, // K
+  CommandComplete = 0x43, // C
   CopyInResponse = 0x47, // G
   DataRow = 0x44, // D
   FunctionCallResponse = 0x56, // V

@@ -188,6 +188,21 @@ describe('engine: a pooled backend is a fresh login', function () {
     expect(after).to.not.deep.include({ work_mem: '7MB' });
   });
 
+  it('gives a role dropped and created again, or a new role under a renamed one\'s name, a login of its own', async function () {
+    const show = 'SELECT current_user AS who, pg_backend_pid() AS pid';
+    const again = await roleWithPooledBackend('fl_again');
+    await admin('DROP ROLE fl_again; CREATE ROLE fl_again LOGIN');
+    const fresh = result(await session('engine', 'fl_again', 'postgres', show)).rows[0];
+    expect(fresh).to.deep.include({ who: 'fl_again' });
+    expect(fresh.pid).to.not.equal(again);
+
+    const renamed = await roleWithPooledBackend('fl_old');
+    await admin('DROP ROLE IF EXISTS fl_new; ALTER ROLE fl_old RENAME TO fl_new; CREATE ROLE fl_old LOGIN');
+    const newcomer = result(await session('engine', 'fl_old', 'postgres', show)).rows[0];
+    expect(newcomer).to.deep.include({ who: 'fl_old' });
+    expect(newcomer.pid).to.not.equal(renamed);
+  });
+
   it("takes a new backend's baseline at its login, before its first session's own statements: a RESET made there reaches the next session", async function () {
     // The baseline is read off after the first client's greeting (server.ts, baselinePending), but
     // PostgreSQL runs it before anything that client sends: a baseline taken later would already lack
