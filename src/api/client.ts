@@ -3,7 +3,7 @@
 // cannot drift apart silently. Every failure is an ApiClientError (a PgxError): an API error carries the
 // body's code, sqlstate, message and hint; no runtime at the URL is CANNOT_CONNECT_NOW with a hint.
 
-import { PgxError, type ErrorCode } from '../errors.js';
+import { isErrorCode, PgxError } from '../errors.js';
 import type { RuntimeStatus } from '../runtime/status.js';
 import type { BuildTemplateRequest, ImportJobBody, ImportTemplateRequest, CreateCredentialRequest, CreatedDatabaseBody, CredentialBody, CreateDatabaseRequest, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
 import { PATHS, pathFor, type PathPattern } from './paths.js';
@@ -17,57 +17,18 @@ export interface ApiClientOptions {
   timeoutMs?: number;
 }
 
-/** Every code PGX's errors.ts knows: a Record so that adding a code there fails to compile here. */
-const KNOWN_CODES: Record<ErrorCode, true> = {
-  PROTOCOL_VIOLATION: true,
-  FEATURE_NOT_SUPPORTED: true,
-  INVALID_AUTHORIZATION: true,
-  INVALID_PASSWORD: true,
-  UNKNOWN_DATABASE: true,
-  DUPLICATE_DATABASE: true,
-  INSUFFICIENT_PRIVILEGE: true,
-  OBJECT_IN_USE: true,
-  TOO_MANY_DATABASES: true,
-  TOO_MANY_CONNECTIONS: true,
-  OUT_OF_MEMORY: true,
-  DISK_FULL: true,
-  CANNOT_CONNECT_NOW: true,
-  ADMIN_SHUTDOWN: true,
-  QUERY_CANCELED: true,
-  INVALID_PARAMETER: true,
-  CONFIG_INVALID: true,
-  POSTGRES_FAILED: true,
-  INTERNAL: true,
-};
-
-function isErrorCode(code: string): code is ErrorCode {
-  return Object.prototype.hasOwnProperty.call(KNOWN_CODES, code);
-}
-
 /**
- * An error from the API (or from reaching it). `code` is a PgxError code; `apiCode` and `sqlstate` are
- * exactly what the API sent (they differ from `code` only for a code this client does not know yet).
- * `status` is the HTTP status, 0 when no answer came.
+ * An error from the API (or from reaching it): a PgxError with the body's code, SQLSTATE, message, hint
+ * and detail (a code this client does not know yet is INTERNAL, its SQLSTATE kept). `status` is the
+ * HTTP status, 0 when no answer came.
  */
 export class ApiClientError extends PgxError {
   readonly status: number;
-  readonly apiCode: string;
-  private readonly remoteSqlstate: string;
 
   constructor(status: number, body: ErrorBody, cause?: unknown) {
-    super(isErrorCode(body.code) ? body.code : 'INTERNAL', body.message, {
-      ...(body.hint !== null ? { hint: body.hint } : {}),
-      ...(body.detail !== undefined ? { detail: body.detail } : {}),
-      ...(cause !== undefined ? { cause } : {}),
-    });
+    super(isErrorCode(body.code) ? body.code : 'INTERNAL', body.message, { hint: body.hint ?? undefined, detail: body.detail, cause, sqlstate: body.sqlstate });
     this.name = 'ApiClientError';
     this.status = status;
-    this.apiCode = body.code;
-    this.remoteSqlstate = body.sqlstate;
-  }
-
-  override get sqlstate(): string {
-    return this.remoteSqlstate;
   }
 }
 

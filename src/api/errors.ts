@@ -6,13 +6,14 @@ import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ErrorBody } from './contract.js';
 
-/** A PgxError answered with an HTTP status other than its code's. */
-export class ApiError extends Error {
+/** A PgxError answered with an HTTP status other than its code's (405, 413, 415, 422, a reused request id's 409). */
+export class ApiError extends PgxError {
   constructor(
     readonly status: number,
-    readonly error: PgxError,
+    error: PgxError,
   ) {
-    super(error.message);
+    super(error.code, error.message, { hint: error.hint, detail: error.detail, cause: error.cause ?? error, sqlstate: error.sqlstate });
+    this.name = 'ApiError';
   }
 }
 
@@ -22,7 +23,7 @@ export interface ErrorResponse {
 }
 
 export function errorResponse(err: unknown, logger: Logger, requestId: string | undefined): ErrorResponse {
-  if (err instanceof ApiError) return { status: err.status, body: bodyOf(err.error) };
+  if (err instanceof ApiError) return { status: err.status, body: bodyOf(err) };
   if (err instanceof PgxError && err.code !== 'INTERNAL') return { status: err.httpStatus, body: bodyOf(err) };
   logger.error('api-internal-error', { request_id: requestId, err });
   return {

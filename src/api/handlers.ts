@@ -12,6 +12,7 @@ import { clampTime, type DatabaseRecord, type TemplateRecord } from '../runtime/
 import {
   buildTemplateRequest,
   importTemplateRequest,
+  rangeAt,
   createCredentialRequest,
   createDatabaseRequest,
   restoreRequest,
@@ -159,14 +160,8 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
     }
     return { ...databaseBody(minted(created.name, ctx), ctx), source: created.source, mint_ms: created.mint_ms };
   };
-  try {
-    const body = await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work));
-    return ok(req.credential === undefined ? body : { ...body, credential: credential ?? null }, 201);
-  } catch (err) {
-    // A reused request id with another body: the one 409 that is not about the database.
-    if (err instanceof PgxError && err.code === 'INVALID_PARAMETER' && /^request id /.test(err.message)) throw new ApiError(409, err);
-    throw err;
-  }
+  const created = await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work));
+  return ok(req.credential === undefined ? created : { ...created, credential: credential ?? null }, 201);
 };
 
 export const listDatabases: Handler = async (_input, ctx) => {
@@ -257,8 +252,8 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infe
   for (const i of result.error.issues) {
     const field = i.path.length > 0 ? i.path.join('.') : '(body)';
     problems.add(`${field}: ${i.message}`);
-    const range = / is out of range \((.+)\)$/.exec(i.message) ?? /^expected (.+)$/.exec(i.message);
-    if (range && i.code !== 'unrecognized_keys') ranges.add(`${field} takes ${range[1]}`);
+    const range = i.code === 'unrecognized_keys' ? undefined : rangeAt(schema, i.path);
+    if (range !== undefined) ranges.add(`${field} takes ${range}`);
   }
   const hint = ranges.size > 0 ? `${[...ranges].join('; ')} (docs/api.md, Bounds).` : 'See docs/api.md for the request fields.';
   throw new PgxError('INVALID_PARAMETER', `invalid request body: ${[...problems].join('; ')}`, { hint });

@@ -40,19 +40,13 @@ const fromExtension = (cls: string, oid: string): string =>
   `EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.${cls}'::pg_catalog.regclass AND d.objid = ${oid} AND d.deptype = 'e')`;
 
 export async function readDatabaseFacts(source: SourceUrl, opts: { connectTimeoutSeconds: number }): Promise<SourceFacts> {
-  const client = new pg.Client({
-    connectionString: source.url,
-    application_name: 'pgx-check',
-    connectionTimeoutMillis: opts.connectTimeoutSeconds * 1000,
-    statement_timeout: 60_000,
-  });
+  const client = new pg.Client({ connectionString: source.url, application_name: 'pgx-check', statement_timeout: 60_000 });
   // An error after connect (the server went away) must not crash the process: the query fails instead.
   client.on('error', () => undefined);
-  try {
-    await client.connect();
-  } catch (err) {
+  const connected = await connectWithin(client, opts.connectTimeoutSeconds * 1000);
+  if (connected !== 'connected') {
     await client.end().catch(() => undefined);
-    throw connectError(source, err, opts.connectTimeoutSeconds);
+    throw connectError(source, connected, opts.connectTimeoutSeconds);
   }
   try {
     await client.query('SET default_transaction_read_only = on');
@@ -206,10 +200,34 @@ function provider(code: string): CollationProvider {
   return code === 'i' ? 'icu' : code === 'b' ? 'builtin' : code === 'd' ? 'default' : 'libc';
 }
 
+/**
+ * client.connect(), or 'timeout' when no answer came within `ms`: told by this timer, not by the text
+ * of the error node-postgres would raise for its own timeout.
+ */
+async function connectWithin(client: pg.Client, ms: number): Promise<'connected' | 'timeout' | { failed: unknown }> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), ms);
+  });
+  const connect = client.connect().then(
+    () => 'connected' as const,
+    (err: unknown) => ({ failed: err }),
+  );
+  try {
+    return await Promise.race([connect, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A failed connect as one line naming the source and the cause, with what to check. */
-function connectError(source: SourceUrl, err: unknown, timeoutSeconds: number): PgxError {
-  const e = err as { code?: string; message?: string };
+function connectError(source: SourceUrl, outcome: 'timeout' | { failed: unknown }, timeoutSeconds: number): PgxError {
   const hint = 'Check the host, port and database in --from, and that the server accepts connections from this machine.';
+  if (outcome === 'timeout') {
+    return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: no answer within ${timeoutSeconds} s`, { hint: `${hint} --connect-timeout S waits longer.` });
+  }
+  const err = outcome.failed;
+  const e = err as { code?: string; message?: string };
   switch (e.code) {
     case 'ECONNREFUSED':
       return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: connection refused`, { hint: `${hint} Nothing listens there now.`, cause: err });
@@ -225,12 +243,6 @@ function connectError(source: SourceUrl, err: unknown, timeoutSeconds: number): 
     case '3D000':
       return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: ${e.message}`, { hint: 'Name an existing database in --from.', cause: err });
     default:
-      if (/timeout/i.test(e.message ?? '')) {
-        return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: no answer within ${timeoutSeconds} s`, {
-          hint: `${hint} --connect-timeout S waits longer.`,
-          cause: err,
-        });
-      }
       return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: ${e.message ?? String(err)}`, { hint, cause: err });
   }
 }

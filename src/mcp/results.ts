@@ -3,10 +3,10 @@
 // thrown exception: the agent sees what went wrong and what to do next, and the server keeps serving.
 
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { PgxError, type ErrorCode } from '../errors.js';
+import { PgxError, type HintsByCode } from '../errors.js';
 
 /** Per tool: the hint to give for a PGX error code instead of the API's (which speaks of HTTP paths). */
-export type HintsByCode = Partial<Record<ErrorCode, string>>;
+export type { HintsByCode };
 
 /** A successful tool answer. Lists are wrapped as {items} because structuredContent must be an object. */
 export function toolResult(value: Record<string, unknown>): CallToolResult {
@@ -43,6 +43,8 @@ interface PgErrorLike {
   hint?: string | undefined;
   detail?: string | undefined;
   position?: string | undefined;
+  /** The PostgreSQL source function that raised it: tells apart errors that share a SQLSTATE. */
+  routine?: string | undefined;
 }
 
 function isPgError(err: unknown): err is PgErrorLike {
@@ -52,7 +54,7 @@ function isPgError(err: unknown): err is PgErrorLike {
 
 /** Hints for SQLSTATEs an agent meets often, where PostgreSQL itself gives none. */
 const SQLSTATE_HINTS: Record<string, string> = {
-  '57014': 'The statement ran past its statement_timeout; pass a larger timeout_seconds to run_sql, or narrow the statement.',
+  '57014': 'The statement was canceled: by its statement_timeout (pass a larger timeout_seconds to run_sql, or narrow the statement), or by another session.',
   '42P01': 'The table does not exist in this database; read the resource pgx://databases/{name}/schema to see its tables.',
   '3D000': 'The database is gone (dropped, or expired at its TTL); list_databases shows the live ones, create_database makes a new one.',
   '42501': 'run_sql acts as the database\'s own role, which is not a superuser: it may read and write every table and create, alter and drop its own, but not alter the template\'s tables, nor reach the server\'s files and programs, roles or other databases (docs/agents.md). Use snapshot_database, restore_database and drop_database for what needs more.',
@@ -61,11 +63,10 @@ const SQLSTATE_HINTS: Record<string, string> = {
 
 const MULTIPLE_STATEMENTS_HINT = 'run_sql takes exactly one statement: send each in its own call (each call is a new session, so a transaction cannot span calls).';
 
-/** A hint for a PostgreSQL error that came without one, where the code alone does not mislead. */
+/** A hint for a PostgreSQL error that came without one, by its SQLSTATE (and routine, where a SQLSTATE has many causes). */
 function sqlHint(err: PgErrorLike): string | undefined {
-  if (/multiple commands/.test(err.message)) return MULTIPLE_STATEMENTS_HINT;
-  // 57014 is any cancel: a COPY FROM STDIN refused by run_sql too, which no timeout would help.
-  if (err.code === '57014' && !/statement timeout/.test(err.message)) return undefined;
+  // 42601 is any syntax error; only exec_parse_message refuses a second statement in one Parse.
+  if (err.code === '42601' && err.routine === 'exec_parse_message') return MULTIPLE_STATEMENTS_HINT;
   return SQLSTATE_HINTS[err.code];
 }
 

@@ -8,7 +8,6 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { ApiClient } from '../api/client.js';
-import { PgxError } from '../errors.js';
 import { toolError, toolResult, type HintsByCode } from './results.js';
 import type { ScopedRoles } from './scoped-roles.js';
 import { DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, MAX_MAX_ROWS, runSql } from './sql.js';
@@ -243,21 +242,14 @@ export const TOOLS: PgxTool[] = [
         .optional(),
     }),
     async (input, ctx) => {
-      try {
-        const result = await ctx.roles.withUrl(input.database, (url) =>
-          runSql(url, input.sql, {
-            maxRows: input.max_rows ?? DEFAULT_MAX_ROWS,
-            timeoutSeconds: input.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
-          }),
-        );
-        return toolResult({ database: input.database, ...result });
-      } catch (err) {
-        // Reaching the database is not the statement's fault: say so.
-        if (err instanceof Error && !(err instanceof PgxError) && /ECONNREFUSED|ENOTFOUND|ETIMEDOUT|timeout expired/.test(err.message)) {
-          return toolError(new PgxError('CANNOT_CONNECT_NOW', `cannot connect to database ${input.database}: ${err.message}`, { hint: 'The runtime answers its API but not on its PostgreSQL address; runtime_status shows whether PostgreSQL is up.' }));
-        }
-        return toolError(err);
-      }
+      // Not reaching the database is CANNOT_CONNECT_NOW from runSql (sql.ts), not the statement's fault.
+      const result = await ctx.roles.withUrl(input.database, (url) =>
+        runSql(url, input.sql, {
+          maxRows: input.max_rows ?? DEFAULT_MAX_ROWS,
+          timeoutSeconds: input.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
+        }),
+      );
+      return toolResult({ database: input.database, ...result });
     },
     // The scoped roles' own messages and hints (scoped-roles.ts) say what to do for a database without a credential.
     {},

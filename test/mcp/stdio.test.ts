@@ -174,7 +174,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
       expect(copied).to.deep.include({ command: 'COPY', rowCount: 1490, truncated: true, rows: [['11\titem 11'], ['12\titem 12'], ['13\titem 13']] });
       const copyIn = await callTool(client, 'run_sql', { database: name, sql: 'COPY items FROM STDIN' });
       expect(copyIn.isError).to.equal(true);
-      expect(copyIn.text).to.equal('error 57014: COPY from stdin failed: run_sql has no data to send for COPY FROM STDIN; use INSERT ... VALUES, or COPY from a client with the database URL');
+      expect(copyIn.text).to.equal('error FEATURE_NOT_SUPPORTED (0A000): run_sql cannot run COPY FROM STDIN: it has no data to send\nhint: Use INSERT ... VALUES, or COPY from a client of your own with the database URL.');
       const slow = await callTool(client, 'run_sql', { database: name, sql: 'SELECT pg_sleep(30)', timeout_seconds: 0.2 });
       expect(slow.isError).to.equal(true);
       expect(slow.text).to.match(/^error 57014: canceling statement due to statement timeout/);
