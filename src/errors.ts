@@ -110,6 +110,15 @@ export class PgxError extends Error {
 /** Hints a surface words itself, for the codes whose fix it names in its own terms. */
 export type HintsByCode = Partial<Record<ErrorCode, string>>;
 
+/** Waits for `work`; a PgxError it fails with carries the surface's hint for its code, where it has one. */
+export async function withHints<T>(hints: HintsByCode, work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    throw err instanceof PgxError ? err.withHint(hints[err.code]) : err;
+  }
+}
+
 /** Any thrown value as a PgxError; unknown throws become INTERNAL with the original kept as cause. */
 export function asPgxError(err: unknown): PgxError {
   if (err instanceof PgxError) return err;

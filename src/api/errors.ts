@@ -15,6 +15,10 @@ export class ApiError extends PgxError {
     super(error.code, error.message, { hint: error.hint, detail: error.detail, cause: error.cause ?? error, sqlstate: error.sqlstate });
     this.name = 'ApiError';
   }
+
+  override withHint(hint: string | undefined): PgxError {
+    return hint === undefined ? this : new ApiError(this.status, super.withHint(hint));
+  }
 }
 
 export interface ErrorResponse {
@@ -23,8 +27,8 @@ export interface ErrorResponse {
 }
 
 export function errorResponse(err: unknown, logger: Logger, requestId: string | undefined): ErrorResponse {
-  if (err instanceof ApiError) return { status: err.status, body: bodyOf(err) };
-  if (err instanceof PgxError && err.code !== 'INTERNAL') return { status: err.httpStatus, body: bodyOf(err) };
+  if (err instanceof ApiError) return { status: err.status, body: errorBody(err) };
+  if (err instanceof PgxError && err.code !== 'INTERNAL') return { status: err.httpStatus, body: errorBody(err) };
   logger.error('api-internal-error', { request_id: requestId, err });
   return {
     status: 500,
@@ -32,6 +36,7 @@ export function errorResponse(err: unknown, logger: Logger, requestId: string | 
   };
 }
 
-function bodyOf(err: PgxError): ErrorBody {
+/** An error as the API sends it. */
+export function errorBody(err: PgxError): ErrorBody {
   return { code: err.code, sqlstate: err.sqlstate, message: err.message, hint: err.hint ?? null, ...(err.detail !== undefined ? { detail: err.detail } : {}) };
 }

@@ -98,6 +98,12 @@ export const runtimeConfigSchema = z
   })
   .strict();
 
+/**
+ * Every setting's default, from the schema above: the one source for `pgx start --help` and the
+ * components' own fallbacks, so the three cannot drift apart.
+ */
+export const CONFIG_DEFAULTS: Readonly<RuntimeConfig> = runtimeConfigSchema.parse({ dataDir: '.pgx/data' });
+
 export type RuntimeConfig = z.infer<typeof runtimeConfigSchema>;
 
 /** Parses a config object, turning zod's complaints into one readable PgxError. */

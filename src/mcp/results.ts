@@ -3,10 +3,9 @@
 // thrown exception: the agent sees what went wrong and what to do next, and the server keeps serving.
 
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ApiClientError } from '../api/client.js';
 import { PgxError, type HintsByCode } from '../errors.js';
 
-/** Per tool: the hint to give for a PGX error code instead of the API's (which speaks of HTTP paths). */
-export type { HintsByCode };
 
 /** A successful tool answer. Lists are wrapped as {items} because structuredContent must be an object. */
 export function toolResult(value: Record<string, unknown>): CallToolResult {
@@ -76,7 +75,9 @@ export function toolError(err: unknown, hints: HintsByCode = {}): CallToolResult
   if (err instanceof PgxError) {
     lines.push(`error ${err.code} (${err.sqlstate}): ${err.message}`);
     if (err.detail) lines.push(`detail: ${err.detail}`);
-    lines.push(`hint: ${hints[err.code] ?? err.hint ?? defaultHint(err.code)}`);
+    // The API's hints name routes; the MCP server's own errors (scoped-roles.ts, sql.ts) already speak of tools.
+    const surface = hints[err.code] ?? (err instanceof ApiClientError ? MCP_HINTS[err.code] : undefined);
+    lines.push(`hint: ${surface ?? err.hint ?? 'runtime_status shows the runtime; correct the arguments and call again.'}`);
   } else if (isPgError(err)) {
     lines.push(`error ${err.code}: ${err.message}${err.position ? ` (at character ${err.position})` : ''}`);
     if (err.detail) lines.push(`detail: ${err.detail}`);
@@ -90,16 +91,12 @@ export function toolError(err: unknown, hints: HintsByCode = {}): CallToolResult
   return { content: [{ type: 'text', text: lines.join('\n') }], isError: true };
 }
 
-/** A hint for codes where the API sent none, so that every tool error says what to do next. */
-function defaultHint(code: PgxError['code']): string {
-  switch (code) {
-    case 'UNKNOWN_DATABASE':
-      return 'list_databases shows the minted databases and list_templates the templates.';
-    case 'INVALID_AUTHORIZATION':
-      return 'Set PGX_API_TOKEN in the MCP server configuration to the runtime API token.';
-    case 'OBJECT_IN_USE':
-      return 'Close the open sessions, or call again with force: true to end them.';
-    default:
-      return 'runtime_status shows the runtime; correct the arguments and call again.';
-  }
-}
+/**
+ * The MCP words for codes any tool may meet from the API, over the API's hints (which name HTTP routes
+ * and body fields); a tool's own hints come first.
+ */
+const MCP_HINTS: HintsByCode = {
+  UNKNOWN_DATABASE: 'list_databases shows the minted databases and list_templates the templates.',
+  INVALID_AUTHORIZATION: 'Set PGX_API_TOKEN in the MCP server configuration to the runtime API token.',
+  OBJECT_IN_USE: 'Close the open sessions, or call again with force: true to end them.',
+};

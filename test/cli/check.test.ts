@@ -9,7 +9,8 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseSourceUrl, readDatabaseFacts } from '../../src/check/database-facts.js';
+import { readDatabaseFacts } from '../../src/check/database-facts.js';
+import { parsePostgresUrl } from '../../src/postgres-url.js';
 import { readDumpFacts, statements } from '../../src/check/dump-facts.js';
 import { evaluate, type CheckReport } from '../../src/check/rules.js';
 import { readRuntimeFacts, setting, type RuntimeFacts } from '../../src/check/runtime-facts.js';
@@ -188,7 +189,7 @@ describe('cli: pgx check', function () {
       execFileSync(path.join(PG15_BIN, 'pg_dump'), ['-s', '-f', file, '-h', '127.0.0.1', '-p', String(source.port), '-U', 'postgres', 'legacy'], {
         env: { ...process.env, PGPASSWORD: SOURCE_PASSWORD },
       });
-      const live = evaluate(await readDatabaseFacts(parseSourceUrl(source.url('legacy')), { connectTimeoutSeconds: 10 }), runtime);
+      const live = evaluate(await readDatabaseFacts(parsePostgresUrl(source.url('legacy'), '--from'), { connectTimeoutSeconds: 10 }), runtime);
       const dumped = evaluate(readDumpFacts(fs.readFileSync(file, 'utf8'), file), runtime);
       expect(codes(live)).to.deep.equal(['event_trigger', 'extension_unavailable', 'publication', 'untrusted_language']);
       expect(codes(dumped)).to.deep.equal(codes(live));
@@ -202,7 +203,7 @@ describe('cli: pgx check', function () {
 
     it('a role that is no superuser gets the answer, with a warning for the setting it may not read', async () => {
       await queryOnce(source.url('shop'), "CREATE ROLE checker LOGIN PASSWORD 'checker-pw'");
-      const facts = await readDatabaseFacts(parseSourceUrl(source.url('shop', 'checker', 'checker-pw')), { connectTimeoutSeconds: 10 });
+      const facts = await readDatabaseFacts(parsePostgresUrl(source.url('shop', 'checker', 'checker-pw'), '--from'), { connectTimeoutSeconds: 10 });
       expect(facts.extensions).to.deep.equal(['pgcrypto', 'plpgsql']);
       expect(facts.preloadLibraries).to.equal(null);
       const r = evaluate(facts, runtime);
