@@ -1,11 +1,29 @@
-// A small typed client for the HTTP control API (docs/api.md), used by the `pgx` CLI commands and, later,
-// the operator. Paths come from paths.ts and shapes from contract.ts, so the client and the server
-// cannot drift apart silently. Every failure is an ApiClientError (a PgxError): an API error carries the
-// body's code, sqlstate, message and hint; no runtime at the URL is CANNOT_CONNECT_NOW with a hint.
+// A small typed client for the HTTP control API (docs/api.md), used by the `pgx` CLI commands, the MCP
+// server and the operator. Paths come from paths.ts and every request and answer shape from contract.ts,
+// so the client and the server cannot drift apart silently. Every failure is an ApiClientError (a
+// PgxError): an API error carries the body's code, sqlstate, message and hint; no runtime at the URL is
+// CANNOT_CONNECT_NOW with a hint.
 
 import { isErrorCode, PgxError } from '../errors.js';
 import type { RuntimeStatus } from '../runtime/status.js';
-import type { BuildTemplateRequest, ImportJobBody, ImportTemplateRequest, CreateCredentialRequest, CreatedDatabaseBody, CredentialBody, CreateDatabaseRequest, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
+import type {
+  BuildTemplateRequest,
+  CreateCredentialRequest,
+  CreatedDatabaseBody,
+  CreateDatabaseRequest,
+  CredentialBody,
+  DatabaseBody,
+  ErrorBody,
+  ImportJobBody,
+  ImportTemplateRequest,
+  ListBody,
+  RestoreRequest,
+  SetConnectionLimitRequest,
+  SetMemoryLimitRequest,
+  SetTtlRequest,
+  SnapshotRequest,
+  TemplateBody,
+} from './contract.js';
 import { PATHS, pathFor, type PathPattern } from './paths.js';
 
 export interface ApiClientOptions {
@@ -31,6 +49,18 @@ export class ApiClientError extends PgxError {
     this.status = status;
   }
 }
+
+/** Every body the client sends is one of the contract's request types (api/contract.ts), which the server parses. */
+type RequestBody =
+  | BuildTemplateRequest
+  | ImportTemplateRequest
+  | CreateDatabaseRequest
+  | CreateCredentialRequest
+  | SetTtlRequest
+  | SnapshotRequest
+  | RestoreRequest
+  | SetConnectionLimitRequest
+  | SetMemoryLimitRequest;
 
 export class ApiClient {
   readonly url: string;
@@ -116,26 +146,31 @@ export class ApiClient {
 
   /** Seconds from now; null clears the TTL. */
   setTtl(name: string, seconds: number | null): Promise<DatabaseBody> {
-    return this.request('PUT', PATHS.databaseTtl, { name }, { ttl_seconds: seconds });
+    const body: SetTtlRequest = { ttl_seconds: seconds };
+    return this.request('PUT', PATHS.databaseTtl, { name }, body);
   }
 
   /** A snapshot of database `name`: a new sealed template `snapshot`. */
   snapshot(name: string, snapshot: string, force = false): Promise<TemplateBody> {
-    return this.request('POST', PATHS.databaseSnapshots, { name }, { name: snapshot, force }, { timeoutMs: 3_600_000 });
+    const body: SnapshotRequest = { name: snapshot, force };
+    return this.request('POST', PATHS.databaseSnapshots, { name }, body, { timeoutMs: 3_600_000 });
   }
 
   /** Puts database `name` back to `snapshot`. */
   restore(name: string, snapshot: string, force = false): Promise<DatabaseBody> {
-    return this.request('POST', PATHS.databaseRestore, { name }, { snapshot, force }, { timeoutMs: 3_600_000 });
+    const body: RestoreRequest = { snapshot, force };
+    return this.request('POST', PATHS.databaseRestore, { name }, body, { timeoutMs: 3_600_000 });
   }
 
   /** Client sessions allowed at once; null: the runtime's default. */
   setConnectionLimit(name: string, limit: number | null): Promise<DatabaseBody> {
-    return this.request('PUT', PATHS.databaseConnectionLimit, { name }, { connection_limit: limit });
+    const body: SetConnectionLimitRequest = { connection_limit: limit };
+    return this.request('PUT', PATHS.databaseConnectionLimit, { name }, body);
   }
 
   setMemoryLimit(name: string, mb: number | null): Promise<DatabaseBody> {
-    return this.request('PUT', PATHS.databaseMemoryLimit, { name }, { memory_limit_mb: mb });
+    const body: SetMemoryLimitRequest = { memory_limit_mb: mb };
+    return this.request('PUT', PATHS.databaseMemoryLimit, { name }, body);
   }
 
   /** A login role for `name` only; the password is in the answer and nowhere else. */
@@ -152,7 +187,7 @@ export class ApiClient {
     method: string,
     pattern: PathPattern,
     params: Record<string, string> = {},
-    body?: unknown,
+    body?: RequestBody,
     { idempotencyKey, timeoutMs = this.timeoutMs, query }: { idempotencyKey?: string | undefined; timeoutMs?: number; query?: string } = {},
   ): Promise<T> {
     const target = this.url + pathFor(pattern, params) + (query === undefined ? '' : `?${query}`);

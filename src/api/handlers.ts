@@ -309,7 +309,7 @@ export function templateBody(t: TemplateRecord): TemplateBody {
   return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf };
 }
 
-export function importJobBody(j: ImportJob): ImportJobBody {
+function importJobBody(j: ImportJob): ImportJobBody {
   return {
     id: j.id,
     template: j.template,

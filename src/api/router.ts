@@ -18,13 +18,13 @@ export interface Route {
 }
 
 /** Every JSON body but a script's is a handful of fields: names, numbers, flags. */
-export const SMALL_BODY_BYTES = 64 * 1024;
+const SMALL_BODY_BYTES = 64 * 1024;
 /** POST /v1/templates carries a whole schema script (the operator's Template with inline SQL). */
-export const SCRIPT_BODY_BYTES = 16 * 1024 * 1024;
+const SCRIPT_BODY_BYTES = 16 * 1024 * 1024;
 /** POST /v1/templates/import carries a masking script beside the source URL; masks are UPDATEs, not schemas. */
-export const MASK_BODY_BYTES = 1024 * 1024;
+const MASK_BODY_BYTES = 1024 * 1024;
 
-export const ROUTES: readonly Route[] = [
+const ROUTES: readonly Route[] = [
   { method: 'GET', path: PATHS.healthz, handler: h.healthz, open: true },
   { method: 'GET', path: PATHS.readyz, handler: h.readyz, open: true },
   { method: 'GET', path: PATHS.metrics, handler: h.metrics },

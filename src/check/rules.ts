@@ -66,7 +66,7 @@ export interface CheckReport {
 }
 
 /** A source at least this large gets a warning: every mint copies it unless the storage clones. */
-export const LARGE_DATABASE_BYTES = 1024 ** 3;
+const LARGE_DATABASE_BYTES = 1024 ** 3;
 
 /** Extensions that work only when their library is loaded at server start. */
 const PRELOAD_EXTENSIONS = new Set(['pg_stat_statements']);

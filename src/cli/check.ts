@@ -97,7 +97,7 @@ function readDump(file: string): SourceFacts {
 }
 
 /** The short human report: the verdict with what was compared, then reasons and warnings with hints. */
-export function formatReport(r: CheckReport): string {
+function formatReport(r: CheckReport): string {
   const source = `${r.source.source}${r.source.server_version ? ` (PostgreSQL ${r.source.server_version})` : ''}`;
   const lines = [`${r.verdict}: ${source} on a PGX runtime (PostgreSQL ${r.runtime.postgres_version})`];
   const section = (title: string, items: Finding[]): void => {

@@ -23,7 +23,7 @@ Use it as: eval "$(pgx env NAME)". --json prints the same variables as an object
 
 ${TARGET_HELP}`;
 
-export const PSQL_HELP = `Usage: pgx psql [options] NAME [--] [psql arguments...]
+const PSQL_HELP = `Usage: pgx psql [options] NAME [--] [psql arguments...]
 
 Opens psql (from PATH, or $PGX_PSQL) on minted database NAME; its input and output are yours, and
 pgx exits with psql's exit code. Everything after NAME goes to psql, e.g.
@@ -33,7 +33,7 @@ pgx's own options (--url, --token) go before NAME.
 ${TARGET_HELP.replace("  --json                  machine output: the API's JSON as is\n", '')}`;
 
 /** The URL's parts as libpq environment variables, DATABASE_URL first. */
-export function connectionEnv(url: string): Record<string, string> {
+function connectionEnv(url: string): Record<string, string> {
   const u = new URL(url);
   const env: Record<string, string> = { DATABASE_URL: url };
   const host = u.hostname.replace(/^\[(.*)\]$/, '$1');

@@ -11,7 +11,7 @@ import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
 import { probeStorage } from '../runtime/storage-probe.js';
 import { apiClient, parseCommand, positionals, printJson, TARGET_HELP } from './api-target.js';
 
-export const DOCTOR_HELP = `Usage: pgx doctor [--data-dir DIR] [--pg-bin DIR] [options]
+const DOCTOR_HELP = `Usage: pgx doctor [--data-dir DIR] [--pg-bin DIR] [options]
 
 Checks what this machine gives a PGX runtime: Node.js, the PostgreSQL ${PG_MAJOR} server binaries, whether
 the data directory's filesystem can clone files (copy-on-write databases: XFS with reflink, btrfs,

@@ -19,7 +19,7 @@ const isScalar = (v: unknown): boolean => v === null || typeof v !== 'object';
  * object of scalars (a column, a list item) stays on one line: an agent pays per token, and 100 rows
  * of 5 values would otherwise take 700 lines.
  */
-export function formatJson(value: unknown, indent = ''): string {
+function formatJson(value: unknown, indent = ''): string {
   const inner = `${indent}  `;
   if (Array.isArray(value)) {
     if (value.length === 0 || value.every(isScalar)) return JSON.stringify(value);
