@@ -5,7 +5,6 @@
 // CANNOT_CONNECT_NOW with a hint.
 
 import { isErrorCode, PgxError } from '../errors.js';
-import type { RuntimeStatus } from '../runtime/status.js';
 import type {
   BuildTemplateRequest,
   CreateCredentialRequest,
@@ -22,6 +21,7 @@ import type {
   SetMemoryLimitRequest,
   SetTtlRequest,
   SnapshotRequest,
+  StatusBody,
   TemplateBody,
 } from './contract.js';
 import { PATHS, pathFor, type PathPattern } from './paths.js';
@@ -73,7 +73,7 @@ export class ApiClient {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  status(): Promise<RuntimeStatus> {
+  status(): Promise<StatusBody> {
     return this.request('GET', PATHS.status);
   }
 

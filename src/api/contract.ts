@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { BOUNDS, type Bound } from '../runtime/records.js';
+import type { RuntimeStatus } from '../runtime/status.js';
 
 export { BOUNDS } from '../runtime/records.js';
 
@@ -146,6 +147,12 @@ export const restoreRequest = z
   })
   .strict();
 export type RestoreRequest = z.infer<typeof restoreRequest>;
+
+/**
+ * GET /v1/status: the runtime's status document (runtime/status.ts), its keys kept forever. Named for
+ * what the API answers, apart from the Runtime object's status in the operator's CRD.
+ */
+export type StatusBody = RuntimeStatus;
 
 /** Every error: `code` is PGX's (src/errors.ts), `sqlstate` what a PostgreSQL client would see. */
 export interface ErrorBody {

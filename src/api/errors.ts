@@ -21,12 +21,13 @@ export class ApiError extends PgxError {
   }
 }
 
-export interface ErrorResponse {
+/** An error as HTTP answers it: a status and the JSON body. */
+export interface HttpError {
   status: number;
   body: ErrorBody;
 }
 
-export function errorResponse(err: unknown, logger: Logger, requestId: string | undefined): ErrorResponse {
+export function toHttpError(err: unknown, logger: Logger, requestId: string | undefined): HttpError {
   if (err instanceof ApiError) return { status: err.status, body: errorBody(err) };
   if (err instanceof PgxError && err.code !== 'INTERNAL') return { status: err.httpStatus, body: errorBody(err) };
   logger.error('api-internal-error', { request_id: requestId, err });

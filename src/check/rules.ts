@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { setting, type RuntimeFacts } from './runtime-facts.js';
 import { majorOf, type SourceFacts } from './source-facts.js';
 
-export type Verdict = 'compatible' | 'needs standard PostgreSQL';
+export type CompatibilityVerdict = 'compatible' | 'needs standard PostgreSQL';
 
 export type ReasonCode =
   | 'server_too_new'
@@ -50,7 +50,7 @@ export interface Finding<C extends string = ReasonCode | WarningCode> {
 }
 
 export interface CheckReport {
-  verdict: Verdict;
+  verdict: CompatibilityVerdict;
   compatible: boolean;
   source: {
     kind: SourceFacts['kind'];

@@ -13,7 +13,8 @@ import type { SourceFacts } from '../check/source-facts.js';
 import { PgxError } from '../errors.js';
 import { parsePostgresUrl } from '../postgres-url.js';
 import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
-import { parseCommand, positionals, printJson, UsageError } from './api-target.js';
+import { parseCommand, positionals, UsageError } from './command-line.js';
+import { printJson } from './output.js';
 
 /** How long pgx check waits for a source to answer, unless --connect-timeout says otherwise. */
 const DEFAULT_CONNECT_TIMEOUT_SECONDS = 10;

@@ -5,7 +5,8 @@
 
 import { spawn } from 'node:child_process';
 import { PgxError, withHints } from '../errors.js';
-import { apiClient, parseCommand, positionals, printJson, TARGET_HELP, UsageError } from './api-target.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
+import { printJson } from './output.js';
 import { databaseHints } from './hints.js';
 
 const URL_HELP = `Usage: pgx url NAME [options]

@@ -3,7 +3,8 @@
 import { BOUNDS, type DatabaseBody } from '../api/contract.js';
 import { withHints } from '../errors.js';
 import { withinBound, type Bound } from '../runtime/records.js';
-import { apiClient, count, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
+import { apiClient, parseCommand, parseDuration, positionals, TARGET_HELP, UsageError } from './command-line.js';
+import { count, printJson, printTable } from './output.js';
 import { createHints, databaseHints, dropHints, snapshotHints } from './hints.js';
 
 const DB_HELP = `Usage: pgx db <subcommand> [options]

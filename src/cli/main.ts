@@ -3,7 +3,7 @@
 // check` answers 1 for "needs standard PostgreSQL" and 2 for every error (see check.ts).
 
 import { PgxError } from '../errors.js';
-import { DEFAULT_API_URL, UsageError } from './api-target.js';
+import { DEFAULT_API_URL, UsageError } from './command-line.js';
 import { runEnv, runPsql, runUrl } from './connection.js';
 import { runDb } from './db.js';
 import { runDoctor } from './doctor.js';

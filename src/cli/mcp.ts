@@ -4,7 +4,7 @@
 
 import { serveHttp } from '../mcp/http.js';
 import { serveStdio } from '../mcp/stdio.js';
-import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './api-target.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
 
 /** Where `pgx mcp --http` listens unless --host says otherwise: loopback, so no token is needed. */
 const DEFAULT_MCP_HOST = '127.0.0.1';

@@ -1,7 +1,8 @@
 // `pgx status`: the runtime's status document (GET /v1/status) as a compact table, or --json as is.
 
-import type { RuntimeStatus } from '../runtime/status.js';
-import { apiClient, count, humanDuration, parseCommand, positionals, printJson, TARGET_HELP } from './api-target.js';
+import type { StatusBody } from '../api/contract.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP } from './command-line.js';
+import { count, humanDuration, printJson } from './output.js';
 
 const STATUS_HELP = `Usage: pgx status [options]
 
@@ -26,7 +27,7 @@ export async function runStatus(argv: string[]): Promise<number> {
 const num = (n: number, digits = 1): string => (Number.isInteger(n) ? String(n) : n.toFixed(digits));
 
 /** The status document as aligned `label  value` lines. */
-export function formatStatus(s: RuntimeStatus): string {
+export function formatStatus(s: StatusBody): string {
   const rows: [string, string][] = [
     ['runtime', `pid ${s.runtime.pid}, up ${humanDuration(s.runtime.uptime_s)}, pgx ${s.runtime.version}, PostgreSQL ${s.runtime.postgres_version} (pid ${s.runtime.postgres_pid ?? 'down'})`],
     ['memory', `PSS ${num(s.memory.pss_mb)} MB, RSS ${num(s.memory.rss_mb)} MB, ${count(s.memory.processes, 'process', 'processes')}`],

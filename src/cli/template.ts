@@ -6,7 +6,8 @@ import { scriptFromFile } from '../runtime/template-import.js';
 import type { ImportJobBody, TemplateBody } from '../api/contract.js';
 import { ApiClientError } from '../api/client.js';
 import { withHints } from '../errors.js';
-import { apiClient, count, parseCommand, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
+import { count, printJson, printTable } from './output.js';
 import { buildHints, dropTemplateHints, sealHints } from './hints.js';
 
 const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME | drop NAME> [options]

@@ -1,6 +1,6 @@
-// What the API commands (status, template, db) share: the options every one takes (--url, --token,
-// --json, --help), where the API is (flag, else env, else the default), usage errors (exit 2), and
-// small output helpers (aligned tables, JSON).
+// The `pgx` command line as every subcommand reads it: the options each takes (--url, --token, --json,
+// --help), positionals, durations in flags, where the API is (flag, else env, else the default), and
+// usage errors (exit 2, one line pointing to --help). What the commands print is output.ts's.
 
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ApiClient } from '../api/client.js';
@@ -95,43 +95,10 @@ function nonEmpty(s: string | undefined): string | undefined {
   return s === undefined || s.length === 0 ? undefined : s;
 }
 
-export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-}
-
-/** Rows as aligned columns under a header; an empty list prints `empty` instead. */
-export function printTable(header: string[], rows: string[][], empty: string): void {
-  if (rows.length === 0) {
-    process.stdout.write(`${empty}\n`);
-    return;
-  }
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
-  process.stdout.write(`${[header, ...rows].map(line).join('\n')}\n`);
-}
-
 /** Seconds in a duration (src/durations.ts: 1h, 90m, 1h30m, 7d, or whole seconds); 'none' -> null. */
 export function parseDuration(text: string, flag: string, help: string): number | null {
   if (text === 'none') return null;
   const seconds = parseSeconds(text);
   if (seconds === null || !(seconds > 0)) throw new UsageError(`${flag} ${text}: expected a duration like 1h, 1h30m, 7d (${DURATION_EXAMPLES})`, help);
   return seconds;
-}
-
-/** `n` and the noun in agreement: 1 session, 2 sessions, 0 processes. */
-export function count(n: number, singular: string, plural = `${singular}s`): string {
-  return `${n} ${n === 1 ? singular : plural}`;
-}
-
-/** Seconds as a short human duration: 42s, 5m 3s, 2h 10m, 3d 4h. */
-export function humanDuration(totalSeconds: number): string {
-  const s = Math.max(0, Math.floor(totalSeconds));
-  const d = Math.floor(s / 86400);
-  const h = Math.floor((s % 86400) / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const sec = s % 60;
-  if (d > 0) return `${d}d ${h}h`;
-  if (h > 0) return `${h}h ${m}m`;
-  if (m > 0) return `${m}m ${sec}s`;
-  return `${sec}s`;
 }
