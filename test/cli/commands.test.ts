@@ -190,7 +190,7 @@ describe('cli: pgx status, template and db against a runtime', function () {
   });
 
   it('bad usage: exit 2 with the error and one line pointing to the command\'s --help', async () => {
-    for (const args of [['db'], ['db', 'create'], ['db', 'frobnicate'], ['db', 'list', '--bogus'], ['template', 'seal'], ['status', 'extra'], ['db', 'create', 'tpl', '--ttl', 'soon'], ['db', 'list', '--pin'], ['nosuchcommand']]) {
+    for (const args of [['db'], ['db', 'create'], ['db', 'frobnicate'], ['db', 'list', '--bogus'], ['template', 'seal'], ['status', 'extra'], ['db', 'create', 'tpl', '--ttl', 'soon'], ['db', 'list', '--pin'], ['nosuchcommand'], ['url'], ['env', 'a', 'b'], ['psql', '--bogus'], ['mcp', 'extra'], ['doctor', '--bogus'], ['check', '--bogus'], ['check']]) {
       const r = await pgx(args);
       expect(r.code, args.join(' ')).to.equal(2);
       expect(r.stderr, args.join(' ')).to.match(/^pgx: /);
