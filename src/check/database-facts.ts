@@ -19,10 +19,11 @@ const fromExtension = (cls: string, oid: string): string =>
   `EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.${cls}'::pg_catalog.regclass AND d.objid = ${oid} AND d.deptype = 'e')`;
 
 export async function readDatabaseFacts(source: PostgresUrl, opts: { connectTimeoutSeconds: number }): Promise<SourceFacts> {
-  const client = new pg.Client({ connectionString: source.url, application_name: 'pgx-check', statement_timeout: 60_000 });
+  const connectMs = opts.connectTimeoutSeconds * 1000;
+  const client = new pg.Client({ connectionString: source.url, application_name: 'pgx-check', connectionTimeoutMillis: connectMs, statement_timeout: 60_000 });
   // An error after connect (the server went away) must not crash the process: the query fails instead.
   client.on('error', () => undefined);
-  const connected = await connectWithin(client, opts.connectTimeoutSeconds * 1000);
+  const connected = await connectWithin(client, connectMs);
   if (connected !== 'connected') {
     await client.end().catch(() => undefined);
     throw connectError(source, connected, opts.connectTimeoutSeconds);
@@ -180,20 +181,20 @@ function provider(code: string): CollationProvider {
 }
 
 /**
- * client.connect(), or 'timeout' when no answer came within `ms`: told by this timer, not by the text
- * of the error node-postgres would raise for its own timeout.
+ * client.connect(), or 'timeout' when it ran past `ms`: told by this timer, not by the text of the error
+ * node-postgres raises when its own timer (connectionTimeoutMillis, the same `ms`) ends the attempt.
+ * This one is started first, so it fires first.
  */
 async function connectWithin(client: pg.Client, ms: number): Promise<'connected' | 'timeout' | { failed: unknown }> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), ms);
-  });
-  const connect = client.connect().then(
-    () => 'connected' as const,
-    (err: unknown) => ({ failed: err }),
-  );
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+  }, ms);
   try {
-    return await Promise.race([connect, timeout]);
+    await client.connect();
+    return 'connected';
+  } catch (err) {
+    return timedOut ? 'timeout' : { failed: err };
   } finally {
     clearTimeout(timer);
   }

@@ -8,6 +8,7 @@ import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
 import { readDatabaseFacts } from '../../src/check/database-facts.js';
 import { parsePostgresUrl } from '../../src/postgres-url.js';
@@ -230,6 +231,25 @@ describe('cli: pgx check', function () {
       `pgx: cannot connect to postgresql://app@127.0.0.1:${port}/app: connection refused\n` +
         'hint: Check the host, port and database in --from, and that the server accepts connections from this machine. Nothing listens there now.\n',
     );
+  });
+
+  it('a source that accepts and never answers: exit 2 after --connect-timeout, saying so', async () => {
+    // A listener that takes the connection and stays silent, as a firewall that drops packets would.
+    const sockets: net.Socket[] = [];
+    const silent = net.createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as net.AddressInfo;
+    try {
+      const r = await pgx(['--from', `postgresql://app:pw@127.0.0.1:${port}/app`, '--connect-timeout', '1']);
+      expect(r.code).to.equal(2);
+      expect(r.stderr).to.equal(
+        `pgx: cannot connect to postgresql://app@127.0.0.1:${port}/app: no answer within 1 s\n` +
+          'hint: Check the host, port and database in --from, and that the server accepts connections from this machine. --connect-timeout S waits longer.\n',
+      );
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 
   it('usage errors and unusable files: exit 2', async () => {
