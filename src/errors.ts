@@ -1,5 +1,8 @@
 // The closed set of errors PGX raises. Each code maps to the SQLSTATE a PostgreSQL client expects and
 // to the HTTP status the control API answers with; adding a code fails to compile until both are mapped.
+// Callers tell errors apart by `code`, never by their message (test/errors-by-code.test.ts checks src/).
+// A hint is worded for the surface it is shown on: the runtime writes its hints in SQL's terms, and the
+// HTTP API, the CLI and the MCP tools choose their own by code (api/hints.ts, cli/hints.ts, mcp/tools.ts).
 
 export type ErrorCode =
   | 'PROTOCOL_VIOLATION'
@@ -7,6 +10,8 @@ export type ErrorCode =
   | 'INVALID_AUTHORIZATION'
   | 'INVALID_PASSWORD'
   | 'UNKNOWN_DATABASE'
+  | 'UNKNOWN_TEMPLATE'
+  | 'TEMPLATE_NOT_SEALED'
   | 'DUPLICATE_DATABASE'
   | 'INSUFFICIENT_PRIVILEGE'
   | 'OBJECT_IN_USE'
@@ -33,6 +38,9 @@ const CODES: Record<ErrorCode, CodeInfo> = {
   INVALID_AUTHORIZATION: { sqlstate: '28000', http: 401 },
   INVALID_PASSWORD: { sqlstate: '28P01', http: 401 },
   UNKNOWN_DATABASE: { sqlstate: '3D000', http: 404 },
+  // A template is a database: a missing or unsealed one is what PostgreSQL calls a missing catalog too.
+  UNKNOWN_TEMPLATE: { sqlstate: '3D000', http: 404 },
+  TEMPLATE_NOT_SEALED: { sqlstate: '3D000', http: 404 },
   DUPLICATE_DATABASE: { sqlstate: '42P04', http: 409 },
   INSUFFICIENT_PRIVILEGE: { sqlstate: '42501', http: 403 },
   OBJECT_IN_USE: { sqlstate: '55006', http: 409 },
@@ -49,26 +57,65 @@ const CODES: Record<ErrorCode, CodeInfo> = {
   INTERNAL: { sqlstate: 'XX000', http: 500 },
 };
 
+/** Every code, for checking a code that came from outside (an API answer) without a cast. */
+export function isErrorCode(code: string): code is ErrorCode {
+  return Object.prototype.hasOwnProperty.call(CODES, code);
+}
+
+export interface PgxErrorOptions {
+  hint?: string | undefined;
+  detail?: string | undefined;
+  cause?: unknown;
+  /**
+   * The SQLSTATE PostgreSQL (or a remote PGX API) gave, when it is passed on as it came instead of the
+   * code's own: a POSTGRES_FAILED error keeps PostgreSQL's 42P04 or 42501.
+   */
+  sqlstate?: string | undefined;
+}
+
 export class PgxError extends Error {
   readonly code: ErrorCode;
   /** What the user can do about it, naming the setting or command where one applies. */
   readonly hint: string | undefined;
   readonly detail: string | undefined;
+  private readonly passedSqlstate: string | undefined;
 
-  constructor(code: ErrorCode, message: string, opts: { hint?: string; detail?: string; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, opts: PgxErrorOptions = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'PgxError';
     this.code = code;
     this.hint = opts.hint;
     this.detail = opts.detail;
+    this.passedSqlstate = opts.sqlstate;
   }
 
   get sqlstate(): string {
-    return CODES[this.code].sqlstate;
+    return this.passedSqlstate ?? CODES[this.code].sqlstate;
   }
 
   get httpStatus(): number {
     return CODES[this.code].http;
+  }
+
+  /**
+   * The same error with the hint a surface words for it (a CLI command, an HTTP route, an MCP tool),
+   * or this one when the surface has none for its code.
+   */
+  withHint(hint: string | undefined): PgxError {
+    if (hint === undefined || hint === this.hint) return this;
+    return new PgxError(this.code, this.message, { hint, detail: this.detail, cause: this.cause ?? this, sqlstate: this.sqlstate });
+  }
+}
+
+/** Hints a surface words itself, for the codes whose fix it names in its own terms. */
+export type HintsByCode = Partial<Record<ErrorCode, string>>;
+
+/** Waits for `work`; a PgxError it fails with carries the surface's hint for its code, where it has one. */
+export async function withHints<T>(hints: HintsByCode, work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    throw err instanceof PgxError ? err.withHint(hints[err.code]) : err;
   }
 }
 
@@ -77,8 +124,4 @@ export function asPgxError(err: unknown): PgxError {
   if (err instanceof PgxError) return err;
   const message = err instanceof Error ? err.message : String(err);
   return new PgxError('INTERNAL', message, { cause: err });
-}
-
-export function sqlstateOf(code: ErrorCode): string {
-  return CODES[code].sqlstate;
 }

@@ -29,14 +29,16 @@ function relativeImports(file: string): string[] {
 const MAY_IMPORT: Record<string, string[]> = {
   wire: ['wire', 'errors.ts', 'clock.ts'],
   engine: ['engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
-  runtime: ['runtime', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  runtime: ['runtime', 'wire', 'postgres-url.ts', 'errors.ts', 'clock.ts', 'log.ts'],
   api: ['api', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
-  operator: ['operator', 'api', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  operator: ['operator', 'api', 'wire', 'durations.ts', 'errors.ts', 'clock.ts', 'log.ts'],
   // The MCP server is a client of the HTTP API, like the operator.
-  mcp: ['mcp', 'api', 'errors.ts', 'clock.ts', 'log.ts'],
+  mcp: ['mcp', 'api', 'durations.ts', 'errors.ts', 'clock.ts', 'log.ts'],
   // pgx check's facts and rules: it reads the runtime's binaries (pg-binaries.ts), never a running runtime.
-  check: ['check', 'runtime', 'errors.ts', 'clock.ts', 'log.ts'],
-  cli: ['cli', 'api', 'operator', 'mcp', 'check', 'runtime', 'engine', 'wire', 'errors.ts', 'clock.ts', 'log.ts'],
+  check: ['check', 'runtime', 'postgres-url.ts', 'errors.ts', 'clock.ts', 'log.ts'],
+  cli: ['cli', 'api', 'operator', 'mcp', 'check', 'runtime', 'engine', 'wire', 'durations.ts', 'postgres-url.ts', 'errors.ts', 'clock.ts', 'log.ts'],
+  'durations.ts': [],
+  'postgres-url.ts': ['errors.ts'],
   'errors.ts': [],
   'clock.ts': [],
   'log.ts': [],

@@ -1,11 +1,29 @@
-// A small typed client for the HTTP control API (docs/api.md), used by the `pgx` CLI commands and, later,
-// the operator. Paths come from paths.ts and shapes from contract.ts, so the client and the server
-// cannot drift apart silently. Every failure is an ApiClientError (a PgxError): an API error carries the
-// body's code, sqlstate, message and hint; no runtime at the URL is CANNOT_CONNECT_NOW with a hint.
+// A small typed client for the HTTP control API (docs/api.md), used by the `pgx` CLI commands, the MCP
+// server and the operator. Paths come from paths.ts and every request and answer shape from contract.ts,
+// so the client and the server cannot drift apart silently. Every failure is an ApiClientError (a
+// PgxError): an API error carries the body's code, sqlstate, message and hint; no runtime at the URL is
+// CANNOT_CONNECT_NOW with a hint.
 
-import { PgxError, type ErrorCode } from '../errors.js';
-import type { RuntimeStatus } from '../runtime/status.js';
-import type { BuildTemplateRequest, ImportJobBody, ImportTemplateRequest, CreateCredentialRequest, CreatedDatabaseBody, CredentialBody, CreateDatabaseRequest, DatabaseBody, ErrorBody, ListBody, TemplateBody } from './contract.js';
+import { isErrorCode, PgxError } from '../errors.js';
+import type {
+  BuildTemplateRequest,
+  CreateCredentialRequest,
+  CreatedDatabaseBody,
+  CreateDatabaseRequest,
+  CredentialBody,
+  DatabaseBody,
+  ErrorBody,
+  ImportJobBody,
+  ImportTemplateRequest,
+  ListBody,
+  RestoreRequest,
+  SetConnectionLimitRequest,
+  SetMemoryLimitRequest,
+  SetTtlRequest,
+  SnapshotRequest,
+  StatusBody,
+  TemplateBody,
+} from './contract.js';
 import { PATHS, pathFor, type PathPattern } from './paths.js';
 
 export interface ApiClientOptions {
@@ -17,59 +35,32 @@ export interface ApiClientOptions {
   timeoutMs?: number;
 }
 
-/** Every code PGX's errors.ts knows: a Record so that adding a code there fails to compile here. */
-const KNOWN_CODES: Record<ErrorCode, true> = {
-  PROTOCOL_VIOLATION: true,
-  FEATURE_NOT_SUPPORTED: true,
-  INVALID_AUTHORIZATION: true,
-  INVALID_PASSWORD: true,
-  UNKNOWN_DATABASE: true,
-  DUPLICATE_DATABASE: true,
-  INSUFFICIENT_PRIVILEGE: true,
-  OBJECT_IN_USE: true,
-  TOO_MANY_DATABASES: true,
-  TOO_MANY_CONNECTIONS: true,
-  OUT_OF_MEMORY: true,
-  DISK_FULL: true,
-  CANNOT_CONNECT_NOW: true,
-  ADMIN_SHUTDOWN: true,
-  QUERY_CANCELED: true,
-  INVALID_PARAMETER: true,
-  CONFIG_INVALID: true,
-  POSTGRES_FAILED: true,
-  INTERNAL: true,
-};
-
-function isErrorCode(code: string): code is ErrorCode {
-  return Object.prototype.hasOwnProperty.call(KNOWN_CODES, code);
-}
-
 /**
- * An error from the API (or from reaching it). `code` is a PgxError code; `apiCode` and `sqlstate` are
- * exactly what the API sent (they differ from `code` only for a code this client does not know yet).
- * `status` is the HTTP status, 0 when no answer came.
+ * An error from the API (or from reaching it): a PgxError with the body's code, SQLSTATE, message, hint
+ * and detail (a code this client does not know yet is INTERNAL, its SQLSTATE kept). `status` is the
+ * HTTP status, 0 when no answer came.
  */
 export class ApiClientError extends PgxError {
   readonly status: number;
-  readonly apiCode: string;
-  private readonly remoteSqlstate: string;
 
   constructor(status: number, body: ErrorBody, cause?: unknown) {
-    super(isErrorCode(body.code) ? body.code : 'INTERNAL', body.message, {
-      ...(body.hint !== null ? { hint: body.hint } : {}),
-      ...(body.detail !== undefined ? { detail: body.detail } : {}),
-      ...(cause !== undefined ? { cause } : {}),
-    });
+    super(isErrorCode(body.code) ? body.code : 'INTERNAL', body.message, { hint: body.hint ?? undefined, detail: body.detail, cause, sqlstate: body.sqlstate });
     this.name = 'ApiClientError';
     this.status = status;
-    this.apiCode = body.code;
-    this.remoteSqlstate = body.sqlstate;
-  }
-
-  override get sqlstate(): string {
-    return this.remoteSqlstate;
   }
 }
+
+/** Every body the client sends is one of the contract's request types (api/contract.ts), which the server parses. */
+type RequestBody =
+  | BuildTemplateRequest
+  | ImportTemplateRequest
+  | CreateDatabaseRequest
+  | CreateCredentialRequest
+  | SetTtlRequest
+  | SnapshotRequest
+  | RestoreRequest
+  | SetConnectionLimitRequest
+  | SetMemoryLimitRequest;
 
 export class ApiClient {
   readonly url: string;
@@ -82,7 +73,7 @@ export class ApiClient {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  status(): Promise<RuntimeStatus> {
+  status(): Promise<StatusBody> {
     return this.request('GET', PATHS.status);
   }
 
@@ -155,26 +146,31 @@ export class ApiClient {
 
   /** Seconds from now; null clears the TTL. */
   setTtl(name: string, seconds: number | null): Promise<DatabaseBody> {
-    return this.request('PUT', PATHS.databaseTtl, { name }, { ttl_seconds: seconds });
+    const body: SetTtlRequest = { ttl_seconds: seconds };
+    return this.request('PUT', PATHS.databaseTtl, { name }, body);
   }
 
   /** A snapshot of database `name`: a new sealed template `snapshot`. */
   snapshot(name: string, snapshot: string, force = false): Promise<TemplateBody> {
-    return this.request('POST', PATHS.databaseSnapshots, { name }, { name: snapshot, force }, { timeoutMs: 3_600_000 });
+    const body: SnapshotRequest = { name: snapshot, force };
+    return this.request('POST', PATHS.databaseSnapshots, { name }, body, { timeoutMs: 3_600_000 });
   }
 
   /** Puts database `name` back to `snapshot`. */
   restore(name: string, snapshot: string, force = false): Promise<DatabaseBody> {
-    return this.request('POST', PATHS.databaseRestore, { name }, { snapshot, force }, { timeoutMs: 3_600_000 });
+    const body: RestoreRequest = { snapshot, force };
+    return this.request('POST', PATHS.databaseRestore, { name }, body, { timeoutMs: 3_600_000 });
   }
 
   /** Client sessions allowed at once; null: the runtime's default. */
   setConnectionLimit(name: string, limit: number | null): Promise<DatabaseBody> {
-    return this.request('PUT', PATHS.databaseConnectionLimit, { name }, { connection_limit: limit });
+    const body: SetConnectionLimitRequest = { connection_limit: limit };
+    return this.request('PUT', PATHS.databaseConnectionLimit, { name }, body);
   }
 
   setMemoryLimit(name: string, mb: number | null): Promise<DatabaseBody> {
-    return this.request('PUT', PATHS.databaseMemoryLimit, { name }, { memory_limit_mb: mb });
+    const body: SetMemoryLimitRequest = { memory_limit_mb: mb };
+    return this.request('PUT', PATHS.databaseMemoryLimit, { name }, body);
   }
 
   /** A login role for `name` only; the password is in the answer and nowhere else. */
@@ -191,7 +187,7 @@ export class ApiClient {
     method: string,
     pattern: PathPattern,
     params: Record<string, string> = {},
-    body?: unknown,
+    body?: RequestBody,
     { idempotencyKey, timeoutMs = this.timeoutMs, query }: { idempotencyKey?: string | undefined; timeoutMs?: number; query?: string } = {},
   ): Promise<T> {
     const target = this.url + pathFor(pattern, params) + (query === undefined ? '' : `?${query}`);

@@ -4,19 +4,34 @@
 
 import { z } from 'zod';
 import { BOUNDS, type Bound } from '../runtime/records.js';
+import type { RuntimeStatus } from '../runtime/status.js';
 
 export { BOUNDS } from '../runtime/records.js';
 
-/**
- * A number within `bound`; outside it, the issue's message says "<value> is out of range (<range>)"
- * and parseBody (handlers.ts) puts the range in the error's hint.
- */
+/** The range text of each bounded number schema, for the hint parseBody (handlers.ts) gives. */
+const RANGES = new WeakMap<z.ZodType, string>();
+
+/** A number within `bound`; outside it, the issue's message says "<value> is out of range (<range>)". */
 function bounded(bound: Bound): z.ZodNumber {
   const error = (iss: { input?: unknown }): string => `${String(iss.input)} is out of range (${bound.text})`;
   let n = z.number({ error: `expected ${bound.text}` });
   if (bound.int) n = n.int({ error });
   n = bound.exclusiveMin ? n.gt(bound.min, { error }) : n.min(bound.min, { error });
-  return n.max(bound.max, { error });
+  n = n.max(bound.max, { error });
+  RANGES.set(n, bound.text);
+  return n;
+}
+
+/** The range of the bounded number at `path` in `schema` (through objects, optional and nullable), if it is one. */
+export function rangeAt(schema: z.ZodType, path: readonly PropertyKey[]): string | undefined {
+  const unwrap = (t: z.ZodType): z.ZodType => (t instanceof z.ZodOptional || t instanceof z.ZodNullable ? unwrap(t.unwrap() as z.ZodType) : t);
+  let at: z.ZodType | undefined = schema;
+  for (const key of path) {
+    const object = unwrap(at);
+    at = object instanceof z.ZodObject && typeof key === 'string' ? (object.shape as Record<string, z.ZodType>)[key] : undefined;
+    if (at === undefined) return undefined;
+  }
+  return RANGES.get(unwrap(at));
 }
 
 /** A PostgreSQL name as PGX mints them: lower-case letters, digits, underscores; at most 63 bytes. */
@@ -132,6 +147,12 @@ export const restoreRequest = z
   })
   .strict();
 export type RestoreRequest = z.infer<typeof restoreRequest>;
+
+/**
+ * GET /v1/status: the runtime's status document (runtime/status.ts), its keys kept forever. Named for
+ * what the API answers, apart from the Runtime object's status in the operator's CRD.
+ */
+export type StatusBody = RuntimeStatus;
 
 /** Every error: `code` is PGX's (src/errors.ts), `sqlstate` what a PostgreSQL client would see. */
 export interface ErrorBody {

@@ -6,24 +6,30 @@ import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ErrorBody } from './contract.js';
 
-/** A PgxError answered with an HTTP status other than its code's. */
-export class ApiError extends Error {
+/** A PgxError answered with an HTTP status other than its code's (405, 413, 415, 422, a reused request id's 409). */
+export class ApiError extends PgxError {
   constructor(
     readonly status: number,
-    readonly error: PgxError,
+    error: PgxError,
   ) {
-    super(error.message);
+    super(error.code, error.message, { hint: error.hint, detail: error.detail, cause: error.cause ?? error, sqlstate: error.sqlstate });
+    this.name = 'ApiError';
+  }
+
+  override withHint(hint: string | undefined): PgxError {
+    return hint === undefined ? this : new ApiError(this.status, super.withHint(hint));
   }
 }
 
-export interface ErrorResponse {
+/** An error as HTTP answers it: a status and the JSON body. */
+export interface HttpError {
   status: number;
   body: ErrorBody;
 }
 
-export function errorResponse(err: unknown, logger: Logger, requestId: string | undefined): ErrorResponse {
-  if (err instanceof ApiError) return { status: err.status, body: bodyOf(err.error) };
-  if (err instanceof PgxError && err.code !== 'INTERNAL') return { status: err.httpStatus, body: bodyOf(err) };
+export function toHttpError(err: unknown, logger: Logger, requestId: string | undefined): HttpError {
+  if (err instanceof ApiError) return { status: err.status, body: errorBody(err) };
+  if (err instanceof PgxError && err.code !== 'INTERNAL') return { status: err.httpStatus, body: errorBody(err) };
   logger.error('api-internal-error', { request_id: requestId, err });
   return {
     status: 500,
@@ -31,6 +37,7 @@ export function errorResponse(err: unknown, logger: Logger, requestId: string | 
   };
 }
 
-function bodyOf(err: PgxError): ErrorBody {
+/** An error as the API sends it. */
+export function errorBody(err: PgxError): ErrorBody {
   return { code: err.code, sqlstate: err.sqlstate, message: err.message, hint: err.hint ?? null, ...(err.detail !== undefined ? { detail: err.detail } : {}) };
 }

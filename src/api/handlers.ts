@@ -1,7 +1,7 @@
 // The API's handlers: (input, ctx) -> result, no HTTP in sight (server.ts does the sockets). The API is
 // the runtime's admin: operations run as role postgres for the permission checks.
 
-import { PgxError } from '../errors.js';
+import { PgxError, withHints } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { EngineStats } from '../engine/listener.js';
 import type { DisposableDatabases } from '../runtime/databases.js';
@@ -12,6 +12,7 @@ import { clampTime, type DatabaseRecord, type TemplateRecord } from '../runtime/
 import {
   buildTemplateRequest,
   importTemplateRequest,
+  rangeAt,
   createCredentialRequest,
   createDatabaseRequest,
   restoreRequest,
@@ -28,13 +29,14 @@ import {
   type ReadyBody,
   type TemplateBody,
 } from './contract.js';
-import { ApiError } from './errors.js';
+import { ApiError, errorBody } from './errors.js';
+import { buildHints, createHints, databaseHints, dropTemplateHints, sealHints, snapshotHints } from './hints.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { ApiMetrics } from './metrics.js';
 import type { z } from 'zod';
 
 /** The role the API acts as. */
-export const API_ROLE = 'postgres';
+const API_ROLE = 'postgres';
 
 export interface ApiContext {
   databases: DisposableDatabases;
@@ -97,7 +99,7 @@ export const buildTemplate: Handler = async ({ body }, ctx) => {
   const req = parseBody(buildTemplateRequest, body);
   try {
     const { script_name: scriptName, ...build } = req;
-    return ok(templateBody(await ctx.databases.buildTemplate({ ...build, scriptName }, API_ROLE)), 201);
+    return ok(templateBody(await withHints(buildHints(), ctx.databases.buildTemplate({ ...build, scriptName }, API_ROLE))), 201);
   } catch (err) {
     // The script's own error: the request could not be processed as sent.
     if (err instanceof ScriptError) throw new ApiError(422, err);
@@ -127,13 +129,13 @@ export const deleteTemplate: Handler = async ({ params, query }, ctx) => {
   if (force !== null && force !== undefined && force !== 'true' && force !== 'false') {
     throw new PgxError('INVALID_PARAMETER', `force must be true or false, not "${force}"`, { hint: 'DELETE /v1/templates/{name}?force=true' });
   }
-  await ctx.databases.dropTemplate(param(params), API_ROLE, force === 'true');
+  await withHints(dropTemplateHints(param(params)), ctx.databases.dropTemplate(param(params), API_ROLE, force === 'true'));
   return { status: 204 };
 };
 
-export const sealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await ctx.databases.seal(param(params), API_ROLE)));
+export const sealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await withHints(sealHints(), ctx.databases.seal(param(params), API_ROLE))));
 
-export const unsealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await ctx.databases.unseal(param(params), API_ROLE)));
+export const unsealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await withHints(sealHints(), ctx.databases.unseal(param(params), API_ROLE))));
 
 export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => {
   const req = parseBody(createDatabaseRequest, body);
@@ -147,7 +149,9 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
   let credential: CredentialBody | undefined;
   const work = async (): Promise<CreatedDatabaseBody> => {
     const settings = { ttlSeconds: req.ttl_seconds, pinned: req.pinned, connectionLimit: req.connection_limit, memoryLimitMb: req.memory_limit_mb };
-    const created = await ctx.databases.create(req.template, { name: req.name, user: API_ROLE, settings });
+    const created = await withHints(createHints(req.template), ctx.databases.create(req.template, { name: req.name, user: API_ROLE, settings }).catch((err: unknown) => {
+      throw templateProblem(err, req.template, ctx);
+    }));
     if (req.credential !== undefined) {
       try {
         credential = await newCredential(ctx, created.name, req.credential);
@@ -159,14 +163,8 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
     }
     return { ...databaseBody(minted(created.name, ctx), ctx), source: created.source, mint_ms: created.mint_ms };
   };
-  try {
-    const body = await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work));
-    return ok(req.credential === undefined ? body : { ...body, credential: credential ?? null }, 201);
-  } catch (err) {
-    // A reused request id with another body: the one 409 that is not about the database.
-    if (err instanceof PgxError && err.code === 'INVALID_PARAMETER' && /^request id /.test(err.message)) throw new ApiError(409, err);
-    throw err;
-  }
+  const created = await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work));
+  return ok(req.credential === undefined ? created : { ...created, credential: credential ?? null }, 201);
 };
 
 export const listDatabases: Handler = async (_input, ctx) => {
@@ -192,38 +190,38 @@ export const deleteDatabase: Handler = async ({ params }, ctx) => {
   return { status: 204 };
 };
 
-export const pinDatabase: Handler = async ({ params }, ctx) => ok(databaseBody(await ctx.databases.setPinned(param(params), true, API_ROLE), ctx));
+export const pinDatabase: Handler = async ({ params }, ctx) => ok(databaseBody(await withHints(databaseHints(), ctx.databases.setPinned(param(params), true, API_ROLE)), ctx));
 
-export const unpinDatabase: Handler = async ({ params }, ctx) => ok(databaseBody(await ctx.databases.setPinned(param(params), false, API_ROLE), ctx));
+export const unpinDatabase: Handler = async ({ params }, ctx) => ok(databaseBody(await withHints(databaseHints(), ctx.databases.setPinned(param(params), false, API_ROLE)), ctx));
 
 export const setDatabaseTtl: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(setTtlRequest, body);
-  return ok(databaseBody(await ctx.databases.setTtl(param(params), req.ttl_seconds, API_ROLE), ctx));
+  return ok(databaseBody(await withHints(databaseHints(), ctx.databases.setTtl(param(params), req.ttl_seconds, API_ROLE)), ctx));
 };
 
 /** 201 with the snapshot, a sealed template; the database is untouched. */
 export const snapshotDatabase: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(snapshotRequest, body);
-  return ok(templateBody(await ctx.databases.snapshot(param(params), req.name, API_ROLE, req.force ?? false)), 201);
+  return ok(templateBody(await withHints(snapshotHints(param(params)), ctx.databases.snapshot(param(params), req.name, API_ROLE, req.force ?? false))), 201);
 };
 
 /** The database, now holding the snapshot's state; a database not minted by PGX is answered by name. */
 export const restoreDatabase: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(restoreRequest, body);
   const name = param(params);
-  await ctx.databases.restore(name, req.snapshot, API_ROLE, req.force ?? false);
+  await withHints(snapshotHints(name), ctx.databases.restore(name, req.snapshot, API_ROLE, req.force ?? false));
   const record = ctx.databases.database(name);
   return ok(record ? databaseBody(record, ctx) : { name, restored_from: req.snapshot });
 };
 
 export const setDatabaseConnectionLimit: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(setConnectionLimitRequest, body);
-  return ok(databaseBody(await ctx.databases.setConnectionLimit(param(params), req.connection_limit, API_ROLE), ctx));
+  return ok(databaseBody(await withHints(databaseHints(), ctx.databases.setConnectionLimit(param(params), req.connection_limit, API_ROLE)), ctx));
 };
 
 export const setDatabaseMemoryLimit: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(setMemoryLimitRequest, body);
-  return ok(databaseBody(await ctx.databases.setMemoryLimit(param(params), req.memory_limit_mb, API_ROLE), ctx));
+  return ok(databaseBody(await withHints(databaseHints(), ctx.databases.setMemoryLimit(param(params), req.memory_limit_mb, API_ROLE)), ctx));
 };
 
 /** 201 with the password, once; the response is not logged and the password is stored nowhere. */
@@ -233,7 +231,7 @@ export const createCredential: Handler = async ({ params, body }, ctx) => {
 };
 
 async function newCredential(ctx: ApiContext, name: string, req: CreateCredentialRequest): Promise<CredentialBody> {
-  const { user, password } = await ctx.databases.createCredential(name, { connectionLimit: req.connection_limit });
+  const { user, password } = await withHints(databaseHints(), ctx.databases.createCredential(name, { connectionLimit: req.connection_limit }));
   const url = new URL(ctx.connectionUrl(name));
   url.username = user;
   url.password = password;
@@ -242,7 +240,7 @@ async function newCredential(ctx: ApiContext, name: string, req: CreateCredentia
 
 /** Idempotent: a credential already gone (or never there) answers 204 too. */
 export const revokeCredential: Handler = async ({ params }, ctx) => {
-  await ctx.databases.revokeCredential(param(params), params.user!);
+  await withHints(databaseHints(), ctx.databases.revokeCredential(param(params), params.user!));
   return { status: 204 };
 };
 
@@ -257,11 +255,25 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infe
   for (const i of result.error.issues) {
     const field = i.path.length > 0 ? i.path.join('.') : '(body)';
     problems.add(`${field}: ${i.message}`);
-    const range = / is out of range \((.+)\)$/.exec(i.message) ?? /^expected (.+)$/.exec(i.message);
-    if (range && i.code !== 'unrecognized_keys') ranges.add(`${field} takes ${range[1]}`);
+    const range = i.code === 'unrecognized_keys' ? undefined : rangeAt(schema, i.path);
+    if (range !== undefined) ranges.add(`${field} takes ${range}`);
   }
   const hint = ranges.size > 0 ? `${[...ranges].join('; ')} (docs/api.md, Bounds).` : 'See docs/api.md for the request fields.';
   throw new PgxError('INVALID_PARAMETER', `invalid request body: ${[...problems].join('; ')}`, { hint });
+}
+
+/**
+ * A create from `template` failed with 3D000: the runtime says so for a template that is missing or
+ * unsealed alike (in SQL's words, for the minted name); the API says which, and about the template.
+ * Without a record it cannot tell an ordinary database from nothing: "there is no template" is true of both.
+ */
+function templateProblem(err: unknown, template: string, ctx: ApiContext): unknown {
+  if (!(err instanceof PgxError && err.code === 'UNKNOWN_DATABASE')) return err;
+  const record = ctx.databases.listTemplates().find((t) => t.name === template);
+  if (record?.sealed) return err;
+  return record
+    ? new PgxError('TEMPLATE_NOT_SEALED', `template "${template}" is not sealed`, { detail: 'Databases are minted only from a sealed template; unsealed, it is open for changes.', cause: err })
+    : new PgxError('UNKNOWN_TEMPLATE', `there is no template "${template}"`, { cause: err });
 }
 
 function param(params: Record<string, string>): string {
@@ -270,14 +282,14 @@ function param(params: Record<string, string>): string {
 
 function minted(name: string, ctx: ApiContext): DatabaseRecord {
   const record = ctx.databases.database(name);
-  if (!record) throw ctx.databases.dropped(name) ?? new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`, { hint: 'GET /v1/databases lists the minted databases.' });
+  if (!record) throw (ctx.databases.dropped(name) ?? new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`)).withHint(databaseHints().UNKNOWN_DATABASE);
   return record;
 }
 
 /** Never throws: a time beyond what a record holds (an absurd stored value) shows as the nearest one it holds. */
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(clampTime(ms)).toISOString());
 
-export function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
+function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
   return {
     name: d.name,
     template: d.template,
@@ -297,7 +309,7 @@ export function templateBody(t: TemplateRecord): TemplateBody {
   return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf };
 }
 
-export function importJobBody(j: ImportJob): ImportJobBody {
+function importJobBody(j: ImportJob): ImportJobBody {
   return {
     id: j.id,
     template: j.template,
@@ -309,6 +321,6 @@ export function importJobBody(j: ImportJob): ImportJobBody {
     started_at: iso(j.startedAt)!,
     finished_at: iso(j.finishedAt),
     result: j.result ? templateBody(j.result) : null,
-    error: j.error ? { code: j.error.code, sqlstate: j.error.sqlstate, message: j.error.message, hint: j.error.hint ?? null } : null,
+    error: j.error ? errorBody(j.error.withHint(buildHints()[j.error.code])) : null,
   };
 }

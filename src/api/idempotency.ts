@@ -4,6 +4,7 @@
 
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
+import { ApiError } from './errors.js';
 
 const KEEP_MS = 24 * 3600 * 1000;
 const MAX_KEYS = 10_000;
@@ -25,9 +26,13 @@ export class IdempotencyStore<T> {
     const seen = this.entries.get(key);
     if (seen) {
       if (seen.fingerprint !== fingerprint) {
-        throw new PgxError('INVALID_PARAMETER', `request id "${key}" was already used with a different body`, {
-          hint: 'Use a new Idempotency-Key (or request_id) for a different request.',
-        });
+        // The one 409 that is not about the database: the request, not its object, conflicts.
+        throw new ApiError(
+          409,
+          new PgxError('INVALID_PARAMETER', `request id "${key}" was already used with a different body`, {
+            hint: 'Use a new Idempotency-Key (or request_id) for a different request.',
+          }),
+        );
       }
       return seen.result;
     }

@@ -3,7 +3,7 @@
 // data directory's life.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { RuntimeStatus } from '../runtime/status.js';
+import type { StatusBody } from './contract.js';
 import type { EngineStats } from '../engine/listener.js';
 
 export class ApiMetrics {
@@ -80,7 +80,7 @@ export class ApiMetrics {
     this.mintDuration.observe({ source }, ms / 1000);
   }
 
-  async render(status: RuntimeStatus, engine: EngineStats): Promise<string> {
+  async render(status: StatusBody, engine: EngineStats): Promise<string> {
     this.sessions.set(status.sessions.total);
     this.sessionDatabases.set(status.sessions.databases);
     const d = status.databases;

@@ -3,11 +3,11 @@
 
 import { PgxError } from '../errors.js';
 import type { BearerToken } from './auth.js';
-import { ApiError, errorResponse } from './errors.js';
+import { ApiError, toHttpError } from './errors.js';
 import * as h from './handlers.js';
 import { matchPath, PATHS, type PathPattern } from './paths.js';
 
-export interface Route {
+export interface ApiRoute {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   path: PathPattern;
   handler: h.Handler;
@@ -18,13 +18,13 @@ export interface Route {
 }
 
 /** Every JSON body but a script's is a handful of fields: names, numbers, flags. */
-export const SMALL_BODY_BYTES = 64 * 1024;
+const SMALL_BODY_BYTES = 64 * 1024;
 /** POST /v1/templates carries a whole schema script (the operator's Template with inline SQL). */
-export const SCRIPT_BODY_BYTES = 16 * 1024 * 1024;
+const SCRIPT_BODY_BYTES = 16 * 1024 * 1024;
 /** POST /v1/templates/import carries a masking script beside the source URL; masks are UPDATEs, not schemas. */
-export const MASK_BODY_BYTES = 1024 * 1024;
+const MASK_BODY_BYTES = 1024 * 1024;
 
-export const ROUTES: readonly Route[] = [
+const ROUTES: readonly ApiRoute[] = [
   { method: 'GET', path: PATHS.healthz, handler: h.healthz, open: true },
   { method: 'GET', path: PATHS.readyz, handler: h.readyz, open: true },
   { method: 'GET', path: PATHS.metrics, handler: h.metrics },
@@ -85,7 +85,7 @@ export interface RequestHead {
 }
 
 export type Admission =
-  | { admitted: true; route: Route; params: Record<string, string>; maxBodyBytes: number }
+  | { admitted: true; route: ApiRoute; params: Record<string, string>; maxBodyBytes: number }
   | { admitted: false; response: ApiResponse };
 
 /**
@@ -156,7 +156,7 @@ export async function run(admission: Admission & { admitted: true }, req: ApiReq
 
 /** Any error as the API answers it: JSON {code, sqlstate, message, hint}; 401 says how to authenticate. */
 export function errorAnswer(err: unknown, ctx: Pick<h.ApiContext, 'logger'>, route: string, requestId: string | undefined): ApiResponse {
-  const { status, body } = errorResponse(err, ctx.logger, requestId);
+  const { status, body } = toHttpError(err, ctx.logger, requestId);
   const headers: Record<string, string> = { ...JSON_HEADERS };
   if (status === 401) headers['www-authenticate'] = 'Bearer';
   return { status, headers, body: JSON.stringify(body), route, requestId };

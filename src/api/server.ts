@@ -141,7 +141,7 @@ export class ApiServer {
 }
 
 /** Every request's body bytes together, while read and run: 4 template scripts at their cap. */
-export const BODY_BUDGET_BYTES = 64 * 1024 * 1024;
+const BODY_BUDGET_BYTES = 64 * 1024 * 1024;
 /**
  * A refused request's body: up to DRAIN_BYTES are read and dropped (a small body to its end, so the
  * connection closes cleanly), then reading stops, so TCP holds the client back at no cost to us, until

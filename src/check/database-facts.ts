@@ -5,29 +5,8 @@
 
 import pg from 'pg';
 import { PgxError } from '../errors.js';
+import type { PostgresUrl } from '../postgres-url.js';
 import { emptyFacts, isBuiltinRole, type CollationProvider, type SourceFacts } from './source-facts.js';
-
-export interface SourceUrl {
-  url: string;
-  /** The URL without its password, for messages. */
-  display: string;
-}
-
-/** Checks a postgresql:// URL and makes its password-free form; anything else is INVALID_PARAMETER. */
-export function parseSourceUrl(text: string): SourceUrl {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new PgxError('INVALID_PARAMETER', '--from is not a URL', { hint: 'Give the source as postgresql://user:password@host:port/database.' });
-  }
-  if (url.protocol !== 'postgresql:' && url.protocol !== 'postgres:') {
-    throw new PgxError('INVALID_PARAMETER', `--from: the scheme is ${url.protocol}, not postgresql:`, { hint: 'Give the source as postgresql://user:password@host:port/database.' });
-  }
-  const shown = new URL(text);
-  shown.password = '';
-  return { url: text, display: shown.toString() };
-}
 
 /** Schemas PostgreSQL makes itself; objects elsewhere are the user's. */
 const USER_NAMESPACES = `(SELECT oid FROM pg_catalog.pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema') AND nspname NOT LIKE 'pg\\_toast%' AND nspname NOT LIKE 'pg\\_temp\\_%')`;
@@ -39,20 +18,15 @@ const FUNCTION_NAME = `(SELECT nspname FROM pg_catalog.pg_namespace WHERE oid = 
 const fromExtension = (cls: string, oid: string): string =>
   `EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.${cls}'::pg_catalog.regclass AND d.objid = ${oid} AND d.deptype = 'e')`;
 
-export async function readDatabaseFacts(source: SourceUrl, opts: { connectTimeoutSeconds: number }): Promise<SourceFacts> {
-  const client = new pg.Client({
-    connectionString: source.url,
-    application_name: 'pgx-check',
-    connectionTimeoutMillis: opts.connectTimeoutSeconds * 1000,
-    statement_timeout: 60_000,
-  });
+export async function readDatabaseFacts(source: PostgresUrl, opts: { connectTimeoutSeconds: number }): Promise<SourceFacts> {
+  const connectMs = opts.connectTimeoutSeconds * 1000;
+  const client = new pg.Client({ connectionString: source.url, application_name: 'pgx-check', connectionTimeoutMillis: connectMs, statement_timeout: 60_000 });
   // An error after connect (the server went away) must not crash the process: the query fails instead.
   client.on('error', () => undefined);
-  try {
-    await client.connect();
-  } catch (err) {
+  const connected = await connectWithin(client, connectMs);
+  if (connected !== 'connected') {
     await client.end().catch(() => undefined);
-    throw connectError(source, err, opts.connectTimeoutSeconds);
+    throw connectError(source, connected, opts.connectTimeoutSeconds);
   }
   try {
     await client.query('SET default_transaction_read_only = on');
@@ -206,10 +180,34 @@ function provider(code: string): CollationProvider {
   return code === 'i' ? 'icu' : code === 'b' ? 'builtin' : code === 'd' ? 'default' : 'libc';
 }
 
+/**
+ * client.connect(), or 'timeout' when it ran past `ms`: told by this timer, not by the text of the error
+ * node-postgres raises when its own timer (connectionTimeoutMillis, the same `ms`) ends the attempt.
+ * This one is started first, so it fires first.
+ */
+async function connectWithin(client: pg.Client, ms: number): Promise<'connected' | 'timeout' | { failed: unknown }> {
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+  }, ms);
+  try {
+    await client.connect();
+    return 'connected';
+  } catch (err) {
+    return timedOut ? 'timeout' : { failed: err };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A failed connect as one line naming the source and the cause, with what to check. */
-function connectError(source: SourceUrl, err: unknown, timeoutSeconds: number): PgxError {
-  const e = err as { code?: string; message?: string };
+function connectError(source: PostgresUrl, outcome: 'timeout' | { failed: unknown }, timeoutSeconds: number): PgxError {
   const hint = 'Check the host, port and database in --from, and that the server accepts connections from this machine.';
+  if (outcome === 'timeout') {
+    return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: no answer within ${timeoutSeconds} s`, { hint: `${hint} --connect-timeout S waits longer.` });
+  }
+  const err = outcome.failed;
+  const e = err as { code?: string; message?: string };
   switch (e.code) {
     case 'ECONNREFUSED':
       return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: connection refused`, { hint: `${hint} Nothing listens there now.`, cause: err });
@@ -225,12 +223,6 @@ function connectError(source: SourceUrl, err: unknown, timeoutSeconds: number): 
     case '3D000':
       return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: ${e.message}`, { hint: 'Name an existing database in --from.', cause: err });
     default:
-      if (/timeout/i.test(e.message ?? '')) {
-        return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: no answer within ${timeoutSeconds} s`, {
-          hint: `${hint} --connect-timeout S waits longer.`,
-          cause: err,
-        });
-      }
       return new PgxError('INVALID_PARAMETER', `cannot connect to ${source.display}: ${e.message ?? String(err)}`, { hint, cause: err });
   }
 }

@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { setting, type RuntimeFacts } from './runtime-facts.js';
 import { majorOf, type SourceFacts } from './source-facts.js';
 
-export type Verdict = 'compatible' | 'needs standard PostgreSQL';
+export type CompatibilityVerdict = 'compatible' | 'needs standard PostgreSQL';
 
 export type ReasonCode =
   | 'server_too_new'
@@ -50,7 +50,7 @@ export interface Finding<C extends string = ReasonCode | WarningCode> {
 }
 
 export interface CheckReport {
-  verdict: Verdict;
+  verdict: CompatibilityVerdict;
   compatible: boolean;
   source: {
     kind: SourceFacts['kind'];
@@ -66,7 +66,7 @@ export interface CheckReport {
 }
 
 /** A source at least this large gets a warning: every mint copies it unless the storage clones. */
-export const LARGE_DATABASE_BYTES = 1024 ** 3;
+const LARGE_DATABASE_BYTES = 1024 ** 3;
 
 /** Extensions that work only when their library is loaded at server start. */
 const PRELOAD_EXTENSIONS = new Set(['pg_stat_statements']);

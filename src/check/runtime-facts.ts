@@ -164,7 +164,7 @@ function parseControl(text: string): Map<string, string> {
 }
 
 /** name = value lines of a postgresql.conf-style file. */
-export function parseProfile(text: string): Map<string, string> {
+function parseProfile(text: string): Map<string, string> {
   const settings = new Map<string, string>();
   for (const line of text.split('\n')) {
     const m = /^\s*([a-z_.]+)\s*=?\s*(?:'((?:[^']|'')*)'|([^\s#]+))/i.exec(line);

@@ -5,16 +5,21 @@
 // could not be answered (usage, connection, unreadable file, no PostgreSQL binaries).
 
 import { readFileSync } from 'node:fs';
-import { parseSourceUrl, readDatabaseFacts } from '../check/database-facts.js';
+import { readDatabaseFacts } from '../check/database-facts.js';
 import { readDumpFacts } from '../check/dump-facts.js';
 import { evaluate, type CheckReport, type Finding } from '../check/rules.js';
 import { readRuntimeFacts } from '../check/runtime-facts.js';
 import type { SourceFacts } from '../check/source-facts.js';
 import { PgxError } from '../errors.js';
+import { parsePostgresUrl } from '../postgres-url.js';
 import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
-import { parseCommand, positionals, printJson, UsageError } from './api-target.js';
+import { parseCommand, positionals, UsageError } from './command-line.js';
+import { printJson } from './output.js';
 
-export const CHECK_HELP = `Usage: pgx check (--from URL | --file FILE) [options]
+/** How long pgx check waits for a source to answer, unless --connect-timeout says otherwise. */
+const DEFAULT_CONNECT_TIMEOUT_SECONDS = 10;
+
+const CHECK_HELP = `Usage: pgx check (--from URL | --file FILE) [options]
 
 Answers whether a source database can move to a PGX runtime (PostgreSQL ${PG_MAJOR}, the PGX profile, tenants
 without superuser): "compatible", or "needs standard PostgreSQL" with the reasons (extensions the
@@ -27,7 +32,7 @@ Exit codes: 0 compatible, 1 needs standard PostgreSQL, 2 no answer (usage, conne
                           a superuser sees everything, others get a warning for what they cannot)
   --file FILE             a schema-only dump instead (pg_dump -s -f FILE); - reads standard input
   --pg-bin DIR            judge against these PostgreSQL ${PG_MAJOR} binaries instead of the embedded ones
-  --connect-timeout S     how long to wait for the source to answer              [10]
+  --connect-timeout S     how long to wait for the source to answer              [${DEFAULT_CONNECT_TIMEOUT_SECONDS}]
   --json                  machine output: {verdict, compatible, source, runtime, reasons, warnings}
   -h, --help              this help
 `;
@@ -48,7 +53,7 @@ export async function runCheck(argv: string[]): Promise<number> {
   const from = cmd.values.from as string | undefined;
   const file = cmd.values.file as string | undefined;
   if ((from === undefined) === (file === undefined)) throw new UsageError('give exactly one of --from URL and --file FILE', CHECK_HELP);
-  const timeoutText = (cmd.values['connect-timeout'] as string | undefined) ?? '10';
+  const timeoutText = (cmd.values['connect-timeout'] as string | undefined) ?? String(DEFAULT_CONNECT_TIMEOUT_SECONDS);
   const connectTimeoutSeconds = Number(timeoutText);
   if (!(connectTimeoutSeconds > 0) || !Number.isFinite(connectTimeoutSeconds)) throw new UsageError(`--connect-timeout ${timeoutText}: expected seconds, e.g. 10`, CHECK_HELP);
   const pgBin = cmd.values['pg-bin'] as string | undefined;
@@ -56,7 +61,7 @@ export async function runCheck(argv: string[]): Promise<number> {
   let report: CheckReport;
   try {
     // The source first: a wrong URL or file fails fast, before the binaries are inspected.
-    const facts = from !== undefined ? await readDatabaseFacts(parseSourceUrl(from), { connectTimeoutSeconds }) : readDump(file!);
+    const facts = from !== undefined ? await readDatabaseFacts(parsePostgresUrl(from, '--from'), { connectTimeoutSeconds }) : readDump(file!);
     const runtime = await readRuntimeFacts(await locatePgBinaries(pgBin === undefined ? {} : { pgBin }));
     report = evaluate(facts, runtime);
   } catch (err) {
@@ -93,7 +98,7 @@ function readDump(file: string): SourceFacts {
 }
 
 /** The short human report: the verdict with what was compared, then reasons and warnings with hints. */
-export function formatReport(r: CheckReport): string {
+function formatReport(r: CheckReport): string {
   const source = `${r.source.source}${r.source.server_version ? ` (PostgreSQL ${r.source.server_version})` : ''}`;
   const lines = [`${r.verdict}: ${source} on a PGX runtime (PostgreSQL ${r.runtime.postgres_version})`];
   const section = (title: string, items: Finding[]): void => {

@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import { z } from 'zod';
 import { PgxError } from '../errors.js';
+import { DEFAULT_DATABASE_SETTINGS as DB } from '../runtime/database-settings.js';
 import { BOUNDS } from '../runtime/records.js';
 
 const pgSettingName = /^[a-z_][a-z0-9_.]*$/i;
@@ -71,15 +72,17 @@ export const runtimeConfigSchema = z
       )
       .default([]),
     // Disposable databases (src/runtime/databases.ts); names match the flags.
-    prefix: z.string().regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter').default('tdb_'),
-    grace: z.number().min(0).max(BOUNDS.ttlSeconds.max).default(15),
-    tombstone: z.number().min(0).max(366 * 86_400).default(86_400),
-    poolSize: z.number().int().min(0).max(1000).default(2),
+    // Their defaults are the runtime's own (DEFAULT_DATABASE_SETTINGS), so a runtime made without a
+    // config file and `pgx start` without flags agree.
+    prefix: z.string().regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter').default(DB.prefix),
+    grace: z.number().min(0).max(BOUNDS.ttlSeconds.max).default(DB.graceSeconds),
+    tombstone: z.number().min(0).max(366 * 86_400).default(DB.tombstoneSeconds),
+    poolSize: z.number().int().min(0).max(1000).default(DB.poolSize),
     mintRoles: z.union([z.enum(['any', 'createdb', 'group']), z.array(z.string().min(1).max(63))]).optional(),
-    maxDatabases: z.number().int().min(1).max(MAX_COUNT).default(10_000),
+    maxDatabases: z.number().int().min(1).max(MAX_COUNT).default(DB.maxDatabases),
     maxDatabasesPerRole: z.number().int().min(1).max(MAX_COUNT).nullable().default(null),
-    mintQueueSize: z.number().int().min(0).max(MAX_COUNT).default(1000),
-    mintTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(30),
+    mintQueueSize: z.number().int().min(0).max(MAX_COUNT).default(DB.mintQueueSize),
+    mintTimeout: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(DB.mintTimeoutSeconds),
     /** Extensions tenants may create; absent: PGX's default list (docs/limits.md). */
     allowExtensions: z.array(z.string().regex(/^[a-z0-9_-]+$/, 'an extension name')).optional(),
     // The HTTP control API (src/api): off unless apiPort is given; 0 picks a free port (tests).
@@ -97,6 +100,12 @@ export const runtimeConfigSchema = z
     logLevel: z.enum(['error', 'warn', 'info', 'debug']).default('info'),
   })
   .strict();
+
+/**
+ * Every setting's default, from the schema above: the one source for `pgx start --help` and the
+ * components' own fallbacks, so the three cannot drift apart.
+ */
+export const CONFIG_DEFAULTS: Readonly<RuntimeConfig> = runtimeConfigSchema.parse({ dataDir: '.pgx/data' });
 
 export type RuntimeConfig = z.infer<typeof runtimeConfigSchema>;
 

@@ -4,16 +4,18 @@
 // serves, whatever its host and port.
 
 import { spawn } from 'node:child_process';
-import { PgxError } from '../errors.js';
-import { apiClient, parseCommand, positionals, printJson, TARGET_HELP, UsageError } from './api-target.js';
+import { PgxError, withHints } from '../errors.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
+import { printJson } from './output.js';
+import { databaseHints } from './hints.js';
 
-export const URL_HELP = `Usage: pgx url NAME [options]
+const URL_HELP = `Usage: pgx url NAME [options]
 
 Prints the connection URL of minted database NAME (postgresql://...); --json prints {name, url}.
 
 ${TARGET_HELP}`;
 
-export const ENV_HELP = `Usage: pgx env NAME [options]
+const ENV_HELP = `Usage: pgx env NAME [options]
 
 Prints shell lines that point clients at minted database NAME:
   export DATABASE_URL=postgresql://...
@@ -22,7 +24,7 @@ Use it as: eval "$(pgx env NAME)". --json prints the same variables as an object
 
 ${TARGET_HELP}`;
 
-export const PSQL_HELP = `Usage: pgx psql [options] NAME [--] [psql arguments...]
+const PSQL_HELP = `Usage: pgx psql [options] NAME [--] [psql arguments...]
 
 Opens psql (from PATH, or $PGX_PSQL) on minted database NAME; its input and output are yours, and
 pgx exits with psql's exit code. Everything after NAME goes to psql, e.g.
@@ -32,7 +34,7 @@ pgx's own options (--url, --token) go before NAME.
 ${TARGET_HELP.replace("  --json                  machine output: the API's JSON as is\n", '')}`;
 
 /** The URL's parts as libpq environment variables, DATABASE_URL first. */
-export function connectionEnv(url: string): Record<string, string> {
+function connectionEnv(url: string): Record<string, string> {
   const u = new URL(url);
   const env: Record<string, string> = { DATABASE_URL: url };
   const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
@@ -56,7 +58,7 @@ export async function runUrl(argv: string[]): Promise<number> {
     return 0;
   }
   const [name] = positionals(cmd, ['NAME'], URL_HELP);
-  const d = await apiClient(cmd).getDatabase(name!);
+  const d = await withHints(databaseHints(name!), apiClient(cmd).getDatabase(name!));
   if (cmd.json) printJson({ name: d.name, url: d.url });
   else process.stdout.write(`${d.url}\n`);
   return 0;
@@ -69,7 +71,7 @@ export async function runEnv(argv: string[]): Promise<number> {
     return 0;
   }
   const [name] = positionals(cmd, ['NAME'], ENV_HELP);
-  const d = await apiClient(cmd).getDatabase(name!);
+  const d = await withHints(databaseHints(name!), apiClient(cmd).getDatabase(name!));
   const env = connectionEnv(d.url);
   if (cmd.json) printJson(env);
   else process.stdout.write(Object.entries(env).map(([k, v]) => `export ${k}=${shellQuote(v)}\n`).join(''));
@@ -89,7 +91,7 @@ export async function runPsql(argv: string[]): Promise<number> {
   }
   if (cmd.json) throw new UsageError("--json does not apply to pgx psql (psql's output is its own); pgx url NAME --json gives the URL", PSQL_HELP);
   const [name] = positionals(cmd, ['NAME'], PSQL_HELP);
-  const d = await apiClient(cmd).getDatabase(name!);
+  const d = await withHints(databaseHints(name!), apiClient(cmd).getDatabase(name!));
   const psql = process.env.PGX_PSQL?.trim() || 'psql';
   return await new Promise<number>((resolve, reject) => {
     const child = spawn(psql, [d.url, ...psqlArgs], { stdio: 'inherit' });

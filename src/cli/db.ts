@@ -1,12 +1,15 @@
 // `pgx db create|list|get|drop|pin|unpin|ttl|snapshot|restore|limit|memory-limit|credential|revoke`: minted databases through the runtime's HTTP API.
 
 import { BOUNDS, type DatabaseBody } from '../api/contract.js';
+import { withHints } from '../errors.js';
 import { withinBound, type Bound } from '../runtime/records.js';
-import { apiClient, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
+import { apiClient, parseCommand, parseDuration, positionals, TARGET_HELP, UsageError } from './command-line.js';
+import { count, printJson, printTable } from './output.js';
+import { createHints, databaseHints, dropHints, snapshotHints } from './hints.js';
 
-export const DB_HELP = `Usage: pgx db <subcommand> [options]
+const DB_HELP = `Usage: pgx db <subcommand> [options]
 
-  create TEMPLATE [--name N] [--ttl 1h|6h|24h|7d|SECONDS] [--pin] [--connection-limit N]
+  create TEMPLATE [--name N] [--ttl 1h|1h30m|7d|SECONDS] [--pin] [--connection-limit N]
                 [--memory-limit MB]
                 mint a database from a sealed template; prints its connection URL
                   --name N     the database's name (else tdb_TEMPLATE__<random>)
@@ -22,7 +25,7 @@ export const DB_HELP = `Usage: pgx db <subcommand> [options]
   drop NAME     drop it now (open sessions end with 57P01); a database already gone is not an error
   pin NAME      keep it when idle
   unpin NAME    let the janitor drop it once idle past --grace
-  ttl NAME T    set its TTL to T from now (1h, 7d, SECONDS), or 'none' to clear it
+  ttl NAME T    set its TTL to T from now (1h, 1h30m, 7d, SECONDS), or 'none' to clear it
   snapshot NAME SNAPSHOT [--force]
                 save NAME's current state as SNAPSHOT (a sealed template; a clone where the
                 filesystem clones); open sessions make it fail unless --force ends them
@@ -61,14 +64,14 @@ export async function runDb(argv: string[]): Promise<number> {
     case 'create': {
       const [template] = positionals(rest, ['TEMPLATE'], DB_HELP);
       const ttl = cmd.values.ttl === undefined ? null : parseTtl(cmd.values.ttl as string, '--ttl');
-      const created = await apiClient(cmd).createDatabase({
+      const created = await withHints(createHints(template!), apiClient(cmd).createDatabase({
         template: template!,
         ...(cmd.values.name !== undefined ? { name: cmd.values.name as string } : {}),
         ...(ttl !== null ? { ttl_seconds: ttl } : {}),
         ...(cmd.values.pin === true ? { pinned: true } : {}),
         ...(cmd.values['connection-limit'] !== undefined ? { connection_limit: parseLimit(cmd.values['connection-limit'] as string, '--connection-limit', BOUNDS.connectionLimit) } : {}),
         ...(cmd.values['memory-limit'] !== undefined ? { memory_limit_mb: parseLimit(cmd.values['memory-limit'] as string, '--memory-limit', BOUNDS.memoryLimitMb) } : {}),
-      });
+      }));
       if (cmd.json) printJson(created);
       else process.stdout.write(`${created.url}\n`);
       return 0;
@@ -82,14 +85,14 @@ export async function runDb(argv: string[]): Promise<number> {
     }
     case 'get': {
       const [name] = positionals(rest, ['NAME'], DB_HELP);
-      const d = await apiClient(cmd).getDatabase(name!);
+      const d = await withHints(databaseHints(name!), apiClient(cmd).getDatabase(name!));
       if (cmd.json) printJson(d);
       else printDatabases([d], true);
       return 0;
     }
     case 'drop': {
       const [name] = positionals(rest, ['NAME'], DB_HELP);
-      await apiClient(cmd).dropDatabase(name!);
+      await withHints(dropHints(name!), apiClient(cmd).dropDatabase(name!));
       // The API answers 204 with no body; --json says what happened in the same words.
       if (cmd.json) printJson({ name, dropped: true });
       else process.stdout.write(`dropped ${name}\n`);
@@ -99,7 +102,7 @@ export async function runDb(argv: string[]): Promise<number> {
     case 'unpin': {
       const [name] = positionals(rest, ['NAME'], DB_HELP);
       const client = apiClient(cmd);
-      const d = sub === 'pin' ? await client.pin(name!) : await client.unpin(name!);
+      const d = await withHints(databaseHints(name!), sub === 'pin' ? client.pin(name!) : client.unpin(name!));
       if (cmd.json) printJson(d);
       else process.stdout.write(`${sub === 'pin' ? 'pinned' : 'unpinned'} ${d.name}\n`);
       return 0;
@@ -107,7 +110,7 @@ export async function runDb(argv: string[]): Promise<number> {
     case 'ttl': {
       const [name, ttlText] = positionals(rest, ['NAME', 'TTL'], DB_HELP);
       const seconds = parseTtl(ttlText!, 'TTL');
-      const d = await apiClient(cmd).setTtl(name!, seconds);
+      const d = await withHints(databaseHints(name!), apiClient(cmd).setTtl(name!, seconds));
       if (cmd.json) printJson(d);
       else process.stdout.write(`${d.name} expires ${d.expires_at ?? 'never (no TTL)'}\n`);
       return 0;
@@ -118,11 +121,11 @@ export async function runDb(argv: string[]): Promise<number> {
       const client = apiClient(cmd);
       const force = cmd.values.force === true;
       if (sub === 'snapshot') {
-        const t = await client.snapshot(name!, snapshot!, force);
+        const t = await withHints(snapshotHints(name!, snapshot!), client.snapshot(name!, snapshot!, force));
         if (cmd.json) printJson(t);
         else process.stdout.write(`snapshot ${t.name} of ${name} taken\n`);
       } else {
-        const d = await client.restore(name!, snapshot!, force);
+        const d = await withHints(snapshotHints(name!, snapshot!), client.restore(name!, snapshot!, force));
         if (cmd.json) printJson(d);
         else process.stdout.write(`restored ${name} to snapshot ${snapshot}\n`);
       }
@@ -130,28 +133,30 @@ export async function runDb(argv: string[]): Promise<number> {
     }
     case 'limit': {
       const [name, limitText] = positionals(rest, ['NAME', 'N'], DB_HELP);
-      const d = await apiClient(cmd).setConnectionLimit(name!, limitText === 'default' ? null : parseLimit(limitText!, 'N', BOUNDS.connectionLimit));
+      const limit = limitText === 'default' ? null : parseLimit(limitText!, 'N', BOUNDS.connectionLimit);
+      const d = await withHints(databaseHints(name!), apiClient(cmd).setConnectionLimit(name!, limit));
       if (cmd.json) printJson(d);
-      else process.stdout.write(`${d.name} allows ${d.connection_limit ?? "the runtime's default number of"} sessions at once\n`);
+      else process.stdout.write(`${d.name} allows ${d.connection_limit === null ? "the runtime's default number of sessions" : count(d.connection_limit, 'session')} at once\n`);
       return 0;
     }
     case 'memory-limit': {
       const [name, mbText] = positionals(rest, ['NAME', 'MB'], DB_HELP);
-      const d = await apiClient(cmd).setMemoryLimit(name!, mbText === 'default' ? null : parseLimit(mbText!, 'MB', BOUNDS.memoryLimitMb));
+      const mb = mbText === 'default' ? null : parseLimit(mbText!, 'MB', BOUNDS.memoryLimitMb);
+      const d = await withHints(databaseHints(name!), apiClient(cmd).setMemoryLimit(name!, mb));
       if (cmd.json) printJson(d);
       else process.stdout.write(`${d.name} may hold ${d.memory_limit_mb === null ? "the runtime's default" : `${d.memory_limit_mb} MB`} of backend memory\n`);
       return 0;
     }
     case 'credential': {
       const [name] = positionals(rest, ['NAME'], DB_HELP);
-      const c = await apiClient(cmd).createCredential(name!);
+      const c = await withHints(databaseHints(name!), apiClient(cmd).createCredential(name!));
       if (cmd.json) printJson(c);
       else process.stdout.write(`${c.url}\n`);
       return 0;
     }
     case 'revoke': {
       const [name, user] = positionals(rest, ['NAME', 'USER'], DB_HELP);
-      await apiClient(cmd).revokeCredential(name!, user!);
+      await withHints(databaseHints(name!), apiClient(cmd).revokeCredential(name!, user!));
       if (cmd.json) printJson({ name, user, revoked: true });
       else process.stdout.write(`revoked ${user} on ${name}\n`);
       return 0;

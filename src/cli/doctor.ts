@@ -9,9 +9,10 @@ import { promisify } from 'node:util';
 import { cgroupLimit } from '../runtime/cgroup.js';
 import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
 import { probeStorage } from '../runtime/storage-probe.js';
-import { apiClient, parseCommand, positionals, printJson, TARGET_HELP } from './api-target.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP } from './command-line.js';
+import { printJson } from './output.js';
 
-export const DOCTOR_HELP = `Usage: pgx doctor [--data-dir DIR] [--pg-bin DIR] [options]
+const DOCTOR_HELP = `Usage: pgx doctor [--data-dir DIR] [--pg-bin DIR] [options]
 
 Checks what this machine gives a PGX runtime: Node.js, the PostgreSQL ${PG_MAJOR} server binaries, whether
 the data directory's filesystem can clone files (copy-on-write databases: XFS with reflink, btrfs,
@@ -23,11 +24,11 @@ Exits 1 if a check fails.
 
 ${TARGET_HELP}`;
 
-type Verdict = 'ok' | 'warn' | 'fail';
+type DoctorVerdict = 'ok' | 'warn' | 'fail';
 
 interface Check {
   name: string;
-  verdict: Verdict;
+  verdict: DoctorVerdict;
   detail: string;
 }
 

@@ -3,10 +3,11 @@
 // check` answers 1 for "needs standard PostgreSQL" and 2 for every error (see check.ts).
 
 import { PgxError } from '../errors.js';
-import { UsageError } from './api-target.js';
+import { DEFAULT_API_URL, UsageError } from './command-line.js';
 import { runEnv, runPsql, runUrl } from './connection.js';
 import { runDb } from './db.js';
 import { runDoctor } from './doctor.js';
+import { COMMON_HINTS } from './hints.js';
 import { runStatus } from './status.js';
 import { runTemplate } from './template.js';
 
@@ -31,7 +32,7 @@ Commands:
   operator  run the Kubernetes operator (Runtime, Template, Branch) in a cluster or from a kubeconfig
 
 status, template, db, url, env, psql and mcp talk to a runtime's HTTP API: --url (env PGX_URL, default
-http://127.0.0.1:7432, which npm start listens on) and --token (env PGX_API_TOKEN).
+${DEFAULT_API_URL}, which npm start listens on) and --token (env PGX_API_TOKEN).
 
 Run 'pgx <command> --help' for a command's options.
 `;
@@ -97,7 +98,8 @@ export async function main(argv: string[]): Promise<number> {
       return 2;
     }
     if (err instanceof PgxError) {
-      process.stderr.write(`pgx: ${err.message}\n${err.detail ? `detail: ${err.detail}\n` : ''}${err.hint ? `hint: ${err.hint}\n` : ''}`);
+      const hint = COMMON_HINTS[err.code] ?? err.hint;
+      process.stderr.write(`pgx: ${err.message}\n${err.detail ? `detail: ${err.detail}\n` : ''}${hint ? `hint: ${hint}\n` : ''}`);
       return 1;
     }
     throw err;

@@ -4,9 +4,12 @@
 
 import { serveHttp } from '../mcp/http.js';
 import { serveStdio } from '../mcp/stdio.js';
-import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './api-target.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
 
-export const MCP_HELP = `Usage: pgx mcp [--http PORT [--host HOST]] [options]
+/** Where `pgx mcp --http` listens unless --host says otherwise: loopback, so no token is needed. */
+const DEFAULT_MCP_HOST = '127.0.0.1';
+
+const MCP_HELP = `Usage: pgx mcp [--http PORT [--host HOST]] [options]
 
 Serves the Model Context Protocol for coding agents: tools to create, list, snapshot, restore, pin
 and drop disposable databases, list templates, read the runtime status and run SQL, and each
@@ -14,7 +17,7 @@ database's schema as a resource. docs/agents.md shows how to add it to an agent 
 
   (default)          MCP over stdio: what an agent host launches (command: node /path/to/bin/pgx.js mcp)
   --http PORT        MCP over streamable HTTP at http://HOST:PORT/mcp instead (0: any free port)
-  --host HOST        the address --http binds                    [default 127.0.0.1]
+  --host HOST        the address --http binds                    [default ${DEFAULT_MCP_HOST}]
                      with a token set, clients send it as Authorization: Bearer <token>;
                      a non-loopback HOST needs one
 
@@ -41,7 +44,7 @@ export async function runMcp(argv: string[]): Promise<number> {
   }
   if (!/^\d+$/.test(httpPort) || Number(httpPort) > 65535) throw new UsageError(`--http ${httpPort}: expected a TCP port (0-65535)`, MCP_HELP);
   const token = cmd.token ?? (process.env.PGX_API_TOKEN?.trim() || null);
-  const server = await serveHttp(api, { host: host ?? '127.0.0.1', port: Number(httpPort), token });
+  const server = await serveHttp(api, { host: host ?? DEFAULT_MCP_HOST, port: Number(httpPort), token });
   // stdout is free in this mode: one line a script can wait for, like `pgx start`'s ready line.
   process.stdout.write(`PGX MCP ready: ${server.url} (streamable HTTP, API ${api.url}${token !== null ? ', bearer token required' : ''})\n`);
   await new Promise<void>((resolve) => {

@@ -1,9 +1,10 @@
 // `pgx status`: the runtime's status document (GET /v1/status) as a compact table, or --json as is.
 
-import type { RuntimeStatus } from '../runtime/status.js';
-import { apiClient, humanDuration, parseCommand, positionals, printJson, TARGET_HELP } from './api-target.js';
+import type { StatusBody } from '../api/contract.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP } from './command-line.js';
+import { count, humanDuration, printJson } from './output.js';
 
-export const STATUS_HELP = `Usage: pgx status [options]
+const STATUS_HELP = `Usage: pgx status [options]
 
 Shows a running runtime at a glance: process, memory, sessions, databases, warm pools per template,
 mints and the janitor. Reads GET /v1/status from the runtime's HTTP API (pgx start --api-port N).
@@ -26,31 +27,31 @@ export async function runStatus(argv: string[]): Promise<number> {
 const num = (n: number, digits = 1): string => (Number.isInteger(n) ? String(n) : n.toFixed(digits));
 
 /** The status document as aligned `label  value` lines. */
-export function formatStatus(s: RuntimeStatus): string {
+export function formatStatus(s: StatusBody): string {
   const rows: [string, string][] = [
     ['runtime', `pid ${s.runtime.pid}, up ${humanDuration(s.runtime.uptime_s)}, pgx ${s.runtime.version}, PostgreSQL ${s.runtime.postgres_version} (pid ${s.runtime.postgres_pid ?? 'down'})`],
-    ['memory', `PSS ${num(s.memory.pss_mb)} MB, RSS ${num(s.memory.rss_mb)} MB, ${s.memory.processes} processes`],
-    ['sessions', `${s.sessions.total} open on ${s.sessions.databases} databases`],
+    ['memory', `PSS ${num(s.memory.pss_mb)} MB, RSS ${num(s.memory.rss_mb)} MB, ${count(s.memory.processes, 'process', 'processes')}`],
+    ['sessions', `${count(s.sessions.total, 'session')} open on ${count(s.sessions.databases, 'database')}`],
     [
       'databases',
-      `${s.databases.total} total, ${s.databases.ephemeral} ephemeral, ${s.databases.spares} spares, ${s.databases.pinned} pinned, ${s.databases.templates} templates`,
+      `${s.databases.total} total, ${s.databases.ephemeral} ephemeral, ${count(s.databases.spares, 'spare')}, ${s.databases.pinned} pinned, ${count(s.databases.templates, 'template')}`,
     ],
   ];
   const templates = Object.keys(s.pool).sort();
   if (templates.length === 0) rows.push(['pool', 'no sealed templates']);
   for (const t of templates) {
     const p = s.pool[t]!;
-    rows.push([`pool ${t}`, `${p.ready}/${p.size} ready, ${p.handouts} handouts, ${p.refills} refills`]);
+    rows.push([`pool ${t}`, `${p.ready}/${p.size} ready, ${count(p.handouts, 'handout')}, ${count(p.refills, 'refill')}`]);
   }
   rows.push(
-    ['mints', `${s.mints.warm} warm, ${s.mints.cold} cold, ${s.mints.failures} failures; latency mean ${num(s.mints.latency_ms.mean)} ms, p99 ${num(s.mints.latency_ms.p99)} ms`],
-    ['janitor', `${s.janitor.drops} drops, last run ${s.janitor.last_run ?? 'never'}`],
+    ['mints', `${s.mints.warm} warm, ${s.mints.cold} cold, ${count(s.mints.failures, 'failure')}; latency mean ${num(s.mints.latency_ms.mean)} ms, p99 ${num(s.mints.latency_ms.p99)} ms`],
+    ['janitor', `${count(s.janitor.drops, 'drop')}, last run ${s.janitor.last_run ?? 'never'}`],
     ['storage', `${s.storage.filesystem}, ${s.storage.clone ? 'copy-on-write clones' : 'no clones: databases are full copies'}`],
   );
   const d = s.limits?.disk;
   if (d && d.state !== null) {
     const note = d.state === 'ok' ? '' : d.state === 'low' ? ': new work refused' : ': new work refused, growing writes canceled';
-    rows.push(['disk', `${num(d.free_mb)} MB free of ${num(d.total_mb)} MB (keeps ${num(d.min_free_mb)} MB), ${d.state}${note}; reserve ${num(d.reserve_mb)} MB; ${d.writes_canceled} writes canceled, ${d.refusals} refusals`]);
+    rows.push(['disk', `${num(d.free_mb)} MB free of ${num(d.total_mb)} MB (keeps ${num(d.min_free_mb)} MB), ${d.state}${note}; reserve ${num(d.reserve_mb)} MB; ${count(d.writes_canceled, 'write')} canceled, ${count(d.refusals, 'refusal')}`]);
   }
   const width = Math.max(...rows.map(([label]) => label.length));
   return rows.map(([label, value]) => `${label.padEnd(width)}  ${value}\n`).join('');

@@ -5,9 +5,12 @@ import path from 'node:path';
 import { scriptFromFile } from '../runtime/template-import.js';
 import type { ImportJobBody, TemplateBody } from '../api/contract.js';
 import { ApiClientError } from '../api/client.js';
-import { apiClient, parseCommand, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
+import { withHints } from '../errors.js';
+import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
+import { count, printJson, printTable } from './output.js';
+import { buildHints, dropTemplateHints, sealHints } from './hints.js';
 
-export const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME | drop NAME> [options]
+const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME | drop NAME> [options]
 
   list          the templates PGX knows, sealed or not
   create NAME   build template NAME from a SQL script (--file) in a new database, then seal it
@@ -60,14 +63,14 @@ export async function runTemplate(argv: string[]): Promise<number> {
       const file = cmd.values.file as string | undefined;
       if (file === undefined) throw new UsageError('missing --file FILE (the SQL script; - for standard input)', TEMPLATE_HELP);
       const sql = await scriptFromFile(file === '-' ? 'standard input' : file, readFileSync(file === '-' ? 0 : file));
-      const t = await apiClient(cmd).buildTemplate({
+      const t = await withHints(buildHints(), apiClient(cmd).buildTemplate({
         name: name!,
         sql,
         script_name: file === '-' ? 'standard input' : path.basename(file),
         owner: cmd.values.owner as string | undefined,
         seal: cmd.values['no-seal'] !== true,
         replace: cmd.values.replace === true,
-      });
+      }));
       if (cmd.json) printJson(t);
       else process.stdout.write(`built template ${t.name}${t.sealed ? ` and sealed it (generation ${t.generation})` : ' (not sealed)'}\n`);
       return 0;
@@ -93,7 +96,10 @@ export async function runTemplate(argv: string[]): Promise<number> {
         shown = line;
       });
       // The job's error, reported as the API would have answered it.
-      if (job.phase === 'failed') throw new ApiClientError(422, job.error!);
+      if (job.phase === 'failed') {
+        const failed = new ApiClientError(422, job.error!);
+        throw failed.withHint(buildHints()[failed.code]);
+      }
       if (cmd.json) printJson(job);
       else process.stdout.write(`imported template ${job.template} from ${job.source}${job.result?.sealed ? ' and sealed it' : ''}\n`);
       return 0;
@@ -102,14 +108,14 @@ export async function runTemplate(argv: string[]): Promise<number> {
     case 'unseal': {
       const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
       const client = apiClient(cmd);
-      const t = sub === 'seal' ? await client.seal(name!) : await client.unseal(name!);
+      const t = await withHints(sealHints(name!), sub === 'seal' ? client.seal(name!) : client.unseal(name!));
       if (cmd.json) printJson(t);
       else process.stdout.write(`${sub === 'seal' ? 'sealed' : 'unsealed'} template ${t.name} (generation ${t.generation})\n`);
       return 0;
     }
     case 'drop': {
       const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
-      await apiClient(cmd).dropTemplate(name!, cmd.values.force === true);
+      await withHints(dropTemplateHints(name!), apiClient(cmd).dropTemplate(name!, cmd.values.force === true));
       if (cmd.json) printJson({ name, dropped: true });
       else process.stdout.write(`dropped template ${name}\n`);
       return 0;
@@ -135,7 +141,7 @@ function progressLine(j: ImportJobBody): string {
     case 'dumping':
       return `dumping ${j.source}: ${mb} MB`;
     case 'restoring':
-      return `restoring: ${j.tables_done}/${j.tables_total} tables (${mb} MB dump)`;
+      return `restoring: ${j.tables_done}/${count(j.tables_total, 'table')} (${mb} MB dump)`;
     default:
       return j.phase;
   }

@@ -15,7 +15,7 @@ import { PgxError } from '../errors.js';
 import { ScopedRoles } from './scoped-roles.js';
 import { createMcpServer } from './server.js';
 
-export const MCP_HTTP_PATH = '/mcp';
+const MCP_HTTP_PATH = '/mcp';
 
 export interface McpHttpOptions {
   host: string;

@@ -3,10 +3,9 @@
 // thrown exception: the agent sees what went wrong and what to do next, and the server keeps serving.
 
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { PgxError, type ErrorCode } from '../errors.js';
+import { ApiClientError } from '../api/client.js';
+import { PgxError, type HintsByCode } from '../errors.js';
 
-/** Per tool: the hint to give for a PGX error code instead of the API's (which speaks of HTTP paths). */
-export type HintsByCode = Partial<Record<ErrorCode, string>>;
 
 /** A successful tool answer. Lists are wrapped as {items} because structuredContent must be an object. */
 export function toolResult(value: Record<string, unknown>): CallToolResult {
@@ -20,7 +19,7 @@ const isScalar = (v: unknown): boolean => v === null || typeof v !== 'object';
  * object of scalars (a column, a list item) stays on one line: an agent pays per token, and 100 rows
  * of 5 values would otherwise take 700 lines.
  */
-export function formatJson(value: unknown, indent = ''): string {
+function formatJson(value: unknown, indent = ''): string {
   const inner = `${indent}  `;
   if (Array.isArray(value)) {
     if (value.length === 0 || value.every(isScalar)) return JSON.stringify(value);
@@ -43,6 +42,8 @@ interface PgErrorLike {
   hint?: string | undefined;
   detail?: string | undefined;
   position?: string | undefined;
+  /** The PostgreSQL source function that raised it: tells apart errors that share a SQLSTATE. */
+  routine?: string | undefined;
 }
 
 function isPgError(err: unknown): err is PgErrorLike {
@@ -52,7 +53,7 @@ function isPgError(err: unknown): err is PgErrorLike {
 
 /** Hints for SQLSTATEs an agent meets often, where PostgreSQL itself gives none. */
 const SQLSTATE_HINTS: Record<string, string> = {
-  '57014': 'The statement ran past its statement_timeout; pass a larger timeout_seconds to run_sql, or narrow the statement.',
+  '57014': 'The statement was canceled: by its statement_timeout (pass a larger timeout_seconds to run_sql, or narrow the statement), or by another session.',
   '42P01': 'The table does not exist in this database; read the resource pgx://databases/{name}/schema to see its tables.',
   '3D000': 'The database is gone (dropped, or expired at its TTL); list_databases shows the live ones, create_database makes a new one.',
   '42501': 'run_sql acts as the database\'s own role, which is not a superuser: it may read and write every table and create, alter and drop its own, but not alter the template\'s tables, nor reach the server\'s files and programs, roles or other databases (docs/agents.md). Use snapshot_database, restore_database and drop_database for what needs more.',
@@ -61,11 +62,10 @@ const SQLSTATE_HINTS: Record<string, string> = {
 
 const MULTIPLE_STATEMENTS_HINT = 'run_sql takes exactly one statement: send each in its own call (each call is a new session, so a transaction cannot span calls).';
 
-/** A hint for a PostgreSQL error that came without one, where the code alone does not mislead. */
+/** A hint for a PostgreSQL error that came without one, by its SQLSTATE (and routine, where a SQLSTATE has many causes). */
 function sqlHint(err: PgErrorLike): string | undefined {
-  if (/multiple commands/.test(err.message)) return MULTIPLE_STATEMENTS_HINT;
-  // 57014 is any cancel: a COPY FROM STDIN refused by run_sql too, which no timeout would help.
-  if (err.code === '57014' && !/statement timeout/.test(err.message)) return undefined;
+  // 42601 is any syntax error; only exec_parse_message refuses a second statement in one Parse.
+  if (err.code === '42601' && err.routine === 'exec_parse_message') return MULTIPLE_STATEMENTS_HINT;
   return SQLSTATE_HINTS[err.code];
 }
 
@@ -75,7 +75,9 @@ export function toolError(err: unknown, hints: HintsByCode = {}): CallToolResult
   if (err instanceof PgxError) {
     lines.push(`error ${err.code} (${err.sqlstate}): ${err.message}`);
     if (err.detail) lines.push(`detail: ${err.detail}`);
-    lines.push(`hint: ${hints[err.code] ?? err.hint ?? defaultHint(err.code)}`);
+    // The API's hints name routes; the MCP server's own errors (scoped-roles.ts, sql.ts) already speak of tools.
+    const surface = hints[err.code] ?? (err instanceof ApiClientError ? MCP_HINTS[err.code] : undefined);
+    lines.push(`hint: ${surface ?? err.hint ?? 'runtime_status shows the runtime; correct the arguments and call again.'}`);
   } else if (isPgError(err)) {
     lines.push(`error ${err.code}: ${err.message}${err.position ? ` (at character ${err.position})` : ''}`);
     if (err.detail) lines.push(`detail: ${err.detail}`);
@@ -89,16 +91,12 @@ export function toolError(err: unknown, hints: HintsByCode = {}): CallToolResult
   return { content: [{ type: 'text', text: lines.join('\n') }], isError: true };
 }
 
-/** A hint for codes where the API sent none, so that every tool error says what to do next. */
-function defaultHint(code: PgxError['code']): string {
-  switch (code) {
-    case 'UNKNOWN_DATABASE':
-      return 'list_databases shows the minted databases and list_templates the templates.';
-    case 'INVALID_AUTHORIZATION':
-      return 'Set PGX_API_TOKEN in the MCP server configuration to the runtime API token.';
-    case 'OBJECT_IN_USE':
-      return 'Close the open sessions, or call again with force: true to end them.';
-    default:
-      return 'runtime_status shows the runtime; correct the arguments and call again.';
-  }
-}
+/**
+ * The MCP words for codes any tool may meet from the API, over the API's hints (which name HTTP routes
+ * and body fields); a tool's own hints come first.
+ */
+const MCP_HINTS: HintsByCode = {
+  UNKNOWN_DATABASE: 'list_databases shows the minted databases and list_templates the templates.',
+  INVALID_AUTHORIZATION: 'Set PGX_API_TOKEN in the MCP server configuration to the runtime API token.',
+  OBJECT_IN_USE: 'Close the open sessions, or call again with force: true to end them.',
+};

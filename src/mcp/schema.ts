@@ -71,7 +71,7 @@ export async function describeSchema(url: string, database: string): Promise<str
   }
 }
 
-export function formatSchema(database: string, columns: ColumnRow[], indexes: DefinitionRow[], constraints: DefinitionRow[]): string {
+function formatSchema(database: string, columns: ColumnRow[], indexes: DefinitionRow[], constraints: DefinitionRow[]): string {
   const key = (r: { schema: string; relation: string }): string => `${r.schema}.${r.relation}`;
   const relations = new Map<string, ColumnRow[]>();
   for (const c of columns) relations.set(key(c), [...(relations.get(key(c)) ?? []), c]);

@@ -12,7 +12,7 @@ import type { ScopedRoles } from './scoped-roles.js';
 import { TOOLS } from './tools.js';
 
 /** Kept in step with package.json (as src/cli/start.ts does for the status document). */
-export const MCP_SERVER_VERSION = '0.1.0';
+const MCP_SERVER_VERSION = '0.1.0';
 
 /** Sent to the agent at initialize: the workflow the tools are built for, in a few lines. */
 const INSTRUCTIONS = `PGX gives you disposable PostgreSQL databases copied from templates.
@@ -20,9 +20,9 @@ Typical session: list_templates; create_database {template} (returns name and ur
 or your own client on the url; snapshot_database before a risky change; restore_database to undo it;
 drop_database when done. Read pgx://databases/{name}/schema for a database's tables before writing SQL.`;
 
-export const SCHEMA_URI = 'pgx://databases/{name}/schema';
+const SCHEMA_URI = 'pgx://databases/{name}/schema';
 
-export function schemaUri(database: string): string {
+function schemaUri(database: string): string {
   return `pgx://databases/${encodeURIComponent(database)}/schema`;
 }
 

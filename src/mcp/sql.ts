@@ -5,6 +5,7 @@
 
 import pg from 'pg';
 import Cursor from 'pg-cursor';
+import { PgxError } from '../errors.js';
 
 export const DEFAULT_MAX_ROWS = 100;
 export const MAX_MAX_ROWS = 1000;
@@ -61,6 +62,8 @@ const TYPES = {
 class SqlCursor extends Cursor<unknown[]> {
   copyLines: string[] | null = null;
   copyTruncated = false;
+  /** A COPY FROM STDIN was refused: the 57014 PostgreSQL answers is run_sql's doing, not a timeout. */
+  copyInRefused = false;
 
   constructor(
     text: string,
@@ -70,6 +73,7 @@ class SqlCursor extends Cursor<unknown[]> {
   }
 
   handleCopyInResponse(connection: { sendCopyFail(message: string): void }): void {
+    this.copyInRefused = true;
     connection.sendCopyFail('run_sql has no data to send for COPY FROM STDIN; use INSERT ... VALUES, or COPY from a client with the database URL');
   }
 
@@ -88,11 +92,28 @@ export async function runSql(url: string, statement: string, opts: SqlOptions): 
   // A restore or drop with force ends this session from the server side; without a listener the
   // 'error' event would crash the MCP server instead of failing this one call.
   client.on('error', () => undefined);
-  await client.connect();
+  try {
+    await client.connect();
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    // PostgreSQL's own refusal (3D000, 28P01, 53300) passes on as it came; anything else is not reaching it.
+    if (err instanceof pg.DatabaseError) throw err;
+    const database = decodeURIComponent(new URL(url).pathname.slice(1));
+    throw new PgxError('CANNOT_CONNECT_NOW', `cannot connect to database ${database}: ${(err as Error).message}`, {
+      hint: 'The runtime answers its API but not on its PostgreSQL address; runtime_status shows whether PostgreSQL is up.',
+      cause: err,
+    });
+  }
   try {
     await client.query(`SET statement_timeout = ${Math.round(opts.timeoutSeconds * 1000)}`);
     const cursor = client.query(new SqlCursor(statement, opts.maxRows));
-    const { rows, result } = await readPage(cursor, opts.maxRows + 1);
+    const { rows, result } = await readPage(cursor, opts.maxRows + 1).catch((err: unknown) => {
+      if (!cursor.copyInRefused) throw err;
+      throw new PgxError('FEATURE_NOT_SUPPORTED', 'run_sql cannot run COPY FROM STDIN: it has no data to send', {
+        hint: 'Use INSERT ... VALUES, or COPY from a client of your own with the database URL.',
+        cause: err,
+      });
+    });
     if (cursor.copyLines !== null) {
       await cursor.close();
       return {

@@ -8,8 +8,9 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { ApiClient } from '../api/client.js';
-import { PgxError } from '../errors.js';
-import { toolError, toolResult, type HintsByCode } from './results.js';
+import { parseSeconds } from '../durations.js';
+import type { HintsByCode } from '../errors.js';
+import { toolError, toolResult } from './results.js';
 import type { ScopedRoles } from './scoped-roles.js';
 import { DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, MAX_MAX_ROWS, runSql } from './sql.js';
 
@@ -86,16 +87,11 @@ function tool<S extends z.ZodObject>(
   };
 }
 
-/** 1h, 6h, 24h, 7d, 90m, 30s, or seconds as a number or a numeric string. */
-const TTL_PATTERN = /^(\d+(?:\.\d+)?)\s*(s|m|h|d)?$/;
-const TTL_WHAT = 'how long until it is dropped whatever its sessions or pin: "1h", "6h", "24h", "7d", "90m" or a number of seconds';
+const TTL_WHAT = `how long until it is dropped whatever its sessions or pin: a duration such as "1h", "6h", "24h", "7d", "1h30m", or a number of seconds`;
 
-export function ttlSeconds(ttl: string | number): number {
-  if (typeof ttl === 'number') return ttl;
-  const m = TTL_PATTERN.exec(ttl.trim());
-  // Not a duration: NaN, which the schema's refine below rejects with its one message.
-  if (m === null) return NaN;
-  return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] as 's' | 'm' | 'h' | 'd' | undefined) ?? 's'];
+/** Seconds in a ttl: a number, or a string in the one duration grammar (src/durations.ts); NaN if neither. */
+function ttlSeconds(ttl: string | number): number {
+  return typeof ttl === 'number' ? ttl : (parseSeconds(ttl) ?? NaN);
 }
 
 // One check with one message (a pattern plus a refine would report twice for "soon").
@@ -129,7 +125,11 @@ export const TOOLS: PgxTool[] = [
       });
       return toolResult({ ...created });
     },
-    { UNKNOWN_DATABASE: 'There is no sealed template of that name: list_templates shows the ones create_database can copy.' },
+    {
+      UNKNOWN_TEMPLATE: 'There is no template of that name: list_templates shows the ones create_database can copy.',
+      TEMPLATE_NOT_SEALED: 'The template is unsealed (open for changes): create_database copies only sealed ones, which list_templates shows (sealed: true).',
+      DUPLICATE_DATABASE: 'A database of that name exists: pass another name, or leave it out for a random one.',
+    },
   ),
   tool(
     'list_databases',
@@ -243,21 +243,14 @@ export const TOOLS: PgxTool[] = [
         .optional(),
     }),
     async (input, ctx) => {
-      try {
-        const result = await ctx.roles.withUrl(input.database, (url) =>
-          runSql(url, input.sql, {
-            maxRows: input.max_rows ?? DEFAULT_MAX_ROWS,
-            timeoutSeconds: input.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
-          }),
-        );
-        return toolResult({ database: input.database, ...result });
-      } catch (err) {
-        // Reaching the database is not the statement's fault: say so.
-        if (err instanceof Error && !(err instanceof PgxError) && /ECONNREFUSED|ENOTFOUND|ETIMEDOUT|timeout expired/.test(err.message)) {
-          return toolError(new PgxError('CANNOT_CONNECT_NOW', `cannot connect to database ${input.database}: ${err.message}`, { hint: 'The runtime answers its API but not on its PostgreSQL address; runtime_status shows whether PostgreSQL is up.' }));
-        }
-        return toolError(err);
-      }
+      // Not reaching the database is CANNOT_CONNECT_NOW from runSql (sql.ts), not the statement's fault.
+      const result = await ctx.roles.withUrl(input.database, (url) =>
+        runSql(url, input.sql, {
+          maxRows: input.max_rows ?? DEFAULT_MAX_ROWS,
+          timeoutSeconds: input.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
+        }),
+      );
+      return toolResult({ database: input.database, ...result });
     },
     // The scoped roles' own messages and hints (scoped-roles.ts) say what to do for a database without a credential.
     {},

@@ -157,10 +157,10 @@ describe('api: HTTP control API', function () {
     expect(ttl.body.message).to.match(/ttl_seconds/);
   });
 
-  it('answers an unknown template with 404 and 3D000', async function () {
+  it('answers an unknown template with 404 and 3D000 (UNKNOWN_TEMPLATE: not a database that is missing)', async function () {
     const res = await call('POST', PATHS.databases, { body: { template: 'no_such_tpl' } });
     expect(res.status).to.equal(404);
-    expect(res.body).to.include({ code: 'UNKNOWN_DATABASE', sqlstate: '3D000' });
+    expect(res.body).to.include({ code: 'UNKNOWN_TEMPLATE', sqlstate: '3D000', message: 'there is no template "no_such_tpl"' });
     const missing = await call('GET', pathFor(PATHS.database, { name: 'tdb_tpl_app__nothere' }));
     expect(missing.status).to.equal(404);
   });

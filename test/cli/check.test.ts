@@ -8,8 +8,10 @@ import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
-import { parseSourceUrl, readDatabaseFacts } from '../../src/check/database-facts.js';
+import { readDatabaseFacts } from '../../src/check/database-facts.js';
+import { parsePostgresUrl } from '../../src/postgres-url.js';
 import { readDumpFacts, statements } from '../../src/check/dump-facts.js';
 import { evaluate, type CheckReport } from '../../src/check/rules.js';
 import { readRuntimeFacts, setting, type RuntimeFacts } from '../../src/check/runtime-facts.js';
@@ -188,7 +190,7 @@ describe('cli: pgx check', function () {
       execFileSync(path.join(PG15_BIN, 'pg_dump'), ['-s', '-f', file, '-h', '127.0.0.1', '-p', String(source.port), '-U', 'postgres', 'legacy'], {
         env: { ...process.env, PGPASSWORD: SOURCE_PASSWORD },
       });
-      const live = evaluate(await readDatabaseFacts(parseSourceUrl(source.url('legacy')), { connectTimeoutSeconds: 10 }), runtime);
+      const live = evaluate(await readDatabaseFacts(parsePostgresUrl(source.url('legacy'), '--from'), { connectTimeoutSeconds: 10 }), runtime);
       const dumped = evaluate(readDumpFacts(fs.readFileSync(file, 'utf8'), file), runtime);
       expect(codes(live)).to.deep.equal(['event_trigger', 'extension_unavailable', 'publication', 'untrusted_language']);
       expect(codes(dumped)).to.deep.equal(codes(live));
@@ -202,7 +204,7 @@ describe('cli: pgx check', function () {
 
     it('a role that is no superuser gets the answer, with a warning for the setting it may not read', async () => {
       await queryOnce(source.url('shop'), "CREATE ROLE checker LOGIN PASSWORD 'checker-pw'");
-      const facts = await readDatabaseFacts(parseSourceUrl(source.url('shop', 'checker', 'checker-pw')), { connectTimeoutSeconds: 10 });
+      const facts = await readDatabaseFacts(parsePostgresUrl(source.url('shop', 'checker', 'checker-pw'), '--from'), { connectTimeoutSeconds: 10 });
       expect(facts.extensions).to.deep.equal(['pgcrypto', 'plpgsql']);
       expect(facts.preloadLibraries).to.equal(null);
       const r = evaluate(facts, runtime);
@@ -229,6 +231,25 @@ describe('cli: pgx check', function () {
       `pgx: cannot connect to postgresql://app@127.0.0.1:${port}/app: connection refused\n` +
         'hint: Check the host, port and database in --from, and that the server accepts connections from this machine. Nothing listens there now.\n',
     );
+  });
+
+  it('a source that accepts and never answers: exit 2 after --connect-timeout, saying so', async () => {
+    // A listener that takes the connection and stays silent, as a firewall that drops packets would.
+    const sockets: net.Socket[] = [];
+    const silent = net.createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as net.AddressInfo;
+    try {
+      const r = await pgx(['--from', `postgresql://app:pw@127.0.0.1:${port}/app`, '--connect-timeout', '1']);
+      expect(r.code).to.equal(2);
+      expect(r.stderr).to.equal(
+        `pgx: cannot connect to postgresql://app@127.0.0.1:${port}/app: no answer within 1 s\n` +
+          'hint: Check the host, port and database in --from, and that the server accepts connections from this machine. --connect-timeout S waits longer.\n',
+      );
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 
   it('usage errors and unusable files: exit 2', async () => {

@@ -94,7 +94,13 @@ describe('cli: pgx status, template and db against a runtime', function () {
     expect(got.expires_at).to.be.a('string');
   });
 
-  it('pgx db create without --json prints the connection URL only', async () => {
+  it('pgx db create --ttl 1h30m: the grammar a Branch takes (5400 s)', async () => {
+    const d = JSON.parse(ok(await pgx(['db', 'create', 'tpl', '--ttl', '1h30m', '--json'])).stdout) as { name: string; created_at: string; expires_at: string };
+    expect((Date.parse(d.expires_at) - Date.parse(d.created_at)) / 1000).to.be.within(5399, 5401);
+    ok(await pgx(['db', 'drop', d.name]));
+  });
+
+    it('pgx db create without --json prints the connection URL only', async () => {
     const r = ok(await pgx(['db', 'create', 'tpl', '--name', 'tdb_tpl__named', '--pin']));
     expect(r.stdout.trim()).to.match(/^postgresql:\/\/\S+\/tdb_tpl__named$/);
     ok(await pgx(['db', 'drop', 'tdb_tpl__named']));
@@ -160,8 +166,8 @@ describe('cli: pgx status, template and db against a runtime', function () {
     const r = await pgx(['db', 'create', 'nosuch']);
     expect(r.code).to.equal(1);
     expect(r.stdout).to.equal('');
-    expect(r.stderr).to.include('pgx: database "nosuch" does not exist');
-    expect(r.stderr).to.match(/^hint: There is no sealed template "nosuch"/m);
+    expect(r.stderr).to.include('pgx: there is no template "nosuch"');
+    expect(r.stderr).to.match(/^hint: pgx template list shows the templates; pgx template seal nosuch makes one/m);
   });
 
   it('a wrong token: exit 1 naming the token', async () => {
@@ -184,7 +190,7 @@ describe('cli: pgx status, template and db against a runtime', function () {
   });
 
   it('bad usage: exit 2 with the error and one line pointing to the command\'s --help', async () => {
-    for (const args of [['db'], ['db', 'create'], ['db', 'frobnicate'], ['db', 'list', '--bogus'], ['template', 'seal'], ['status', 'extra'], ['db', 'create', 'tpl', '--ttl', 'soon'], ['db', 'list', '--pin'], ['nosuchcommand']]) {
+    for (const args of [['db'], ['db', 'create'], ['db', 'frobnicate'], ['db', 'list', '--bogus'], ['template', 'seal'], ['status', 'extra'], ['db', 'create', 'tpl', '--ttl', 'soon'], ['db', 'list', '--pin'], ['nosuchcommand'], ['url'], ['env', 'a', 'b'], ['psql', '--bogus'], ['mcp', 'extra'], ['doctor', '--bogus'], ['check', '--bogus'], ['check']]) {
       const r = await pgx(args);
       expect(r.code, args.join(' ')).to.equal(2);
       expect(r.stderr, args.join(' ')).to.match(/^pgx: /);

@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseStartArgs } from '../../src/cli/start.js';
+import { CONFIG_DEFAULTS } from '../../src/cli/config.js';
+import { parseStartArgs, START_HELP } from '../../src/cli/start.js';
 import { PgxError } from '../../src/errors.js';
 
 function refusal(argv: string[]): PgxError {
@@ -21,6 +22,16 @@ describe('cli: pgx start options', () => {
     expect(c).to.include({ dataDir: 'd', host: '127.0.0.1', port: 6432, socketDir: '/tmp', maxBackends: 100, maxClients: 10000 });
     expect(c.auth).to.equal(undefined);
     expect(c.pgSettings).to.deep.equal({});
+  });
+
+  it('pgx start --help gives each one-value default the config schema gives (CONFIG_DEFAULTS)', () => {
+    const shown = [...START_HELP.matchAll(/^ {2}--([a-z-]+) [^\n]*?\[([0-9.]+)\]$/gm)];
+    expect(shown.length).to.be.greaterThan(10);
+    for (const [, flag, value] of shown) {
+      const key = flag!.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof typeof CONFIG_DEFAULTS;
+      expect(CONFIG_DEFAULTS, `--${flag}`).to.have.property(key);
+      expect(String(CONFIG_DEFAULTS[key]), `--${flag} [${value}]`).to.equal(value);
+    }
   });
 
   it('merges a config file under the flags, and -c settings over the file\'s', () => {

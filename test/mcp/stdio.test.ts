@@ -70,14 +70,16 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     const templates = await ok<{ items: { name: string }[] }>(client, 'list_templates', {});
     expect(templates.items.map((t) => t.name)).to.include(TEMPLATE);
 
-    const created = await ok<Created>(client, 'create_database', { template: TEMPLATE, ttl: '1h' });
+    // The duration grammar a Branch takes (src/durations.ts): 1h30m is 5400 s.
+    const created = await ok<Created>(client, 'create_database', { template: TEMPLATE, ttl: '1h30m' });
     expect(created.name).to.match(/^tdb_tpl_mcp__/);
     expect(created.url).to.match(/^postgresql:\/\/.+\/tdb_tpl_mcp__/);
     expect(await queryUrl<{ n: string }>(created.url, 'SELECT count(*) AS n FROM items')).to.deep.equal([{ n: '1500' }]);
 
-    const status = await ok<{ name: string; expires_at: string | null; template: string }>(client, 'database_status', { database: created.name });
+    const status = await ok<{ name: string; expires_at: string | null; created_at: string; template: string }>(client, 'database_status', { database: created.name });
     expect(status.template).to.equal(TEMPLATE);
     expect(status.expires_at).to.be.a('string');
+    expect((Date.parse(status.expires_at!) - Date.parse(status.created_at)) / 1000).to.be.within(5399, 5401);
 
     const snap = await ok<{ snapshot: string; snapshot_of: string }>(client, 'snapshot_database', { database: created.name, snapshot: 'mcp_before' });
     expect(snap.snapshot).to.equal('mcp_before');
@@ -174,7 +176,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
       expect(copied).to.deep.include({ command: 'COPY', rowCount: 1490, truncated: true, rows: [['11\titem 11'], ['12\titem 12'], ['13\titem 13']] });
       const copyIn = await callTool(client, 'run_sql', { database: name, sql: 'COPY items FROM STDIN' });
       expect(copyIn.isError).to.equal(true);
-      expect(copyIn.text).to.equal('error 57014: COPY from stdin failed: run_sql has no data to send for COPY FROM STDIN; use INSERT ... VALUES, or COPY from a client with the database URL');
+      expect(copyIn.text).to.equal('error FEATURE_NOT_SUPPORTED (0A000): run_sql cannot run COPY FROM STDIN: it has no data to send\nhint: Use INSERT ... VALUES, or COPY from a client of your own with the database URL.');
       const slow = await callTool(client, 'run_sql', { database: name, sql: 'SELECT pg_sleep(30)', timeout_seconds: 0.2 });
       expect(slow.isError).to.equal(true);
       expect(slow.text).to.match(/^error 57014: canceling statement due to statement timeout/);
@@ -190,7 +192,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     const cases: [string, Record<string, unknown>, RegExp][] = [
       ['create_database', {}, /template is required: the sealed template to copy \(list_templates/],
       ['create_database', { template: 42 }, /template must be a string/],
-      ['create_database', { template: 'nosuch' }, /^error UNKNOWN_DATABASE \(3D000\): database "nosuch" does not exist\nhint: There is no sealed template of that name: list_templates/],
+      ['create_database', { template: 'nosuch' }, /^error UNKNOWN_TEMPLATE \(3D000\): there is no template "nosuch"\nhint: There is no template of that name: list_templates/],
       ['create_database', { template: TEMPLATE, ttl: 'soon' }, /ttl must be .*"1h", "6h", "24h", "7d"/],
       ['create_database', { template: TEMPLATE, ttl: -5 }, /ttl must be how long until it is dropped/],
       ['create_database', { template: TEMPLATE, ttl: true }, /ttl must be how long until it is dropped/],

@@ -1,9 +1,10 @@
-// What the API commands (status, template, db) share: the options every one takes (--url, --token,
-// --json, --help), where the API is (flag, else env, else the default), usage errors (exit 2), and
-// small output helpers (aligned tables, JSON).
+// The `pgx` command line as every subcommand reads it: the options each takes (--url, --token, --json,
+// --help), positionals, durations in flags, where the API is (flag, else env, else the default), and
+// usage errors (exit 2, one line pointing to --help). What the commands print is output.ts's.
 
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ApiClient } from '../api/client.js';
+import { DURATION_EXAMPLES, parseSeconds } from '../durations.js';
 
 /** Where `pgx status|template|db` look for the API unless told: `npm start` passes --api-port 7432. */
 export const DEFAULT_API_URL = 'http://127.0.0.1:7432';
@@ -46,11 +47,14 @@ export interface ParsedCommand {
 
 /** Parses a command's arguments (its own options plus the common ones); bad flags are a UsageError. */
 export function parseCommand(argv: string[], help: string, options: Options = {}): ParsedCommand {
+  const all = { ...options, ...COMMON_OPTIONS };
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, strict: true, allowPositionals: true, options: { ...options, ...COMMON_OPTIONS } });
+    parsed = parseArgs({ args: argv, strict: true, allowPositionals: true, options: all });
   } catch (err) {
-    throw new UsageError((err as Error).message, help);
+    // Node's words for an unknown option run to a paragraph about '--'; the option alone says it.
+    const unknown = (err as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? unknownOption(argv, all) : undefined;
+    throw new UsageError(unknown !== undefined ? `unknown option ${unknown}` : (err as Error).message, help);
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
   return {
@@ -61,6 +65,15 @@ export function parseCommand(argv: string[], help: string, options: Options = {}
     url: values.url as string | undefined,
     token: values.token as string | undefined,
   };
+}
+
+/** The first option in `argv` that `options` does not declare, as written (--bogus, -x). */
+function unknownOption(argv: string[], options: Options): string | undefined {
+  const { tokens } = parseArgs({ args: argv, strict: false, allowPositionals: true, options, tokens: true });
+  for (const t of tokens) {
+    if (t.kind === 'option' && !Object.prototype.hasOwnProperty.call(options, t.name) && !Object.values(options).some((o) => o.short === t.name)) return t.rawName;
+  }
+  return undefined;
 }
 
 /** Exactly `n` positionals named `names`, or a UsageError. */
@@ -82,40 +95,10 @@ function nonEmpty(s: string | undefined): string | undefined {
   return s === undefined || s.length === 0 ? undefined : s;
 }
 
-export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-}
-
-/** Rows as aligned columns under a header; an empty list prints `empty` instead. */
-export function printTable(header: string[], rows: string[][], empty: string): void {
-  if (rows.length === 0) {
-    process.stdout.write(`${empty}\n`);
-    return;
-  }
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
-  process.stdout.write(`${[header, ...rows].map(line).join('\n')}\n`);
-}
-
-/** 1h, 6h, 24h, 7d, 90m, 30s or plain seconds -> seconds; 'none' -> null. */
+/** Seconds in a duration (src/durations.ts: 1h, 90m, 1h30m, 7d, or whole seconds); 'none' -> null. */
 export function parseDuration(text: string, flag: string, help: string): number | null {
   if (text === 'none') return null;
-  const m = /^(\d+(?:\.\d+)?)(s|m|h|d)?$/.exec(text.trim());
-  const unit = { s: 1, m: 60, h: 3600, d: 86400 } as const;
-  const seconds = m ? Number(m[1]) * unit[(m[2] as keyof typeof unit | undefined) ?? 's'] : NaN;
-  if (!(seconds > 0) || !Number.isFinite(seconds)) throw new UsageError(`${flag} ${text}: expected a duration like 1h, 6h, 24h, 7d or seconds`, help);
+  const seconds = parseSeconds(text);
+  if (seconds === null || !(seconds > 0)) throw new UsageError(`${flag} ${text}: expected a duration like 1h, 1h30m, 7d (${DURATION_EXAMPLES})`, help);
   return seconds;
-}
-
-/** Seconds as a short human duration: 42s, 5m 3s, 2h 10m, 3d 4h. */
-export function humanDuration(totalSeconds: number): string {
-  const s = Math.max(0, Math.floor(totalSeconds));
-  const d = Math.floor(s / 86400);
-  const h = Math.floor((s % 86400) / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const sec = s % 60;
-  if (d > 0) return `${d}d ${h}h`;
-  if (h > 0) return `${h}h ${m}m`;
-  if (m > 0) return `${m}m ${sec}s`;
-  return `${sec}s`;
 }

@@ -1,0 +1,48 @@
+// The HTTP API's hints: what to do next, in the API's own terms (a route, a body field), chosen by the
+// error's code for the operation a handler ran. The runtime words its hints for SQL (control functions);
+// the CLI (cli/hints.ts) and the MCP tools (mcp/tools.ts) word theirs for their own users.
+
+import type { HintsByCode } from '../errors.js';
+
+const LIST_DATABASES = 'GET /v1/databases lists the live databases; POST /v1/databases with "name" makes one under a name again.';
+
+/** Any operation on minted database `name`. */
+export function databaseHints(): HintsByCode {
+  return { UNKNOWN_DATABASE: LIST_DATABASES };
+}
+
+/** POST /v1/databases from `template`. */
+export function createHints(template: string): HintsByCode {
+  return {
+    UNKNOWN_TEMPLATE: `GET /v1/templates lists the templates; POST /v1/templates/${template}/seal makes one of a database, POST /v1/templates builds one from a SQL script.`,
+    TEMPLATE_NOT_SEALED: `Seal it: POST /v1/templates/${template}/seal.`,
+    DUPLICATE_DATABASE: 'Send another "name", or leave it out for a random one.',
+  };
+}
+
+/** POST /v1/databases/{name}/snapshots and /restore: open sessions are ended only with force. */
+export function snapshotHints(database: string): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: `GET /v1/databases lists the databases and GET /v1/templates the snapshots (snapshot_of names their database); POST /v1/databases/${database}/snapshots takes one.`,
+    OBJECT_IN_USE: 'Close its sessions, or send "force": true to end them (they get 57P01).',
+    DUPLICATE_DATABASE: 'That name is taken by a template or snapshot (GET /v1/templates lists them): send another "name".',
+  };
+}
+
+/** POST /v1/templates and /v1/templates/import. */
+export function buildHints(): HintsByCode {
+  return { DUPLICATE_DATABASE: 'Send "replace": true to rebuild it, or another "name".' };
+}
+
+/** POST /v1/templates/{name}/seal and /unseal. */
+export function sealHints(): HintsByCode {
+  return { UNKNOWN_DATABASE: 'Create the database and fill it over SQL first, or build and seal a template in one call with POST /v1/templates.' };
+}
+
+/** DELETE /v1/templates/{name}. */
+export function dropTemplateHints(name: string): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'GET /v1/templates lists the templates and snapshots.',
+    OBJECT_IN_USE: `Drop those databases first, or drop it anyway: DELETE /v1/templates/${name}?force=true (they keep their data).`,
+  };
+}
