@@ -3,9 +3,9 @@
 // add fields, never rename or remove one.
 
 import { z } from 'zod';
-import { BOUNDS, type Bound } from '../runtime/records.js';
+import { BOUNDS, type Bound } from '../runtime/databases/records.js';
 
-export { BOUNDS } from '../runtime/records.js';
+export { BOUNDS } from '../runtime/databases/records.js';
 
 /**
  * A number within `bound`; outside it, the issue's message says "<value> is out of range (<range>)"

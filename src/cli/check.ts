@@ -11,7 +11,7 @@ import { evaluate, type CheckReport, type Finding } from '../check/rules.js';
 import { readRuntimeFacts } from '../check/runtime-facts.js';
 import type { SourceFacts } from '../check/source-facts.js';
 import { PgxError } from '../errors.js';
-import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
+import { locatePgBinaries, PG_MAJOR } from '../runtime/postgres/pg-binaries.js';
 import { parseCommand, positionals, printJson, UsageError } from './api-target.js';
 
 export const CHECK_HELP = `Usage: pgx check (--from URL | --file FILE) [options]

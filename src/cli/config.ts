@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { z } from 'zod';
 import { PgxError } from '../errors.js';
-import { BOUNDS } from '../runtime/records.js';
+import { BOUNDS } from '../runtime/databases/records.js';
 
 const pgSettingName = /^[a-z_][a-z0-9_.]*$/i;
 

@@ -1,7 +1,7 @@
 // `pgx db create|list|get|drop|pin|unpin|ttl|snapshot|restore|limit|memory-limit|credential|revoke`: minted databases through the runtime's HTTP API.
 
 import { BOUNDS, type DatabaseBody } from '../api/contract.js';
-import { withinBound, type Bound } from '../runtime/records.js';
+import { withinBound, type Bound } from '../runtime/databases/records.js';
 import { apiClient, parseCommand, parseDuration, positionals, printJson, printTable, TARGET_HELP, UsageError } from './api-target.js';
 
 export const DB_HELP = `Usage: pgx db <subcommand> [options]

@@ -12,25 +12,26 @@ import { createLogger, type Logger } from '../log.js';
 import { Engine } from '../engine/listener.js';
 import { CGROUP_GUARD } from '../engine/memory-watchdog.js';
 import type { ControlFunctions } from '../engine/ports.js';
-import { locatePgBinaries } from '../runtime/pg-binaries.js';
-import { assertReachable, resolvePgOsUser } from '../runtime/os-user.js';
-import { PostgresSupervisor } from '../runtime/supervisor.js';
-import { RoleCredentials } from '../runtime/credentials.js';
-import { authSecret } from '../runtime/auth-secret.js';
-import { AdminConnection } from '../runtime/admin-connection.js';
-import { DisposableDatabases } from '../runtime/databases.js';
-import type { DatabaseSettings } from '../runtime/database-settings.js';
+import { locatePgBinaries } from '../runtime/postgres/pg-binaries.js';
+import { assertReachable, resolvePgOsUser } from '../runtime/postgres/os-user.js';
+import { PostgresSupervisor } from '../runtime/postgres/supervisor.js';
+import { RoleCredentials } from '../runtime/postgres/role-credentials.js';
+import { authSecret } from '../runtime/postgres/auth-secret.js';
+import { AdminConnection } from '../runtime/postgres/admin-connection.js';
+import { DisposableDatabases } from '../runtime/databases/disposable-databases.js';
+import type { DatabaseSettings } from '../runtime/databases/settings.js';
 import { checkApiExposure, startApi } from '../api/index.js';
 import type { ApiServer } from '../api/server.js';
 import { inContainer, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
-import { probeStorage, type StorageCapability } from '../runtime/storage-probe.js';
+import { probeStorage, type StorageCapability } from '../runtime/postgres/storage-probe.js';
 import { TlsCertificate } from './tls-certificate.js';
-import { cgroupLimit, unreclaimableBytes } from '../runtime/cgroup.js';
-import { protectRuntime } from '../runtime/oom.js';
+import { cgroupLimit, unreclaimableBytes } from '../runtime/postgres/cgroup.js';
+import { protectRuntime } from '../runtime/postgres/oom.js';
 import { capYoungGeneration } from '../runtime/young-generation.js';
-import { adminPassword, keptApiToken, type AdminPassword } from '../runtime/admin-password.js';
-import { ADMIN_ROLE } from '../runtime/credentials.js';
-import { DiskGuard, type MinFreeDisk } from '../runtime/disk-guard.js';
+import { adminPassword, keptApiToken, type AdminPassword } from '../runtime/postgres/admin-password.js';
+import { ADMIN_ROLE } from '../runtime/postgres/role-credentials.js';
+import { DiskGuard, type MinFreeDisk } from '../runtime/postgres/disk-guard.js';
+import { socketPath } from '../wire/socket-path.js';
 
 export const START_HELP = `Usage: pgx start [options]
 
@@ -279,7 +280,7 @@ export async function runStart(argv: string[]): Promise<number> {
   const logger = createLogger({ format: config.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'), level: config.logLevel });
   const runtime = await startRuntime(config, logger);
   const url = `postgresql://postgres@${hostForUrl(config.host)}:${runtime.engine.port}/postgres`;
-  const socketNote = config.socketDir ? `, socket ${config.socketDir}/.s.PGSQL.${runtime.engine.port}` : '';
+  const socketNote = config.socketDir ? `, socket ${socketPath(config.socketDir, runtime.engine.port)}` : '';
   const apiNote = runtime.api ? `, API http://${hostForUrl(config.apiHost)}:${runtime.api.port}/v1${runtime.apiTokenFile ? ` (token in ${runtime.apiTokenFile})` : ''}` : '';
   const passwordNote = runtime.adminPasswordSource === null ? '' : `, admin password ${runtime.adminPasswordSource.startsWith('/') ? 'in ' : 'from '}${runtime.adminPasswordSource}`;
   await new Promise<void>((resolve) => {

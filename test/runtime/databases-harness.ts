@@ -7,12 +7,12 @@
 import pg from 'pg';
 import { systemClock } from '../../src/clock.js';
 import type { ControlFunctions, Router, SessionObserver } from '../../src/engine/ports.js';
-import type { DatabaseSettings } from '../../src/runtime/database-settings.js';
-import { DisposableDatabases } from '../../src/runtime/databases.js';
-import type { EngineSessions } from '../../src/runtime/dropper.js';
-import type { SqlClient } from '../../src/runtime/sql-client.js';
+import type { DatabaseSettings } from '../../src/runtime/databases/settings.js';
+import { DisposableDatabases } from '../../src/runtime/databases/disposable-databases.js';
+import type { EngineSessions } from '../../src/runtime/databases/dropper.js';
+import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
 import { testLogger, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
-import { probeStorage } from '../../src/runtime/storage-probe.js';
+import { probeStorage } from '../../src/runtime/postgres/storage-probe.js';
 
 export interface Termination {
   database: string;

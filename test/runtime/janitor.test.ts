@@ -4,9 +4,9 @@
 
 import { expect } from 'chai';
 import type pg from 'pg';
-import { idleDueAt } from '../../src/runtime/janitor-tasks.js';
-import type { DatabaseRecord } from '../../src/runtime/records.js';
-import { Registry } from '../../src/runtime/registry.js';
+import { idleDueAt } from '../../src/runtime/databases/janitor-tasks.js';
+import type { DatabaseRecord } from '../../src/runtime/databases/records.js';
+import { Registry } from '../../src/runtime/databases/registry.js';
 import { waitFor } from '../helpers/commands.js';
 import { connectClient, createTemplateDatabase, databaseExists, FAST, rejection, startHarness, type Harness } from './databases-harness.js';
 

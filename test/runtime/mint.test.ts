@@ -5,8 +5,8 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PgxError } from '../../src/errors.js';
-import { Permissions } from '../../src/runtime/permissions.js';
-import { REFILL_NICE } from '../../src/runtime/warm-pool.js';
+import { Permissions } from '../../src/runtime/databases/permissions.js';
+import { REFILL_NICE } from '../../src/runtime/databases/warm-pool.js';
 import { procInfo, waitFor } from '../helpers/commands.js';
 import { connectClient, createTemplateDatabase, databaseExists, rejection, startHarness, type Harness } from './databases-harness.js';
 

@@ -3,7 +3,7 @@
 
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { processTree } from '../../src/runtime/memory.js';
+import { processTree } from '../../src/runtime/postgres/memory.js';
 import { PINNED_STATUS_KEYS, keyPaths } from '../helpers/status-keys.js';
 import { createTemplateDatabase, rejection, startHarness, type Harness } from './databases-harness.js';
 
