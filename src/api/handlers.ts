@@ -4,7 +4,7 @@
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { EngineStats } from '../engine/listener.js';
-import type { DisposableDatabases } from '../runtime/databases/disposable-databases.js';
+import type { DatabaseOperations as DisposableDatabases } from '../runtime/databases/operations.js';
 import { isUnderPrefix } from '../runtime/databases/names.js';
 import { ScriptError } from '../runtime/templates/script-build.js';
 import type { ImportJob } from '../runtime/templates/import.js';

@@ -19,6 +19,7 @@ import { RoleCredentials } from '../runtime/postgres/role-credentials.js';
 import { authSecret } from '../runtime/postgres/auth-secret.js';
 import { AdminConnection } from '../runtime/postgres/admin-connection.js';
 import { DisposableDatabases } from '../runtime/databases/disposable-databases.js';
+import type { DatabaseOperations } from '../runtime/databases/operations.js';
 import type { DatabaseSettings } from '../runtime/databases/settings.js';
 import { checkApiExposure, startApi } from '../api/index.js';
 import type { ApiServer } from '../api/server.js';
@@ -424,7 +425,10 @@ export interface RunningRuntime {
   /** The HTTP API, when --api-port was given: the port it is bound to. */
   api?: { port: number };
   engine: Engine;
-  databases: DisposableDatabases;
+  /** What the HTTP API calls (and tests): create, status, records. */
+  databases: DatabaseOperations;
+  /** The disposable databases' parts and their life (start, stop). */
+  disposableDatabases: DisposableDatabases;
   supervisor: PostgresSupervisor;
   pgVersion: string;
   auth: 'trust' | 'scram';
@@ -579,9 +583,9 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     backendWaitTimeoutMs: config.backendWaitTimeout * 1000,
     loginTimeoutMs: config.loginTimeout * 1000,
     loginFailureLimit: config.loginFailureLimit,
-    router: databases,
-    sessionObserver: databases,
-    control: control ?? databases,
+    router: databases.router,
+    sessionObserver: databases.sessions,
+    control: control ?? databases.control,
     logger: logger.child({ component: 'engine' }),
     clock: systemClock,
   });
@@ -600,7 +604,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
         port: config.apiPort,
         token,
         ctx: {
-          databases,
+          databases: databases.operations,
           engineStats: () => engine.stats(),
           postgresUp: () => supervisor.state === 'ready',
           engineListening: () => engineListening,
@@ -623,7 +627,8 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   return {
     ...(api ? { api: { port: api.port } } : {}),
     engine,
-    databases,
+    databases: databases.operations,
+    disposableDatabases: databases,
     supervisor,
     pgVersion: binaries.version,
     adminPasswordSource: adminLogin?.source ?? null,

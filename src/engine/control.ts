@@ -51,26 +51,10 @@ import {
 } from '../wire/extended.js';
 import { Verdict } from '../wire/frame.js';
 import { queryText } from '../wire/frontend.js';
-import type { Caller, ControlFunction, ControlFunctions } from './ports.js';
+import { CONTROL_NAMES, type ControlFunction } from './control-functions.js';
+import type { Caller, ControlFunctions } from './ports.js';
 import { maskLiterals } from './literals.js';
 import { mayLeaveResidue } from './residue.js';
-
-/** The names accepted, with their arguments. The pgrust_ names are PGX's, kept as aliases. */
-const FUNCTIONS = new Map<string, { fn: ControlFunction; min: number; max: number; args: string }>([
-  ['pgx_runtime_status', { fn: 'runtime_status', min: 0, max: 0, args: '' }],
-  ['pgx_seal_template', { fn: 'seal_template', min: 1, max: 1, args: "'template'" }],
-  ['pgx_unseal_template', { fn: 'unseal_template', min: 1, max: 1, args: "'template'" }],
-  ['pgx_pin_database', { fn: 'pin_database', min: 1, max: 1, args: "'database'" }],
-  ['pgx_unpin_database', { fn: 'unpin_database', min: 1, max: 1, args: "'database'" }],
-  ['pgx_drop_database', { fn: 'drop_database', min: 1, max: 1, args: "'database'" }],
-  ['pgx_drop_template', { fn: 'drop_template', min: 1, max: 2, args: "'template' [, force]" }],
-  ['pgx_snapshot_database', { fn: 'snapshot_database', min: 2, max: 3, args: "'database', 'snapshot' [, force]" }],
-  ['pgx_restore_database', { fn: 'restore_database', min: 2, max: 3, args: "'database', 'snapshot' [, force]" }],
-  ['pgrust_runtime_status', { fn: 'runtime_status', min: 0, max: 0, args: '' }],
-  ['pgrust_seal_template', { fn: 'seal_template', min: 1, max: 1, args: "'template'" }],
-  ['pgrust_pin_database', { fn: 'pin_database', min: 1, max: 1, args: "'database'" }],
-  ['pgrust_unpin_database', { fn: 'unpin_database', min: 1, max: 1, args: "'database'" }],
-]);
 
 const TEXT_OID = 25;
 const PARSE_COMPLETE = 0x31; // '1'
@@ -173,14 +157,14 @@ function findUses(node: unknown, uses: { name: string | null; params: number }):
     return;
   }
   const n = node as { type?: unknown; function?: { name: string; schema?: string }; name?: unknown };
-  if (n.type === 'call' && uses.name === null && n.function?.schema === undefined && FUNCTIONS.has(n.function!.name)) uses.name = n.function!.name;
+  if (n.type === 'call' && uses.name === null && n.function?.schema === undefined && CONTROL_NAMES.has(n.function!.name)) uses.name = n.function!.name;
   if (n.type === 'parameter' && typeof n.name === 'string') uses.params = Math.max(uses.params, Number(n.name.slice(1)) || 0);
   for (const [k, v] of Object.entries(node)) if (k !== '_location') findUses(v, uses);
 }
 
 /** The error for a control function used where the engine cannot answer it. */
 function misplaced(name: string, isCall: boolean): Raise {
-  const usage = `SELECT ${name}(${FUNCTIONS.get(name)!.args})`;
+  const usage = `SELECT ${name}(${CONTROL_NAMES.get(name)!.usage})`;
   return isCall
     ? {
         code: '0A000',
@@ -200,7 +184,7 @@ const UNDEFINED_CONTROL = /^function ([a-z_]+)\(.*\) does not exist$/s;
 
 /** The error for a control call PostgreSQL got because the engine did not read it (over 1 MiB, or not understood). */
 function unread(name: string): Raise {
-  const usage = `SELECT ${name}(${FUNCTIONS.get(name)!.args})`;
+  const usage = `SELECT ${name}(${CONTROL_NAMES.get(name)!.usage})`;
   return {
     code: '0A000',
     message: `${name}() must be called as ${usage} in a query of its own, under 1 MiB`,
@@ -222,7 +206,7 @@ function matchCall(s: Statement, allowParams: boolean, values: ReadonlyMap<numbe
   if (!onlyKeys(col, ['expr', 'alias'])) return null;
   const e = col.expr;
   if (e.type !== 'call' || !onlyKeys(e, ['type', 'function', 'args']) || !onlyKeys(e.function, ['name'])) return null;
-  const known = FUNCTIONS.get(e.function.name);
+  const known = CONTROL_NAMES.get(e.function.name);
   if (!known || e.args.length < known.min || e.args.length > known.max) return null;
   const args: Arg[] = [];
   for (const a of e.args) {
@@ -533,7 +517,7 @@ export class ControlSession {
       if (e.rfqAhead > 0) continue;
       if (e.raise === null) {
         const name = code === UNDEFINED_FUNCTION ? (UNDEFINED_CONTROL.exec(message ?? '')?.[1] ?? '') : '';
-        if (FUNCTIONS.has(name)) return unread(name);
+        if (CONTROL_NAMES.has(name)) return unread(name);
       } else if (e.swallow === 0 && code === e.raise.code && message === e.raise.message) {
         return e.raise;
       }

@@ -67,10 +67,10 @@ export async function startHarness(
     clock: systemClock,
     logger: testLogger(),
   });
-  // The facade fits the engine's ports as they are declared: this fails to compile if they drift.
-  const router: Router = dbs;
-  const observer: SessionObserver = dbs;
-  const control: ControlFunctions = dbs;
+  // The parts fit the engine's ports as they are declared: this fails to compile if they drift.
+  const router: Router = dbs.router;
+  const observer: SessionObserver = dbs.sessions;
+  const control: ControlFunctions = dbs.control;
   if (opts.wire) {
     engine.options.router = router;
     engine.options.sessionObserver = observer;
@@ -105,7 +105,7 @@ export async function startHarness(
 
 /** Stops the facade `pgx start` wired into the runtime, if it has one, and unhooks it from the engine. */
 export async function stopBuiltInDatabases(rt: TestRuntime): Promise<void> {
-  const builtIn = (rt.runtime as { databases?: { stop(): Promise<void> } }).databases;
+  const builtIn = (rt.runtime as { disposableDatabases?: { stop(): Promise<void> } }).disposableDatabases;
   await builtIn?.stop();
   const { options } = rt.runtime.engine;
   delete options.router;

@@ -7,7 +7,7 @@ import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Dropper } from './dropper.js';
 import type { MetadataStore } from './metadata.js';
-import { databaseDoesNotExist, isReservedName, isSystemDatabase } from './names.js';
+import { controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
 import { BOUNDS, checkBound, type DatabaseRecord } from './records.js';
 import type { Registry } from './registry.js';
@@ -50,7 +50,7 @@ export class DatabaseCommands {
   constructor(private readonly opts: DatabaseCommandsOptions) {}
 
   /** Pins (kept past --grace) or unpins (a fresh grace starts now if it has no sessions). */
-  async setPinned(name: string, pinned: boolean, user: string, fn = pinned ? 'pgx_pin_database' : 'pgx_unpin_database'): Promise<DatabaseRecord> {
+  async setPinned(name: string, pinned: boolean, user: string, fn = controlSqlName(pinned ? 'pin_database' : 'unpin_database')): Promise<DatabaseRecord> {
     await this.mintedFor(name, user, fn);
     const fresh = !pinned && this.opts.sessions.of(name) === 0;
     return this.save(name, fresh ? { pinned, lastSessionEnd: this.opts.clock.now() } : { pinned });
@@ -81,7 +81,7 @@ export class DatabaseCommands {
    * Ends the sessions on `name` and drops it. Minted databases: their owner or a superuser; any other
    * database: a superuser only. System databases, sealed templates and the caller's own are refused.
    */
-  async drop(name: string, caller: CommandCaller, fn = 'pgx_drop_database'): Promise<void> {
+  async drop(name: string, caller: CommandCaller, fn = controlSqlName('drop_database')): Promise<void> {
     if (isReservedName(name)) throw databaseDoesNotExist(name);
     const access = await this.opts.permissions.access(caller.user, name);
     if (!access.exists && !this.opts.registry.databases.has(name)) throw databaseDoesNotExist(name);

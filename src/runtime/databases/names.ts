@@ -6,6 +6,7 @@
 // character count), and is case-stable: PostgreSQL folds unquoted identifiers to lower case, so
 // `tdb_app__x` means the same database quoted or not, in psql, ORMs and URLs alike.
 
+import type { ControlFunction } from '../../engine/ports.js';
 import { PgxError } from '../../errors.js';
 
 /** Where PGX keeps its metadata. Never routable: route() refuses it as if it did not exist. */
@@ -130,4 +131,9 @@ export function prefixProblem(prefix: string): string | null {
 /** A problem fragment as the DETAIL of an error: a capitalised sentence, as PostgreSQL writes them. */
 function sentence(fragment: string): string {
   return `${fragment[0]!.toUpperCase()}${fragment.slice(1)}.`;
+}
+
+/** A control function's SQL name, as error messages and hints name it (engine/control-functions.ts declares each). */
+export function controlSqlName(fn: ControlFunction): string {
+  return `pgx_${fn}`;
 }

@@ -15,7 +15,7 @@ import type { Logger } from '../../log.js';
 import { chooseStrategy, closeToPublicSql, createDatabase, createDatabaseSql, terminateBackends } from '../databases/create-database.js';
 import type { EngineSessions } from '../databases/dropper.js';
 import type { MetadataStore } from '../databases/metadata.js';
-import { buildName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
+import { buildName, controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
 import { functionDenied, type Permissions } from '../databases/permissions.js';
 import type { TemplateRecord } from '../databases/records.js';
 import type { Registry } from '../databases/registry.js';
@@ -50,7 +50,7 @@ export interface SnapshotsOptions {
 export class Snapshots {
   constructor(private readonly opts: SnapshotsOptions) {}
 
-  async snapshot(db: string, name: string, caller: SnapshotCaller, force: boolean, fn = 'pgx_snapshot_database'): Promise<TemplateRecord> {
+  async snapshot(db: string, name: string, caller: SnapshotCaller, force: boolean, fn = controlSqlName('snapshot_database')): Promise<TemplateRecord> {
     const { registry, metadata, clock, logger } = this.opts;
     await this.checkSource(db, caller, fn, 'snapshot');
     const problem = templateNameProblem(name, this.opts.prefix);
@@ -85,7 +85,7 @@ export class Snapshots {
     }
   }
 
-  async restore(db: string, name: string, caller: SnapshotCaller, force: boolean, fn = 'pgx_restore_database'): Promise<void> {
+  async restore(db: string, name: string, caller: SnapshotCaller, force: boolean, fn = controlSqlName('restore_database')): Promise<void> {
     const { registry, clock, logger } = this.opts;
     await this.checkSource(db, caller, fn, 'restore');
     const snapshot = registry.templates.get(name);

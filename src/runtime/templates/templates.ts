@@ -13,7 +13,8 @@ import { installExtensionGuard } from './extension-guard.js';
 import { chooseStrategy, terminateBackends } from '../databases/create-database.js';
 import type { EngineSessions } from '../databases/dropper.js';
 import type { MetadataStore } from '../databases/metadata.js';
-import { buildName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
+import { buildName, controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
+import { NameQueue } from '../databases/name-queue.js';
 import { functionDenied, type Permissions } from '../databases/permissions.js';
 import type { TemplateRecord } from '../databases/records.js';
 import type { Registry } from '../databases/registry.js';
@@ -61,7 +62,8 @@ export interface BuildRequest {
 
 export class Templates {
   /** Seal, unseal and build of one template run one after the other. */
-  private readonly lanes = new Map<string, Promise<unknown>>();
+  /** Builds, seals, unseals and drops of one template run one at a time. */
+  private readonly lanes = new NameQueue();
 
   constructor(private readonly opts: TemplatesOptions) {}
 
@@ -70,7 +72,7 @@ export class Templates {
    * to. With `replace`, an existing database of that name is dropped only once the script succeeded.
    */
   build(req: BuildRequest, user: string): Promise<TemplateRecord> {
-    return this.inLane(req.name, () => this.doBuild(req, user));
+    return this.lanes.run(req.name, () => this.doBuild(req, user));
   }
 
   private async doBuild(req: BuildRequest, user: string): Promise<TemplateRecord> {
@@ -134,12 +136,12 @@ export class Templates {
   }
 
   /** `from`: the database the caller is connected to, if any; sealing it would end the caller's session. */
-  seal(name: string, user: string, fn = 'pgx_seal_template', from: string | null = null): Promise<TemplateRecord> {
-    return this.inLane(name, () => this.doSeal(name, user, fn, from));
+  seal(name: string, user: string, fn = controlSqlName('seal_template'), from: string | null = null): Promise<TemplateRecord> {
+    return this.lanes.run(name, () => this.doSeal(name, user, fn, from));
   }
 
-  unseal(name: string, user: string, fn = 'pgx_unseal_template'): Promise<TemplateRecord> {
-    return this.inLane(name, () => this.doUnseal(name, user, fn));
+  unseal(name: string, user: string, fn = controlSqlName('unseal_template')): Promise<TemplateRecord> {
+    return this.lanes.run(name, () => this.doUnseal(name, user, fn));
   }
 
   private async doSeal(name: string, user: string, fn: string, from: string | null): Promise<TemplateRecord> {
@@ -231,8 +233,8 @@ export class Templates {
    * from it keep their data (they are copies), but a user who still mints from the name would lose it:
    * without `force` that is refused with 55006 saying how many there are.
    */
-  drop(name: string, user: string, force: boolean, fn = 'pgx_drop_template'): Promise<void> {
-    return this.inLane(name, () => this.doDrop(name, user, force, fn));
+  drop(name: string, user: string, force: boolean, fn = controlSqlName('drop_template')): Promise<void> {
+    return this.lanes.run(name, () => this.doDrop(name, user, force, fn));
   }
 
   private async doDrop(name: string, user: string, force: boolean, fn: string): Promise<void> {
@@ -325,17 +327,6 @@ export class Templates {
         hint: 'Seal a database you created with CREATE DATABASE; mint from that template instead.',
       });
     }
-  }
-
-  private inLane<T>(name: string, work: () => Promise<T>): Promise<T> {
-    const before = this.lanes.get(name) ?? Promise.resolve();
-    const mine = before.catch(() => undefined).then(work);
-    const tail = mine.catch(() => undefined);
-    this.lanes.set(name, tail);
-    void tail.then(() => {
-      if (this.lanes.get(name) === tail) this.lanes.delete(name);
-    });
-    return mine;
   }
 }
 
