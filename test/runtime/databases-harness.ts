@@ -1,6 +1,6 @@
-// A DisposableDatabases facade against a real test runtime, with the settings a test needs (a short
-// grace, a given pool size). The runtime's own facade, if `pgx start` wired one in (exposed as
-// `runtime.databases`), is stopped first: two facades must not share pgx_control. `wire: true` sets
+// DisposableDatabases against a real test runtime, with the settings a test needs (a short
+// grace, a given pool size). The runtime's own, if `pgx start` wired them in (exposed as
+// `runtime.disposableDatabases`), are stopped first: two sets must not share pgx_control. `wire: true` sets
 // the test's facade on the running engine's options (which the engine reads per connection), so tests
 // go end to end through a real client; without it the engine routes no names at all.
 

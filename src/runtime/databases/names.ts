@@ -50,7 +50,7 @@ export function buildName(n: number): string {
   return `${BUILD_PREFIX}${n}`;
 }
 
-/** A scratch database of a template build (see template-build.ts). */
+/** A scratch database of a template build (see script-build.ts). */
 export function isBuildName(name: string): boolean {
   return name.startsWith(BUILD_PREFIX) && /^[0-9]+$/.test(name.slice(BUILD_PREFIX.length));
 }

@@ -20,7 +20,7 @@ export interface TemplateRecord {
   snapshotOf: string | null;
   /**
    * The first generation from which every sealed generation carries the credentials' group grants
-   * (database-credentials.ts, prepareDatabase); null: not known to (sealed by an older PGX, a snapshot).
+   * (credentials.ts, prepareDatabase); null: not known to (sealed by an older PGX, a snapshot).
    */
   groupGrantsFrom: number | null;
 }

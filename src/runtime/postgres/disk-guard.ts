@@ -88,7 +88,7 @@ export interface DiskStatus {
   refusals: number;
 }
 
-/** What the disposable databases facade asks before new work. */
+/** What the disposable databases ask before new work. */
 export interface DiskRoom {
   /** Throws DISK_FULL (53100) naming the free space and the setting when below --min-free-disk. */
   assertRoom(what: string): void;

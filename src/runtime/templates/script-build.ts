@@ -1,5 +1,5 @@
 // Building a template in a scratch database: from a SQL script (the HTTP API's POST /v1/templates; the
-// operator's Template with inline SQL) or from a dump of a source database (template-import.ts). The
+// operator's Template with inline SQL) or from a dump of a source database (import.ts). The
 // work runs connected as the template's owner role, never as a superuser unless the owner is one:
 // whoever may submit a script gets no more than that role has. Only a build that ran to the end
 // replaces anything; a failed one leaves no trace but its error.

@@ -48,7 +48,7 @@ export interface TemplatesOptions {
 
 export interface BuildRequest {
   name: string;
-  /** Fills the new template's database, acting as the owner (see template-build.ts). */
+  /** Fills the new template's database, acting as the owner (see script-build.ts). */
   fill: (database: string, owner: string) => Promise<void>;
   /** What was built from, for the log: "script", "import". */
   source: string;
@@ -68,7 +68,7 @@ export class Templates {
   constructor(private readonly opts: TemplatesOptions) {}
 
   /**
-   * Builds template `name` from a SQL script (see template-build.ts), then seals it unless told not
+   * Builds template `name` from a SQL script (see script-build.ts), then seals it unless told not
    * to. With `replace`, an existing database of that name is dropped only once the script succeeded.
    */
   build(req: BuildRequest, user: string): Promise<TemplateRecord> {
