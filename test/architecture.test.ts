@@ -123,6 +123,12 @@ describe('architecture', () => {
     expect(unsupported.map((f) => path.relative(root, f))).to.deep.equal([]);
   });
 
+  it('docs/architecture.md maps every file of src/', () => {
+    const map = fs.readFileSync(path.join(root, 'docs', 'architecture.md'), 'utf8');
+    const unmapped = files.filter((f) => !map.includes(`\`${path.basename(f)}\``) && !map.includes(`/${path.basename(f)}\``));
+    expect(unmapped.map((f) => path.relative(root, f))).to.deep.equal([]);
+  });
+
   it('reads the time only in clock.ts', () => {
     const offenders = files.filter((f) => !f.endsWith('clock.ts') && /Date\.now\(\)|new Date\(\)\.getTime\(\)/.test(fs.readFileSync(f, 'utf8')));
     expect(offenders.map((f) => path.relative(root, f))).to.deep.equal([]);
