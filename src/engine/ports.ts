@@ -1,5 +1,6 @@
 // What the engine needs from the rest of the runtime. The CLI wires real implementations in; the
-// engine never imports runtime/ (and runtime/ never imports engine/).
+// engine never imports runtime/, and runtime/ imports nothing of the engine but these types, which its
+// parts implement (test/architecture.test.ts holds both to that). Types only: nothing here runs.
 
 import type { SecureContext } from 'node:tls';
 import type { Logger } from '../log.js';
