@@ -120,16 +120,16 @@ async function chownTree(dir: string, uid: number, gid: number): Promise<void> {
   }
 }
 
-/** src/runtime/profile/pgx.conf of this package; compiled code runs from dist/src/runtime/postgres/. */
+/** src/runtime/postgres/profile/pgx.conf of this package; compiled code runs from dist/src/runtime/postgres/. */
 export function profilePath(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   while (!existsSync(join(dir, 'package.json'))) {
     if (dirname(dir) === dir) {
       throw new PgxError('INTERNAL', 'cannot find the pgx package root above ' + fileURLToPath(import.meta.url), {
-        hint: 'Reinstall pgx; its package.json and src/runtime/profile/pgx.conf must ship together.',
+        hint: 'Reinstall pgx; its package.json and src/runtime/postgres/profile/pgx.conf must ship together.',
       });
     }
     dir = dirname(dir);
   }
-  return join(dir, 'src', 'runtime', 'profile', PROFILE_FILE);
+  return join(dir, 'src', 'runtime', 'postgres', 'profile', PROFILE_FILE);
 }
