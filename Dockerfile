@@ -40,7 +40,7 @@ COPY bin ./bin
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
 # Files the compiled code reads at run time from the package root (the PostgreSQL settings profile).
-COPY src/runtime/profile ./src/runtime/profile
+COPY src/runtime/postgres/profile ./src/runtime/postgres/profile
 # The StatefulSet mounts each pod's PersistentVolumeClaim here (fsGroup 999 makes it ours there);
 # PostgreSQL's data is /var/lib/pgx/data.
 RUN install -d -o 999 -g 999 -m 0750 /var/lib/pgx

@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdirSync, chmodSync } from 'node:fs';
 import path from 'node:path';
 import { systemClock } from '../src/clock.js';
-import { processTree } from '../src/runtime/memory.js';
+import { processTree } from '../src/runtime/postgres/memory.js';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import type { Cleanup } from './lib/cleanup.js';
 import { treeCpuMs } from './lib/cpu.js';

@@ -26,7 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
-import { processTree } from '../src/runtime/memory.js';
+import { processTree } from '../src/runtime/postgres/memory.js';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import type { Cleanup } from './lib/cleanup.js';
 import { treeCpuMs } from './lib/cpu.js';

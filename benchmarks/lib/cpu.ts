@@ -2,7 +2,7 @@
 // its own. Divided by the transactions of the run it says how much CPU each proxy spends per query.
 
 import { readFileSync } from 'node:fs';
-import { processTree } from '../../src/runtime/memory.js';
+import { processTree } from '../../src/runtime/postgres/memory.js';
 
 /** Clock ticks per second for /proc/PID/stat; 100 on every Linux build we run on. */
 const CLK_TCK = 100;

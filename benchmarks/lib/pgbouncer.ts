@@ -8,7 +8,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../../src/clock.js';
 import { PgxError } from '../../src/errors.js';
-import { resolvePgOsUser } from '../../src/runtime/os-user.js';
+import { resolvePgOsUser } from '../../src/runtime/postgres/os-user.js';
 import type { Cleanup } from './cleanup.js';
 import { runCommand } from './exec.js';
 import { freePort } from './ports.js';

@@ -4,7 +4,7 @@
 // each process's title from /proc/PID/cmdline, which PostgreSQL sets to "postgres: <what>".
 
 import { readFile } from 'node:fs/promises';
-import { processTree } from '../../src/runtime/memory.js';
+import { processTree } from '../../src/runtime/postgres/memory.js';
 
 export interface KindMemory {
   count: number;

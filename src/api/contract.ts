@@ -3,10 +3,10 @@
 // add fields, never rename or remove one.
 
 import { z } from 'zod';
-import { BOUNDS, type Bound } from '../runtime/records.js';
+import { BOUNDS, type Bound } from '../runtime/databases/records.js';
 import type { RuntimeStatus } from '../runtime/status.js';
 
-export { BOUNDS } from '../runtime/records.js';
+export { BOUNDS } from '../runtime/databases/records.js';
 
 /** The range text of each bounded number schema, for the hint parseBody (handlers.ts) gives. */
 const RANGES = new WeakMap<z.ZodType, string>();

@@ -4,11 +4,11 @@
 import { PgxError, withHints } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { EngineStats } from '../engine/listener.js';
-import type { DisposableDatabases } from '../runtime/databases.js';
-import { isUnderPrefix } from '../runtime/names.js';
-import { ScriptError } from '../runtime/template-build.js';
-import type { ImportJob } from '../runtime/template-import.js';
-import { clampTime, type DatabaseRecord, type TemplateRecord } from '../runtime/records.js';
+import type { DatabaseOperations as DisposableDatabases } from '../runtime/databases/operations.js';
+import { isUnderPrefix } from '../runtime/databases/names.js';
+import { ScriptError } from '../runtime/templates/script-build.js';
+import type { ImportJob } from '../runtime/templates/import.js';
+import { clampTime, type DatabaseRecord, type TemplateRecord } from '../runtime/databases/records.js';
 import {
   buildTemplateRequest,
   importTemplateRequest,

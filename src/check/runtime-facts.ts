@@ -10,8 +10,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { PgxError } from '../errors.js';
-import type { PgBinaries } from '../runtime/pg-binaries.js';
-import { profilePath } from '../runtime/supervisor.js';
+import type { PgBinaries } from '../runtime/postgres/pg-binaries.js';
+import { profilePath } from '../runtime/postgres/data-directory.js';
 
 const execFileAsync = promisify(execFile);
 

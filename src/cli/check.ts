@@ -12,7 +12,7 @@ import { readRuntimeFacts } from '../check/runtime-facts.js';
 import type { SourceFacts } from '../check/source-facts.js';
 import { PgxError } from '../errors.js';
 import { parsePostgresUrl } from '../postgres-url.js';
-import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
+import { locatePgBinaries, PG_MAJOR } from '../runtime/postgres/pg-binaries.js';
 import { parseCommand, positionals, UsageError } from './command-line.js';
 import { printJson } from './output.js';
 

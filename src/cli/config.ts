@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import { z } from 'zod';
 import { PgxError } from '../errors.js';
-import { DEFAULT_DATABASE_SETTINGS as DB } from '../runtime/database-settings.js';
-import { BOUNDS } from '../runtime/records.js';
+import { DEFAULT_DATABASE_SETTINGS as DB } from '../runtime/databases/settings.js';
+import { BOUNDS } from '../runtime/databases/records.js';
 
 const pgSettingName = /^[a-z_][a-z0-9_.]*$/i;
 

@@ -2,7 +2,7 @@
 
 import { BOUNDS, type DatabaseBody } from '../api/contract.js';
 import { withHints } from '../errors.js';
-import { withinBound, type Bound } from '../runtime/records.js';
+import { withinBound, type Bound } from '../runtime/databases/records.js';
 import { apiClient, parseCommand, parseDuration, positionals, TARGET_HELP, UsageError } from './command-line.js';
 import { count, printJson, printTable } from './output.js';
 import { createHints, databaseHints, dropHints, snapshotHints } from './hints.js';

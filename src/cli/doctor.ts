@@ -6,9 +6,9 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { cgroupLimit } from '../runtime/cgroup.js';
-import { locatePgBinaries, PG_MAJOR } from '../runtime/pg-binaries.js';
-import { probeStorage } from '../runtime/storage-probe.js';
+import { cgroupLimit } from '../runtime/postgres/cgroup.js';
+import { locatePgBinaries, PG_MAJOR } from '../runtime/postgres/pg-binaries.js';
+import { probeStorage } from '../runtime/postgres/storage-probe.js';
 import { apiClient, parseCommand, positionals, TARGET_HELP } from './command-line.js';
 import { printJson } from './output.js';
 

@@ -2,7 +2,7 @@
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { scriptFromFile } from '../runtime/template-import.js';
+import { scriptFromFile } from '../runtime/templates/import.js';
 import type { ImportJobBody, TemplateBody } from '../api/contract.js';
 import { ApiClientError } from '../api/client.js';
 import { withHints } from '../errors.js';

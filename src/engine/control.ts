@@ -18,22 +18,9 @@
 // at RAISE") and a pl_exec.c location that would only confuse: the engine rewrites that one
 // ErrorResponse without them.
 //
-// Recognition is a byte prefilter (no `pgx_` or `pgrust_` anywhere: forwarded untouched, nothing
-// decoded or allocated), then pgsql-ast-parser. Only statements that are exactly
-// `SELECT fn(args) [[AS] alias]`, with literal or `$n` arguments, are calls. The parser reads neither
-// dollar-quoted strings nor every escape string, so those literals are read here (literals.ts) and
-// handed to the parser as plain strings of the same length, which keeps its locations right.
-//
-// A Query or Parse over 1 MiB is not read at all (the pump does not assemble it): it goes to
-// PostgreSQL as sent, and if PostgreSQL answers 42883 for an unqualified control function in it, that
-// error is rewritten to 0A000 with the hint, as for any misplaced call. Nothing is scanned or parsed. A statement that uses a
-// control function any other way (inside other SQL, with computed arguments, or as a call in a Query
-// with other statements) is refused with 0A000 and a hint on how to call it, raised where the
-// statement stands so the statements before it run as they would have: PostgreSQL would only have
-// said that the function does not exist. Anything else, including SQL the parser cannot read and
-// schema-qualified names, goes to PostgreSQL unchanged.
+// Which SQL is a call, and the SQL sent instead, are in control-sql.ts; the functions themselves in
+// control-functions.ts.
 
-import { parse, type Expr, type Statement } from 'pgsql-ast-parser';
 import { asPgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { Msg } from '../wire/codes.js';
@@ -51,26 +38,25 @@ import {
 } from '../wire/extended.js';
 import { Verdict } from '../wire/frame.js';
 import { queryText } from '../wire/frontend.js';
-import type { Caller, ControlFunction, ControlFunctions } from './ports.js';
-import { maskLiterals } from './literals.js';
+import { CONTROL_NAMES } from './control-functions.js';
+import type { Caller, ControlFunctions } from './ports.js';
 import { mayLeaveResidue } from './residue.js';
 
-/** The names accepted, with their arguments. The pgrust_ names are PGX's, kept as aliases. */
-const FUNCTIONS = new Map<string, { fn: ControlFunction; min: number; max: number; args: string }>([
-  ['pgx_runtime_status', { fn: 'runtime_status', min: 0, max: 0, args: '' }],
-  ['pgx_seal_template', { fn: 'seal_template', min: 1, max: 1, args: "'template'" }],
-  ['pgx_unseal_template', { fn: 'unseal_template', min: 1, max: 1, args: "'template'" }],
-  ['pgx_pin_database', { fn: 'pin_database', min: 1, max: 1, args: "'database'" }],
-  ['pgx_unpin_database', { fn: 'unpin_database', min: 1, max: 1, args: "'database'" }],
-  ['pgx_drop_database', { fn: 'drop_database', min: 1, max: 1, args: "'database'" }],
-  ['pgx_drop_template', { fn: 'drop_template', min: 1, max: 2, args: "'template' [, force]" }],
-  ['pgx_snapshot_database', { fn: 'snapshot_database', min: 2, max: 3, args: "'database', 'snapshot' [, force]" }],
-  ['pgx_restore_database', { fn: 'restore_database', min: 2, max: 3, args: "'database', 'snapshot' [, force]" }],
-  ['pgrust_runtime_status', { fn: 'runtime_status', min: 0, max: 0, args: '' }],
-  ['pgrust_seal_template', { fn: 'seal_template', min: 1, max: 1, args: "'template'" }],
-  ['pgrust_pin_database', { fn: 'pin_database', min: 1, max: 1, args: "'database'" }],
-  ['pgrust_unpin_database', { fn: 'unpin_database', min: 1, max: 1, args: "'database'" }],
-]);
+import {
+  identifier,
+  mentionsControl,
+  planQuery,
+  raiseStatement,
+  resultSelect,
+  toRaise,
+  UNDEFINED_CONTROL,
+  UNDEFINED_FUNCTION,
+  unread,
+  type ControlCall,
+  type Raise,
+} from './control-sql.js';
+
+export { mentionsControl, planQuery, raiseStatement, recognize, type ControlCall, type QueryPlan, type Raise } from './control-sql.js';
 
 const TEXT_OID = 25;
 const PARSE_COMPLETE = 0x31; // '1'
@@ -79,214 +65,7 @@ const CLOSE_COMPLETE = 0x33; // '3'
 /** The statement the engine prepares (and re-prepares) to raise a failed call's error at Execute. */
 const ERROR_STATEMENT = 'pgx_control_error';
 
-/** A literal argument, or a `$n` parameter (0-based) filled in from a Bind. */
-type Arg = { value: string | null } | { param: number };
-
-export interface ControlCall {
-  fn: ControlFunction;
-  /** The result column's name: the alias, or the function name as PostgreSQL would name it. */
-  column: string;
-  args: Arg[];
-}
-
-/** An error for PostgreSQL to raise: the fields of the ErrorResponse the client will see. */
-export interface Raise {
-  code: string;
-  message: string;
-  detail?: string | undefined;
-  hint?: string | undefined;
-}
-
 const ABORTED: Raise = { code: '25P02', message: 'current transaction is aborted, commands ignored until end of transaction block' };
-
-// ---- recognition ----
-
-const P = 0x70;
-const G = 0x67;
-
-/**
- * True if buf[start, end) contains `pgx_` or `pgrust_` in any case. Reads bytes in place and
- * allocates nothing: it runs on every Query and Parse a client sends.
- */
-export function mentionsControl(buf: Buffer, start: number, end: number): boolean {
-  for (let i = start + 3; i < end; i++) {
-    if (buf[i] !== 0x5f) continue;
-    // `| 0x20` lower-cases a letter; no other byte lands on these letters.
-    if ((buf[i - 3]! | 0x20) === P && (buf[i - 2]! | 0x20) === G && (buf[i - 1]! | 0x20) === 0x78) return true;
-    if (
-      i - 6 >= start &&
-      (buf[i - 6]! | 0x20) === P &&
-      (buf[i - 5]! | 0x20) === G &&
-      (buf[i - 4]! | 0x20) === 0x72 &&
-      (buf[i - 3]! | 0x20) === 0x75 &&
-      (buf[i - 2]! | 0x20) === 0x73 &&
-      (buf[i - 1]! | 0x20) === 0x74
-    ) {
-      return true;
-    }
-  }
-  return false;
-}
-
-/**
- * The control calls a SQL string consists of, or null unless every statement in it is exactly a
- * control call. `$n` parameters are accepted only where a Bind will supply them.
- */
-export function recognize(sql: string, allowParams: boolean): ControlCall[] | null {
-  const plan = planQuery(sql, allowParams);
-  return plan !== null && 'calls' in plan ? plan.calls : null;
-}
-
-/**
- * What the engine does with SQL that mentions a control function: answer its calls, refuse the
- * first statement that uses one out of place (`before`: the SQL ahead of that statement, to run as
- * sent), or (null) leave it all to PostgreSQL.
- */
-export type QueryPlan = { calls: ControlCall[] } | { before: string; refused: Raise; params: number };
-
-export function planQuery(sql: string, allowParams: boolean): QueryPlan | null {
-  const { masked, values } = maskLiterals(sql);
-  let statements: Statement[];
-  try {
-    statements = parse(masked, { locationTracking: true });
-  } catch {
-    return null;
-  }
-  if (statements.length === 0) return null;
-  const calls = statements.map((s) => matchCall(s, allowParams, values));
-  if (calls.every((c) => c !== null)) return { calls: calls as ControlCall[] };
-  for (let i = 0; i < statements.length; i++) {
-    const s = statements[i]!;
-    const uses = { name: null as string | null, params: 0 };
-    findUses(s, uses);
-    if (uses.name === null) continue;
-    return { before: sql.slice(0, s._location?.start ?? 0), refused: misplaced(uses.name, calls[i] !== null), params: uses.params };
-  }
-  return null;
-}
-
-/** Finds the first control function a statement calls (unqualified), and the highest `$n` in it. */
-function findUses(node: unknown, uses: { name: string | null; params: number }): void {
-  if (typeof node !== 'object' || node === null) return;
-  if (Array.isArray(node)) {
-    for (const x of node) findUses(x, uses);
-    return;
-  }
-  const n = node as { type?: unknown; function?: { name: string; schema?: string }; name?: unknown };
-  if (n.type === 'call' && uses.name === null && n.function?.schema === undefined && FUNCTIONS.has(n.function!.name)) uses.name = n.function!.name;
-  if (n.type === 'parameter' && typeof n.name === 'string') uses.params = Math.max(uses.params, Number(n.name.slice(1)) || 0);
-  for (const [k, v] of Object.entries(node)) if (k !== '_location') findUses(v, uses);
-}
-
-/** The error for a control function used where the engine cannot answer it. */
-function misplaced(name: string, isCall: boolean): Raise {
-  const usage = `SELECT ${name}(${FUNCTIONS.get(name)!.args})`;
-  return isCall
-    ? {
-        code: '0A000',
-        message: `${name}() must be called in a query of its own`,
-        hint: `PGX answers ${name}() itself, so it cannot run between other statements: send ${usage} separately.`,
-      }
-    : {
-        code: '0A000',
-        message: `${name}() can only be called as ${usage} [AS name]`,
-        hint: `PGX answers ${name}() itself, not inside other SQL: pass literal or $n arguments, and work on its result in your next statement.`,
-      };
-}
-
-const UNDEFINED_FUNCTION = '42883';
-/** PostgreSQL's 42883 for an unqualified function: `function pgx_pin_database(unknown) does not exist`. */
-const UNDEFINED_CONTROL = /^function ([a-z_]+)\(.*\) does not exist$/s;
-
-/** The error for a control call PostgreSQL got because the engine did not read it (over 1 MiB, or not understood). */
-function unread(name: string): Raise {
-  const usage = `SELECT ${name}(${FUNCTIONS.get(name)!.args})`;
-  return {
-    code: '0A000',
-    message: `${name}() must be called as ${usage} in a query of its own, under 1 MiB`,
-    hint: `PGX answers ${name}() itself, only in a Query or Parse of at most 1 MiB that is exactly that call, with literal or $n arguments: send it separately.`,
-  };
-}
-
-/** Whether `o` has no keys but these (and the parser's locations). */
-function onlyKeys(o: object, allowed: readonly string[]): boolean {
-  return Object.keys(o).every((k) => k === '_location' || allowed.includes(k));
-}
-
-/** `values`: the literals maskLiterals replaced, by their offset; the parser saw placeholders there. */
-function matchCall(s: Statement, allowParams: boolean, values: ReadonlyMap<number, string>): ControlCall | null {
-  // Any key beyond these (FROM, WHERE, DISTINCT, LIMIT, FILTER, OVER, a schema, ...) means the
-  // statement is something else, and PostgreSQL should have it.
-  if (s.type !== 'select' || !onlyKeys(s, ['type', 'columns']) || s.columns?.length !== 1) return null;
-  const col = s.columns[0]!;
-  if (!onlyKeys(col, ['expr', 'alias'])) return null;
-  const e = col.expr;
-  if (e.type !== 'call' || !onlyKeys(e, ['type', 'function', 'args']) || !onlyKeys(e.function, ['name'])) return null;
-  const known = FUNCTIONS.get(e.function.name);
-  if (!known || e.args.length < known.min || e.args.length > known.max) return null;
-  const args: Arg[] = [];
-  for (const a of e.args) {
-    const arg = matchArg(a, allowParams, values);
-    if (arg === null) return null;
-    args.push(arg);
-  }
-  // The parser has folded unquoted names to lower case, as PostgreSQL does, but leaves a doubled
-  // quote inside a quoted alias as it was written.
-  const column = col.alias ? col.alias.name.replace(/""/g, '"') : e.function.name;
-  return { fn: known.fn, column, args };
-}
-
-function matchArg(a: Expr, allowParams: boolean, values: ReadonlyMap<number, string>): Arg | null {
-  switch (a.type) {
-    case 'string':
-      return { value: values.get(a._location?.start ?? -1) ?? a.value };
-    case 'null':
-      return { value: null };
-    case 'boolean':
-      // snapshot's and restore's force flag: passed on as PostgreSQL would print it.
-      return { value: a.value ? 'true' : 'false' };
-    case 'parameter': {
-      const n = /^\$([1-9][0-9]{0,4})$/.exec(a.name);
-      return allowParams && n ? { param: Number(n[1]) - 1 } : null;
-    }
-    default:
-      return null;
-  }
-}
-
-// ---- SQL the engine sends instead ----
-
-/** An escape-string literal: it means the same whatever standard_conforming_strings says. */
-function literal(s: string): string {
-  // PostgreSQL text cannot hold NUL, and a NUL would end the Query string early.
-  return `E'${s.replace(/\0/g, '').replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
-}
-
-function identifier(s: string): string {
-  return `"${s.replace(/\0/g, '').replace(/"/g, '""')}"`;
-}
-
-function resultSelect(result: string, column: string): string {
-  return `SELECT ${literal(result)}::text AS ${identifier(column)}`;
-}
-
-/** A DO block that makes PostgreSQL raise exactly this error. */
-export function raiseStatement(r: Raise): string {
-  const options = [`ERRCODE = ${literal(r.code)}`, `MESSAGE = ${literal(r.message)}`];
-  if (r.detail !== undefined) options.push(`DETAIL = ${literal(r.detail)}`);
-  if (r.hint !== undefined) options.push(`HINT = ${literal(r.hint)}`);
-  const body = `BEGIN RAISE EXCEPTION USING ${options.join(', ')}; END`;
-  let tag = '$pgx$';
-  for (let i = 0; body.includes(tag); i++) tag = `$pgx${i}$`;
-  return `DO ${tag}${body}${tag}`;
-}
-
-/** What a thrown value looks like as the error PostgreSQL will raise (NULs dropped, as literal() does). */
-function toRaise(err: unknown): Raise {
-  const e = asPgxError(err);
-  const clean = (s: string | undefined): string | undefined => s?.replace(/\0/g, '');
-  return { code: e.sqlstate, message: clean(e.message)!, detail: clean(e.detail), hint: clean(e.hint) };
-}
 
 // ---- the session's bookkeeping ----
 
@@ -533,7 +312,7 @@ export class ControlSession {
       if (e.rfqAhead > 0) continue;
       if (e.raise === null) {
         const name = code === UNDEFINED_FUNCTION ? (UNDEFINED_CONTROL.exec(message ?? '')?.[1] ?? '') : '';
-        if (FUNCTIONS.has(name)) return unread(name);
+        if (CONTROL_NAMES.has(name)) return unread(name);
       } else if (e.swallow === 0 && code === e.raise.code && message === e.raise.message) {
         return e.raise;
       }

@@ -3,7 +3,6 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import fs from 'node:fs';
-import path from 'node:path';
 import { PgxError } from '../errors.js';
 import { CancelFailures, CancelKeys } from './cancel.js';
 import { ClientSession, type ClientSocketSource } from './client.js';
@@ -17,6 +16,7 @@ import { ActiveSlots } from './active-slots.js';
 import { LoginFailures } from './login-failures.js';
 import { acceptWithOnread } from './accept-onread.js';
 import { errorResponse } from '../wire/error-response.js';
+import { socketPath } from '../wire/socket-path.js';
 
 /**
  * Idle pooled backends kept unless told otherwise: enough for an app's reconnects, not one per
@@ -125,7 +125,7 @@ export class Engine {
     this.port = typeof address === 'object' && address ? address.port : this.options.port;
     if (this.options.socketDir !== null) {
       fs.mkdirSync(this.options.socketDir, { recursive: true });
-      const unixPath = path.join(this.options.socketDir, `.s.PGSQL.${this.port}`);
+      const unixPath = socketPath(this.options.socketDir, this.port);
       removeStaleSocket(unixPath);
       const unix = net.createServer({ pauseOnConnect: true }, (socket) => this.accept(socket, true));
       await listen(unix, { path: unixPath });

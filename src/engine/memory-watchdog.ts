@@ -18,21 +18,7 @@ import { PgxError } from '../errors.js';
 import { errorResponse } from '../wire/error-response.js';
 import type { Logger } from '../log.js';
 import type { ClientSession } from './client.js';
-
-export interface MemoryLimits {
-  /** MB one backend may hold; null: no limit. */
-  sessionMb: number | null;
-  /** MB a database's backends may hold together, unless databaseOverride says otherwise; null: none. */
-  databaseMb: number | null;
-  /** MB every tenant backend may hold together; null: none. */
-  runtimeMb: number | null;
-  /** A database's own limit (null: none; undefined: databaseMb applies). */
-  databaseOverride?: (database: string) => number | null | undefined;
-  /** How often backends are measured; a runaway query allocates hundreds of MB a second. */
-  intervalMs: number;
-  /** The cgroup guard: its limit and a reader of the memory charged to it that cannot be reclaimed. */
-  cgroup?: { limitMb: number; usedMb: () => Promise<number | null> };
-}
+import type { MemoryLimits } from './ports.js';
 
 type Scope = 'session' | 'database' | 'runtime' | 'cgroup';
 

@@ -1,10 +1,11 @@
 // What the engine needs from the rest of the runtime. The CLI wires real implementations in; the
-// engine never imports runtime/ (and runtime/ never imports engine/).
+// engine never imports runtime/, and runtime/ imports nothing of the engine but these types, which its
+// parts implement (test/architecture.test.ts holds both to that). Types only: nothing here runs.
 
 import type { SecureContext } from 'node:tls';
 import type { Logger } from '../log.js';
 import type { Clock } from '../clock.js';
-import type { MemoryLimits } from './memory-watchdog.js';
+import type { ControlFunction } from './control-functions.js';
 
 /** Where the supervised PostgreSQL listens: its private Unix socket. */
 export interface BackendAddress {
@@ -92,6 +93,22 @@ export interface EngineOptions {
   clock: Clock;
 }
 
+/** Memory limits on tenant backends, enforced by memory-watchdog.ts (53200). */
+export interface MemoryLimits {
+  /** MB one backend may hold; null: no limit. */
+  sessionMb: number | null;
+  /** MB a database's backends may hold together, unless databaseOverride says otherwise; null: none. */
+  databaseMb: number | null;
+  /** MB every tenant backend may hold together; null: none. */
+  runtimeMb: number | null;
+  /** A database's own limit (null: none; undefined: databaseMb applies). */
+  databaseOverride?: (database: string) => number | null | undefined;
+  /** How often backends are measured; a runaway query allocates hundreds of MB a second. */
+  intervalMs: number;
+  /** The cgroup guard: its limit and a reader of the memory charged to it that cannot be reclaimed. */
+  cgroup?: { limitMb: number; usedMb: () => Promise<number | null> };
+}
+
 export interface EngineTls {
   /** The certificate and key in use now (read per handshake, so a reload takes effect at once). */
   secureContext(): SecureContext;
@@ -128,17 +145,8 @@ export interface SessionObserver {
   sessionEnded(database: string): void;
 }
 
-/** The SQL control functions the engine answers itself (see control.ts for the names it accepts). */
-export type ControlFunction =
-  | 'runtime_status'
-  | 'seal_template'
-  | 'unseal_template'
-  | 'pin_database'
-  | 'unpin_database'
-  | 'drop_database'
-  | 'drop_template'
-  | 'snapshot_database'
-  | 'restore_database';
+/** A control function's key (control-functions.ts declares each, with its names and arguments). */
+export type { ControlFunction } from './control-functions.js';
 
 export interface ControlFunctions {
   /**

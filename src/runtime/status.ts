@@ -3,12 +3,12 @@
 // (counted, measured or read from PostgreSQL), never a configured value passed off as a measurement,
 // except where the field says it is a setting (pool.size).
 
-import type { Counters } from './counters.js';
-import type { DiskStatus } from './disk-guard.js';
-import type { TreeMemory } from './memory.js';
-import type { Registry } from './registry.js';
-import type { StorageCapability } from './storage-probe.js';
-import type { PoolStats, WarmPool } from './warm-pool.js';
+import type { Counters } from './databases/counters.js';
+import type { DiskStatus } from './postgres/disk-guard.js';
+import type { TreeMemory } from './postgres/memory.js';
+import type { Registry } from './databases/registry.js';
+import type { StorageCapability } from './postgres/storage-probe.js';
+import type { PoolStats, WarmPool } from './databases/warm-pool.js';
 
 export interface RuntimeStatus {
   runtime: {

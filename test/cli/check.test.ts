@@ -15,7 +15,7 @@ import { parsePostgresUrl } from '../../src/postgres-url.js';
 import { readDumpFacts, statements } from '../../src/check/dump-facts.js';
 import { evaluate, type CheckReport } from '../../src/check/rules.js';
 import { readRuntimeFacts, setting, type RuntimeFacts } from '../../src/check/runtime-facts.js';
-import { locatePgBinaries } from '../../src/runtime/pg-binaries.js';
+import { locatePgBinaries } from '../../src/runtime/postgres/pg-binaries.js';
 import { freePort, runCommand, waitFor, type CommandResult } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { PG15_BIN, sourceUnavailable, startSourcePostgres, type SourcePostgres } from '../helpers/source-postgres.js';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { DATA_DIR, IMAGE_PG_BIN, statefulSet } from '../../src/operator/controllers/runtime-objects.js';
 import { parseObject, runtime as runtimeSchema } from '../../src/operator/crds/index.js';
 import { DEFAULT_POD_NETWORK } from '../../src/operator/pods.js';
-import { PG_MAJOR } from '../../src/runtime/pg-binaries.js';
+import { PG_MAJOR } from '../../src/runtime/postgres/pg-binaries.js';
 import type { JsonObject } from '../helpers/kube-api/patch.js';
 import { helm, kustomize, root, yamlObjects } from './kube-tools.js';
 

@@ -156,7 +156,7 @@ describe('runtime: in a real memory cgroup', function () {
     const read =
       "const m = await import(process.argv[1]); const l = await m.cgroupLimit(); const big = Buffer.alloc(64 * 2 ** 20, 1);" +
       "console.log(JSON.stringify([await m.cgroupMemoryLimit(), l.dir, await m.unreclaimableBytes(l), big.length, (await import('node:fs')).readFileSync('/proc/self/cgroup', 'utf8')]))";
-    const module = path.join(PROJECT_ROOT, 'dist/src/runtime/cgroup.js');
+    const module = path.join(PROJECT_ROOT, 'dist/src/runtime/postgres/cgroup.js');
     for (const [group, want] of [[cg, 512 * MB], [inner, 512 * MB]] as const) {
       const [cmd, ...args] = group.wrap([process.execPath, '--input-type=module', '-e', read, module]);
       const result = await runCommand(cmd!, args, { timeoutMs: 30_000 });

@@ -1,18 +1,18 @@
-// A DisposableDatabases facade against a real test runtime, with the settings a test needs (a short
-// grace, a given pool size). The runtime's own facade, if `pgx start` wired one in (exposed as
-// `runtime.databases`), is stopped first: two facades must not share pgx_control. `wire: true` sets
+// DisposableDatabases against a real test runtime, with the settings a test needs (a short
+// grace, a given pool size). The runtime's own, if `pgx start` wired them in (exposed as
+// `runtime.disposableDatabases`), are stopped first: two sets must not share pgx_control. `wire: true` sets
 // the test's facade on the running engine's options (which the engine reads per connection), so tests
 // go end to end through a real client; without it the engine routes no names at all.
 
 import pg from 'pg';
 import { systemClock } from '../../src/clock.js';
 import type { ControlFunctions, Router, SessionObserver } from '../../src/engine/ports.js';
-import type { DatabaseSettings } from '../../src/runtime/database-settings.js';
-import { DisposableDatabases } from '../../src/runtime/databases.js';
-import type { EngineSessions } from '../../src/runtime/dropper.js';
-import type { SqlClient } from '../../src/runtime/sql-client.js';
+import type { DatabaseSettings } from '../../src/runtime/databases/settings.js';
+import { DisposableDatabases } from '../../src/runtime/databases/disposable-databases.js';
+import type { EngineSessions } from '../../src/runtime/databases/dropper.js';
+import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
 import { testLogger, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
-import { probeStorage } from '../../src/runtime/storage-probe.js';
+import { probeStorage } from '../../src/runtime/postgres/storage-probe.js';
 
 export interface Termination {
   database: string;
@@ -67,10 +67,10 @@ export async function startHarness(
     clock: systemClock,
     logger: testLogger(),
   });
-  // The facade fits the engine's ports as they are declared: this fails to compile if they drift.
-  const router: Router = dbs;
-  const observer: SessionObserver = dbs;
-  const control: ControlFunctions = dbs;
+  // The parts fit the engine's ports as they are declared: this fails to compile if they drift.
+  const router: Router = dbs.router;
+  const observer: SessionObserver = dbs.sessions;
+  const control: ControlFunctions = dbs.control;
   if (opts.wire) {
     engine.options.router = router;
     engine.options.sessionObserver = observer;
@@ -105,7 +105,7 @@ export async function startHarness(
 
 /** Stops the facade `pgx start` wired into the runtime, if it has one, and unhooks it from the engine. */
 export async function stopBuiltInDatabases(rt: TestRuntime): Promise<void> {
-  const builtIn = (rt.runtime as { databases?: { stop(): Promise<void> } }).databases;
+  const builtIn = (rt.runtime as { disposableDatabases?: { stop(): Promise<void> } }).disposableDatabases;
   await builtIn?.stop();
   const { options } = rt.runtime.engine;
   delete options.router;

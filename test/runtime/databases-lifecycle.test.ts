@@ -31,10 +31,10 @@ describe('runtime: disposable databases lifecycle', function () {
     const before = await handles();
     const h = await startHarness({ rt, settings: { ...FAST, poolSize: 1 } });
     await createTemplateDatabase(h, 'tpl_app');
-    await h.dbs.seal('tpl_app', 'postgres');
-    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__a' });
-    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__b' });
-    await waitFor('the janitor to drop both', async () => (await h.dbs.status()).databases.ephemeral === 0);
+    await h.dbs.operations.seal('tpl_app', 'postgres');
+    await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__a' });
+    await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__b' });
+    await waitFor('the janitor to drop both', async () => (await h.dbs.operations.status()).databases.ephemeral === 0);
     await h.admin.close();
     await h.stopDatabases();
     await h.dbs.stop();
@@ -47,11 +47,11 @@ describe('runtime: disposable databases lifecycle', function () {
     const h = await startHarness({ rt, settings: { poolSize: 0 } });
     await h.admin.close();
     await h.stopDatabases();
-    const err = await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__late' }).then(
+    const err = await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__late' }).then(
       () => null,
       (e: Error & { sqlstate?: string }) => e,
     );
     expect(err?.sqlstate).to.equal('57P03');
-    await h.dbs.route({ user: 'postgres', database: 'postgres' });
+    await h.dbs.router.route({ user: 'postgres', database: 'postgres' });
   });
 });

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { systemClock } from '../../src/clock.js';
 import { PgxError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { DiskGuard, RESERVE_FILE } from '../../src/runtime/disk-guard.js';
+import { DiskGuard, RESERVE_FILE } from '../../src/runtime/postgres/disk-guard.js';
 
 const MB = 2 ** 20;
 

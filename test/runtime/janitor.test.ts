@@ -4,9 +4,9 @@
 
 import { expect } from 'chai';
 import type pg from 'pg';
-import { idleDueAt } from '../../src/runtime/janitor-tasks.js';
-import type { DatabaseRecord } from '../../src/runtime/records.js';
-import { Registry } from '../../src/runtime/registry.js';
+import { idleDueAt } from '../../src/runtime/databases/janitor-tasks.js';
+import type { DatabaseRecord } from '../../src/runtime/databases/records.js';
+import { Registry } from '../../src/runtime/databases/registry.js';
 import { waitFor } from '../helpers/commands.js';
 import { connectClient, createTemplateDatabase, databaseExists, FAST, rejection, startHarness, type Harness } from './databases-harness.js';
 
@@ -15,7 +15,7 @@ const AS_POSTGRES = { user: 'postgres', database: 'postgres' };
 /** Lets the janitor run a few passes past the grace period, then says whether `name` survived. */
 async function survivesGrace(h: Harness, name: string): Promise<boolean> {
   await new Promise((r) => setTimeout(r, (FAST.graceSeconds! + 0.8) * 1000));
-  await h.dbs.runJanitor();
+  await h.dbs.operations.runJanitor();
   return databaseExists(h, name);
 }
 
@@ -33,7 +33,7 @@ describe('runtime: janitor', function () {
     h = await startHarness({ settings: { ...FAST, poolSize: 0 }, wire: true });
     await h.admin.query('CREATE ROLE alice LOGIN CREATEDB; CREATE ROLE bob LOGIN CREATEDB');
     await createTemplateDatabase(h, 'tpl_app');
-    await h.dbs.seal('tpl_app', 'postgres');
+    await h.dbs.operations.seal('tpl_app', 'postgres');
   });
 
   after(async function () {
@@ -44,17 +44,17 @@ describe('runtime: janitor', function () {
     const c = await connectClient(h, 'tdb_tpl_app__grace');
     await c.query('SELECT 1');
     await c.end();
-    await waitFor('the last session end to be recorded', () => h.dbs.database('tdb_tpl_app__grace')?.lastSessionEnd !== null);
-    const drops = (await h.dbs.status()).janitor.drops;
+    await waitFor('the last session end to be recorded', () => h.dbs.operations.database('tdb_tpl_app__grace')?.lastSessionEnd !== null);
+    const drops = (await h.dbs.operations.status()).janitor.drops;
     await waitFor('the drop', async () => !(await databaseExists(h, 'tdb_tpl_app__grace')));
-    const status = await h.dbs.status();
+    const status = await h.dbs.operations.status();
     expect(status.janitor.drops).to.equal(drops + 1);
     expect(status.janitor.last_run).to.be.a('string');
-    expect(h.dbs.database('tdb_tpl_app__grace')).to.equal(null);
+    expect(h.dbs.operations.database('tdb_tpl_app__grace')).to.equal(null);
   });
 
   it('drops a database minted but never connected to, once grace has passed', async function () {
-    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__unused' });
+    await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__unused' });
     await waitFor('the drop', async () => !(await databaseExists(h, 'tdb_tpl_app__unused')));
   });
 
@@ -69,17 +69,17 @@ describe('runtime: janitor', function () {
   it('does not drop a pinned database; unpin starts a fresh grace', async function () {
     const c = await connectClient(h, 'tdb_tpl_app__pinned');
     await c.end();
-    expect(await h.dbs.call('pin_database', ['tdb_tpl_app__pinned'], AS_POSTGRES)).to.equal('tdb_tpl_app__pinned');
+    expect(await h.dbs.control.call('pin_database', ['tdb_tpl_app__pinned'], AS_POSTGRES)).to.equal('tdb_tpl_app__pinned');
     expect(await survivesGrace(h, 'tdb_tpl_app__pinned')).to.equal(true);
-    expect((await h.dbs.status()).databases.pinned).to.equal(1);
+    expect((await h.dbs.operations.status()).databases.pinned).to.equal(1);
 
-    const lastEndBefore = h.dbs.database('tdb_tpl_app__pinned')!.lastSessionEnd!;
-    await h.dbs.call('unpin_database', ['tdb_tpl_app__pinned'], AS_POSTGRES);
-    const record = h.dbs.database('tdb_tpl_app__pinned')!;
+    const lastEndBefore = h.dbs.operations.database('tdb_tpl_app__pinned')!.lastSessionEnd!;
+    await h.dbs.control.call('unpin_database', ['tdb_tpl_app__pinned'], AS_POSTGRES);
+    const record = h.dbs.operations.database('tdb_tpl_app__pinned')!;
     expect(record.pinned).to.equal(false);
     // Grace counts from the unpin, not from the session end long past.
     expect(record.lastSessionEnd!).to.be.greaterThan(lastEndBefore + FAST.graceSeconds! * 1000);
-    await h.dbs.runJanitor();
+    await h.dbs.operations.runJanitor();
     expect(await databaseExists(h, 'tdb_tpl_app__pinned')).to.equal(true);
     await waitFor('the drop after the fresh grace', async () => !(await databaseExists(h, 'tdb_tpl_app__pinned')));
   });
@@ -87,8 +87,8 @@ describe('runtime: janitor', function () {
   it('at TTL expiry ends sessions with 57P01 naming the expiry, then drops, pinned or not', async function () {
     const c = await connectClient(h, 'tdb_tpl_app__ttl');
     const seen = errorOf(c);
-    await h.dbs.setPinned('tdb_tpl_app__ttl', true, 'postgres');
-    const record = await h.dbs.setTtl('tdb_tpl_app__ttl', 1, 'postgres');
+    await h.dbs.operations.setPinned('tdb_tpl_app__ttl', true, 'postgres');
+    const record = await h.dbs.operations.setTtl('tdb_tpl_app__ttl', 1, 'postgres');
     expect(record.expiresAt).to.be.a('number');
     await waitFor('the session to be ended', () => seen() !== undefined);
     expect(seen()!.code).to.equal('57P01');
@@ -138,8 +138,8 @@ describe('runtime: janitor', function () {
 
   describe('lifetimes: a TTL is the lifetime, and a dropped address answers with why', function () {
     it('keeps a database with a TTL and no session past --grace, and drops it at its TTL', async function () {
-      const created = await h.dbs.create('tpl_app', { name: 'tdb_tpl_app__ttl_alone', user: 'postgres', settings: { ttlSeconds: 3 } });
-      expect(h.dbs.database(created.name)!.expiresAt).to.be.a('number');
+      const created = await h.dbs.operations.create('tpl_app', { name: 'tdb_tpl_app__ttl_alone', user: 'postgres', settings: { ttlSeconds: 3 } });
+      expect(h.dbs.operations.database(created.name)!.expiresAt).to.be.a('number');
       // Grace (1 s) and the mint's protection have passed, the TTL (3 s) has not.
       expect(await survivesGrace(h, created.name)).to.equal(true);
       await waitFor('the drop at the TTL', async () => !(await databaseExists(h, created.name)));
@@ -161,15 +161,15 @@ describe('runtime: janitor', function () {
     });
 
     it('buries a name created by request and dropped after its grace; an explicit create reuses it', async function () {
-      await h.dbs.create('tpl_app', { name: 'tdb_tpl_app__asked', user: 'postgres' });
+      await h.dbs.operations.create('tpl_app', { name: 'tdb_tpl_app__asked', user: 'postgres' });
       await waitFor('the drop after grace', async () => !(await databaseExists(h, 'tdb_tpl_app__asked')));
-      const err = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__asked' }));
+      const err = await rejection(h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__asked' }));
       expect(err.message).to.match(/was dropped at .* \(no session for --grace 1 s\)$/);
-      const again = await h.dbs.create('tpl_app', { name: 'tdb_tpl_app__asked', user: 'postgres', settings: { pinned: true } });
+      const again = await h.dbs.operations.create('tpl_app', { name: 'tdb_tpl_app__asked', user: 'postgres', settings: { pinned: true } });
       expect(again.name).to.equal('tdb_tpl_app__asked');
       const c = await connectClient(h, 'tdb_tpl_app__asked');
       await c.end();
-      await h.dbs.drop('tdb_tpl_app__asked', AS_POSTGRES);
+      await h.dbs.operations.drop('tdb_tpl_app__asked', AS_POSTGRES);
       const dropped = await rejection(connectClient(h, 'tdb_tpl_app__asked'));
       expect(dropped.message).to.match(/\(dropped by role "postgres"\)$/);
     });
@@ -185,46 +185,46 @@ describe('runtime: janitor', function () {
 
   describe('pin, unpin, TTL and drop_database permissions', function () {
     before(async function () {
-      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__alices' });
-      await h.dbs.setPinned('tdb_tpl_app__alices', true, 'alice');
+      await h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__alices' });
+      await h.dbs.operations.setPinned('tdb_tpl_app__alices', true, 'alice');
       await h.admin.query('CREATE DATABASE plain_db');
     });
 
     it('lets the owner pin and drop, refuses other roles with 42501 naming the function', async function () {
       for (const fn of ['pin_database', 'unpin_database', 'drop_database'] as const) {
-        const err = await rejection(h.dbs.call(fn, ['tdb_tpl_app__alices'], { user: 'bob', database: 'postgres' }));
+        const err = await rejection(h.dbs.control.call(fn, ['tdb_tpl_app__alices'], { user: 'bob', database: 'postgres' }));
         expect(err.sqlstate, fn).to.equal('42501');
         expect(err.message).to.equal(`permission denied for function pgx_${fn}`);
       }
       expect(await databaseExists(h, 'tdb_tpl_app__alices')).to.equal(true);
-      expect(h.dbs.database('tdb_tpl_app__alices')!.pinned).to.equal(true);
+      expect(h.dbs.operations.database('tdb_tpl_app__alices')!.pinned).to.equal(true);
     });
 
     it('refuses to pin a database PGX did not mint, and reserved names as missing', async function () {
-      const plain = await rejection(h.dbs.call('pin_database', ['plain_db'], AS_POSTGRES));
+      const plain = await rejection(h.dbs.control.call('pin_database', ['plain_db'], AS_POSTGRES));
       expect(plain.sqlstate).to.equal('22023');
       expect(plain.message).to.match(/was not minted by PGX/);
-      const control = await rejection(h.dbs.call('pin_database', ['pgx_control'], AS_POSTGRES));
+      const control = await rejection(h.dbs.control.call('pin_database', ['pgx_control'], AS_POSTGRES));
       expect(control.sqlstate).to.equal('3D000');
-      const missing = await rejection(h.dbs.call('unpin_database', ['tdb_tpl_app__nope'], AS_POSTGRES));
+      const missing = await rejection(h.dbs.control.call('unpin_database', ['tdb_tpl_app__nope'], AS_POSTGRES));
       expect(missing.sqlstate).to.equal('3D000');
     });
 
     it('drops a non-minted database for a superuser only', async function () {
-      const err = await rejection(h.dbs.call('drop_database', ['plain_db'], { user: 'alice', database: 'postgres' }));
+      const err = await rejection(h.dbs.control.call('drop_database', ['plain_db'], { user: 'alice', database: 'postgres' }));
       expect(err.sqlstate).to.equal('42501');
       expect(err.hint).to.match(/only a superuser may drop it/);
       expect(await databaseExists(h, 'plain_db')).to.equal(true);
-      expect(await h.dbs.call('drop_database', ['plain_db'], AS_POSTGRES)).to.equal('plain_db');
+      expect(await h.dbs.control.call('drop_database', ['plain_db'], AS_POSTGRES)).to.equal('plain_db');
       expect(await databaseExists(h, 'plain_db')).to.equal(false);
     });
 
     it('refuses system databases, sealed templates and the caller\'s own database', async function () {
-      expect((await rejection(h.dbs.call('drop_database', ['postgres'], { user: 'postgres', database: 'tpl_x' }))).sqlstate).to.equal('22023');
-      const tpl = await rejection(h.dbs.call('drop_database', ['tpl_app'], AS_POSTGRES));
+      expect((await rejection(h.dbs.control.call('drop_database', ['postgres'], { user: 'postgres', database: 'tpl_x' }))).sqlstate).to.equal('22023');
+      const tpl = await rejection(h.dbs.control.call('drop_database', ['tpl_app'], AS_POSTGRES));
       expect(tpl.sqlstate).to.equal('55006');
       expect(tpl.hint).to.match(/pgx_unseal_template/);
-      const own = await rejection(h.dbs.call('drop_database', ['tdb_tpl_app__alices'], { user: 'alice', database: 'tdb_tpl_app__alices' }));
+      const own = await rejection(h.dbs.control.call('drop_database', ['tdb_tpl_app__alices'], { user: 'alice', database: 'tdb_tpl_app__alices' }));
       expect(own.sqlstate).to.equal('55006');
       expect(await databaseExists(h, 'tpl_app')).to.equal(true);
     });
@@ -232,11 +232,11 @@ describe('runtime: janitor', function () {
     it('lets the owner drop a minted database, ending its sessions first', async function () {
       const c = await connectClient(h, 'tdb_tpl_app__alices', 'alice');
       const seen = errorOf(c);
-      expect(await h.dbs.call('drop_database', ['tdb_tpl_app__alices'], { user: 'alice', database: 'postgres' })).to.equal('tdb_tpl_app__alices');
+      expect(await h.dbs.control.call('drop_database', ['tdb_tpl_app__alices'], { user: 'alice', database: 'postgres' })).to.equal('tdb_tpl_app__alices');
       expect(await databaseExists(h, 'tdb_tpl_app__alices')).to.equal(false);
       await waitFor('the session to be ended', () => seen() !== undefined);
       expect(seen()!.code).to.equal('57P01');
-      expect(h.dbs.database('tdb_tpl_app__alices')).to.equal(null);
+      expect(h.dbs.operations.database('tdb_tpl_app__alices')).to.equal(null);
     });
   });
 });

@@ -12,8 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ApiClient } from '../../src/api/client.js';
-import { cgroupLimit, cgroupMemoryLimit, unreclaimableBytes } from '../../src/runtime/cgroup.js';
-import { spawnProtected } from '../../src/runtime/oom.js';
+import { cgroupLimit, cgroupMemoryLimit, unreclaimableBytes } from '../../src/runtime/postgres/cgroup.js';
+import { spawnProtected } from '../../src/runtime/postgres/oom.js';
 import type { Logger } from '../../src/log.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 

@@ -3,8 +3,8 @@
 
 import { expect } from 'chai';
 import { PgxError } from '../../src/errors.js';
-import { MintQueue } from '../../src/runtime/mint-queue.js';
-import type { SqlClient } from '../../src/runtime/sql-client.js';
+import { MintQueue } from '../../src/runtime/databases/mint-queue.js';
+import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
 
 /** Stands in for a worker connection: the queue only hands it to the job and closes it at stop. */
 function fakeClient(): SqlClient {

@@ -5,8 +5,8 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PgxError } from '../../src/errors.js';
-import { Permissions } from '../../src/runtime/permissions.js';
-import { REFILL_NICE } from '../../src/runtime/warm-pool.js';
+import { Permissions } from '../../src/runtime/databases/permissions.js';
+import { REFILL_NICE } from '../../src/runtime/databases/warm-pool.js';
 import { procInfo, waitFor } from '../helpers/commands.js';
 import { connectClient, createTemplateDatabase, databaseExists, rejection, startHarness, type Harness } from './databases-harness.js';
 
@@ -41,7 +41,7 @@ describe('runtime: mint on connect', function () {
     });
 
     it('refuses names under the prefix before the template is sealed (3D000, hint to seal)', async function () {
-      const err = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__early' }));
+      const err = await rejection(h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__early' }));
       expect(err.sqlstate).to.equal('3D000');
       expect(err.message).to.equal('database "tdb_tpl_app__early" does not exist');
       expect(err.hint).to.match(/pgx_seal_template\('tpl_app'\)/);
@@ -49,7 +49,7 @@ describe('runtime: mint on connect', function () {
     });
 
     it('runs the seed quickstart: seal, agent42 inserts, agent43 counts 0, status shows both', async function () {
-      await h.dbs.call('seal_template', ['tpl_app'], AS_POSTGRES);
+      await h.dbs.control.call('seal_template', ['tpl_app'], AS_POSTGRES);
       const a42 = await connectClient(h, 'tdb_tpl_app__agent42');
       await a42.query("INSERT INTO users (email) VALUES ('a@example.com')");
       const a43 = await connectClient(h, 'tdb_tpl_app__agent43');
@@ -57,7 +57,7 @@ describe('runtime: mint on connect', function () {
       expect(rows[0].n).to.equal(0);
       const back = await a42.query('SELECT email FROM users');
       expect(back.rows).to.deep.equal([{ email: 'a@example.com' }]);
-      const status = JSON.parse(await h.dbs.call('runtime_status', [], AS_POSTGRES));
+      const status = JSON.parse(await h.dbs.control.call('runtime_status', [], AS_POSTGRES));
       expect(status.databases.ephemeral).to.equal(2);
       expect(status.sessions.total).to.equal(2);
       expect(status.mints.cold).to.equal(2);
@@ -68,9 +68,9 @@ describe('runtime: mint on connect', function () {
     });
 
     it('mints through route(), owned by the connecting role, reachable directly afterwards', async function () {
-      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__alice1' });
+      await h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__alice1' });
       expect(await owner(h, 'tdb_tpl_app__alice1')).to.equal('alice');
-      const record = h.dbs.database('tdb_tpl_app__alice1');
+      const record = h.dbs.operations.database('tdb_tpl_app__alice1');
       expect(record).to.include({ kind: 'ephemeral', template: 'tpl_app', owner: 'alice', pinned: false, expiresAt: null });
       const c = await connectClient(h, 'tdb_tpl_app__alice1', 'alice');
       expect((await c.query('SELECT current_database() AS db')).rows[0].db).to.equal('tdb_tpl_app__alice1');
@@ -78,10 +78,10 @@ describe('runtime: mint on connect', function () {
     });
 
     it('passes other names through untouched and hides PGX\'s own databases', async function () {
-      await h.dbs.route({ user: 'postgres', database: 'postgres' });
-      await h.dbs.route({ user: 'postgres', database: 'no_such_db' });
+      await h.dbs.router.route({ user: 'postgres', database: 'postgres' });
+      await h.dbs.router.route({ user: 'postgres', database: 'no_such_db' });
       for (const hidden of ['pgx_control', 'pgx_spare_1']) {
-        const err = await rejection(h.dbs.route({ user: 'postgres', database: hidden }));
+        const err = await rejection(h.dbs.router.route({ user: 'postgres', database: hidden }));
         expect(err.sqlstate).to.equal('3D000');
         expect(err.message).to.equal(`database "${hidden}" does not exist`);
       }
@@ -106,30 +106,30 @@ describe('runtime: mint on connect', function () {
       } finally {
         await client.end();
       }
-      expect(h.dbs.database(long.slice(0, 63))).to.not.equal(null);
+      expect(h.dbs.operations.database(long.slice(0, 63))).to.not.equal(null);
     });
 
     it('refuses unknown templates with 3D000', async function () {
-      const err = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_nosuch__x' }));
+      const err = await rejection(h.dbs.router.route({ user: 'postgres', database: 'tdb_nosuch__x' }));
       expect(err.sqlstate).to.equal('3D000');
       expect(err.hint).to.match(/no sealed template "nosuch"/);
     });
 
     it('refuses a role without CREATEDB with 3D000 as PostgreSQL words it, creating nothing', async function () {
-      const err = await rejection(h.dbs.route({ user: 'bob', database: 'tdb_tpl_app__bob1' }));
+      const err = await rejection(h.dbs.router.route({ user: 'bob', database: 'tdb_tpl_app__bob1' }));
       expect(err).to.be.instanceOf(PgxError);
       expect(err.sqlstate).to.equal('3D000');
       expect(err.message).to.equal('database "tdb_tpl_app__bob1" does not exist');
       expect(err.hint).to.match(/Role "bob" may not create databases on connect.*CREATEDB/);
       expect(await databaseExists(h, 'tdb_tpl_app__bob1')).to.equal(false);
       // A database that exists is reachable by anyone PostgreSQL lets in: no mint needed.
-      await h.dbs.route({ user: 'bob', database: 'tdb_tpl_app__alice1' });
+      await h.dbs.router.route({ user: 'bob', database: 'tdb_tpl_app__alice1' });
     });
 
     it('lets a role another role is refused for share the same name', async function () {
       const results = await Promise.allSettled([
-        h.dbs.route({ user: 'bob', database: 'tdb_tpl_app__shared' }),
-        h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__shared' }),
+        h.dbs.router.route({ user: 'bob', database: 'tdb_tpl_app__shared' }),
+        h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__shared' }),
       ]);
       expect(results[1]!.status).to.equal('fulfilled');
       expect(await owner(h, 'tdb_tpl_app__shared')).to.equal('alice');
@@ -153,23 +153,23 @@ describe('runtime: mint on connect', function () {
     });
 
     it('serves 100 concurrent routes to 100 new names: each exists once, counters agree', async function () {
-      const before = await h.dbs.status();
+      const before = await h.dbs.operations.status();
       const names = Array.from({ length: 100 }, (_, i) => `tdb_tpl_app__many${i}`);
-      const results = await Promise.allSettled(names.map((database) => h.dbs.route({ user: 'postgres', database })));
+      const results = await Promise.allSettled(names.map((database) => h.dbs.router.route({ user: 'postgres', database })));
       expect(results.filter((r) => r.status === 'rejected')).to.deep.equal([]);
       expect(await countLike(h, 'tdb_tpl_app__many')).to.equal(100);
-      const after = await h.dbs.status();
+      const after = await h.dbs.operations.status();
       expect(after.mints.cold + after.mints.warm - before.mints.cold - before.mints.warm).to.equal(100);
       expect(after.mints.failures).to.equal(before.mints.failures);
       expect(after.databases.ephemeral - before.databases.ephemeral).to.equal(100);
     });
 
     it('serves 20 concurrent routes to one new name with one mint', async function () {
-      const before = await h.dbs.status();
-      const results = await Promise.allSettled(Array.from({ length: 20 }, () => h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__one' })));
+      const before = await h.dbs.operations.status();
+      const results = await Promise.allSettled(Array.from({ length: 20 }, () => h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__one' })));
       expect(results.filter((r) => r.status === 'rejected')).to.deep.equal([]);
       expect(await countLike(h, 'tdb_tpl_app__one')).to.equal(1);
-      const after = await h.dbs.status();
+      const after = await h.dbs.operations.status();
       expect(after.mints.cold + after.mints.warm - before.mints.cold - before.mints.warm).to.equal(1);
       expect(after.databases.ephemeral - before.databases.ephemeral).to.equal(1);
     });
@@ -183,13 +183,13 @@ describe('runtime: mint on connect', function () {
     });
 
     it('keeps serving names minted before an unseal, and refuses new ones until resealed', async function () {
-      await h.dbs.unseal('tpl_app', 'postgres');
-      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__agent42' });
-      const err = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__after_unseal' }));
+      await h.dbs.operations.unseal('tpl_app', 'postgres');
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__agent42' });
+      const err = await rejection(h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__after_unseal' }));
       expect(err.sqlstate).to.equal('3D000');
       expect(err.hint).to.match(/is unsealed/);
-      await h.dbs.seal('tpl_app', 'postgres');
-      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__after_unseal' });
+      await h.dbs.operations.seal('tpl_app', 'postgres');
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__after_unseal' });
     });
   });
 
@@ -200,8 +200,8 @@ describe('runtime: mint on connect', function () {
       h = await startHarness({ settings: { ...KEEP, poolSize: 2 }, wire: true });
       await h.admin.query('CREATE ROLE alice LOGIN CREATEDB; CREATE ROLE bob LOGIN');
       await createTemplateDatabase(h, 'tpl_app');
-      await h.dbs.seal('tpl_app', 'postgres');
-      await waitFor('2 spares', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
+      await h.dbs.operations.seal('tpl_app', 'postgres');
+      await waitFor('2 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
     });
 
     after(async function () {
@@ -209,9 +209,9 @@ describe('runtime: mint on connect', function () {
     });
 
     it('claims a spare: renamed, owned by the client role, open to connections; the pool refills', async function () {
-      const before = await h.dbs.status();
-      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__warm1' });
-      const after = await h.dbs.status();
+      const before = await h.dbs.operations.status();
+      await h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__warm1' });
+      const after = await h.dbs.operations.status();
       expect(after.mints.warm - before.mints.warm).to.equal(1);
       expect(after.mints.cold).to.equal(before.mints.cold);
       expect(after.pool.tpl_app!.handouts).to.equal(1);
@@ -221,26 +221,26 @@ describe('runtime: mint on connect', function () {
       const c = await connectClient(h, 'tdb_tpl_app__warm1', 'alice');
       expect((await c.query("SELECT to_regclass('users') IS NOT NULL AS has")).rows[0].has).to.equal(true);
       await c.end();
-      await waitFor('the pool to refill', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
-      expect((await h.dbs.status()).pool.tpl_app!.refills).to.be.at.least(3);
+      await waitFor('the pool to refill', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
+      expect((await h.dbs.operations.status()).pool.tpl_app!.refills).to.be.at.least(3);
     });
 
     it('refuses a role without CREATEDB while spares are ready: 3D000, the spare untouched and still ready', async function () {
-      await waitFor('the pool to be full', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
+      await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
       const spares = async () => (await h.admin.query(`SELECT datname, pg_get_userbyid(datdba), datallowconn FROM pg_database WHERE starts_with(datname, 'pgx_spare_') ORDER BY 1`)).rows;
       const before = await spares();
-      const err = await rejection(h.dbs.route({ user: 'bob', database: 'tdb_tpl_app__bob_warm' }));
+      const err = await rejection(h.dbs.router.route({ user: 'bob', database: 'tdb_tpl_app__bob_warm' }));
       expect(err.sqlstate).to.equal('3D000');
       expect(err.hint).to.match(/Role "bob" may not create databases on connect/);
       expect(await databaseExists(h, 'tdb_tpl_app__bob_warm')).to.equal(false);
       expect(await spares()).to.deep.equal(before);
-      const status = await h.dbs.status();
+      const status = await h.dbs.operations.status();
       expect(status.pool.tpl_app!.ready).to.equal(2);
       expect(status.mints.failures).to.equal(0);
       // Refused for bob, the same name is there for a role that may mint.
-      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__bob_warm' });
+      await h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__bob_warm' });
       expect(await owner(h, 'tdb_tpl_app__bob_warm')).to.equal('alice');
-      await waitFor('the pool to refill', async () => (await h.dbs.status()).pool.tpl_app?.ready === 2);
+      await waitFor('the pool to refill', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
     });
 
     it('keeps spares out of sight: not routable, closed to connections, not counted as databases', async function () {
@@ -248,10 +248,10 @@ describe('runtime: mint on connect', function () {
       expect(rows.length).to.be.at.least(2);
       for (const [name, allow] of rows) {
         expect(allow).to.equal('f');
-        const err = await rejection(h.dbs.route({ user: 'postgres', database: name! }));
+        const err = await rejection(h.dbs.router.route({ user: 'postgres', database: name! }));
         expect(err.sqlstate).to.equal('3D000');
       }
-      const status = await h.dbs.status();
+      const status = await h.dbs.operations.status();
       const { rows: all } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE datname <> 'pgx_control' AND NOT starts_with(datname, 'pgx_spare_')`);
       expect(status.databases.total).to.equal(Number(all[0]![0]));
     });
@@ -281,12 +281,12 @@ describe('runtime: mint on connect', function () {
     });
 
     it('serves 100 concurrent routes to 100 names, warm first and then cold', async function () {
-      const before = await h.dbs.status();
+      const before = await h.dbs.operations.status();
       const names = Array.from({ length: 100 }, (_, i) => `tdb_tpl_app__hundred${i}`);
-      const results = await Promise.allSettled(names.map((database) => h.dbs.route({ user: 'postgres', database })));
+      const results = await Promise.allSettled(names.map((database) => h.dbs.router.route({ user: 'postgres', database })));
       expect(results.filter((r) => r.status === 'rejected')).to.deep.equal([]);
       expect(await countLike(h, 'tdb_tpl_app__hundred')).to.equal(100);
-      const after = await h.dbs.status();
+      const after = await h.dbs.operations.status();
       const warm = after.mints.warm - before.mints.warm;
       const cold = after.mints.cold - before.mints.cold;
       expect(warm + cold).to.equal(100);
@@ -296,17 +296,17 @@ describe('runtime: mint on connect', function () {
 
     it('turns spares stale on unseal and rebuilds them from the new content on reseal', async function () {
       const { rows: old } = await h.admin.query(`SELECT datname FROM pg_database WHERE starts_with(datname, 'pgx_spare_')`);
-      await h.dbs.unseal('tpl_app', 'postgres');
+      await h.dbs.operations.unseal('tpl_app', 'postgres');
       const c = await connectClient(h, 'tpl_app');
       await c.query('CREATE TABLE added_after_unseal (id int)');
       await c.end();
-      await h.dbs.seal('tpl_app', 'postgres');
+      await h.dbs.operations.seal('tpl_app', 'postgres');
       await waitFor('old spares dropped and 2 fresh ones ready', async () => {
         const { rows } = await h.admin.query(`SELECT datname FROM pg_database WHERE starts_with(datname, 'pgx_spare_')`);
         const names = rows.map((r) => r[0]);
-        return old.every((o) => !names.includes(o[0]!)) && (await h.dbs.status()).pool.tpl_app?.ready === 2;
+        return old.every((o) => !names.includes(o[0]!)) && (await h.dbs.operations.status()).pool.tpl_app?.ready === 2;
       });
-      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__fresh' });
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__fresh' });
       const f = await connectClient(h, 'tdb_tpl_app__fresh');
       expect((await f.query("SELECT to_regclass('added_after_unseal') IS NOT NULL AS has")).rows[0].has).to.equal(true);
       await f.end();
@@ -320,7 +320,7 @@ describe('runtime: mint on connect', function () {
       h = await startHarness({ settings: { ...KEEP, poolSize: 0, maxDatabases: 3, maxDatabasesPerRole: 2 } });
       await h.admin.query('CREATE ROLE alice LOGIN CREATEDB');
       await createTemplateDatabase(h, 'tpl_app');
-      await h.dbs.seal('tpl_app', 'postgres');
+      await h.dbs.operations.seal('tpl_app', 'postgres');
     });
 
     after(async function () {
@@ -328,20 +328,20 @@ describe('runtime: mint on connect', function () {
     });
 
     it('refuses past the per-role cap and the runtime cap with 53400 naming the setting', async function () {
-      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__a1' });
-      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__a2' });
-      const perRole = await rejection(h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__a3' }));
+      await h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__a1' });
+      await h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__a2' });
+      const perRole = await rejection(h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__a3' }));
       expect(perRole.sqlstate).to.equal('53400');
       expect(perRole.message).to.match(/role "alice" already owns its maximum of 2 databases/);
       expect(perRole.hint).to.match(/--max-databases-per-role/);
-      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__p1' });
-      const runtime = await rejection(h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__p2' }));
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__p1' });
+      const runtime = await rejection(h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__p2' }));
       expect(runtime.sqlstate).to.equal('53400');
       expect(runtime.hint).to.match(/--max-databases/);
       expect(await databaseExists(h, 'tdb_tpl_app__a3')).to.equal(false);
       expect(await databaseExists(h, 'tdb_tpl_app__p2')).to.equal(false);
       // Existing names still route at the cap.
-      await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__a1' });
+      await h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__a1' });
     });
   });
 
@@ -350,8 +350,8 @@ describe('runtime: mint on connect', function () {
       const h = await startHarness({ settings: { ...KEEP, poolSize: 0, mintWorkers: 1, mintQueueSize: 0 } });
       try {
         await createTemplateDatabase(h, 'tpl_app');
-        await h.dbs.seal('tpl_app', 'postgres');
-        const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => h.dbs.route({ user: 'postgres', database: `tdb_tpl_app__q${i}` })));
+        await h.dbs.operations.seal('tpl_app', 'postgres');
+        const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__q${i}` })));
         const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as PgxError);
         expect(results[0]!.status).to.equal('fulfilled');
         expect(refused.length).to.be.at.least(1);
@@ -360,7 +360,7 @@ describe('runtime: mint on connect', function () {
           expect(err.message).to.match(/the mint queue is full/);
           expect(err.hint).to.match(/--mint-queue-size/);
         }
-        const status = await h.dbs.status();
+        const status = await h.dbs.operations.status();
         expect(status.mints.failures).to.equal(refused.length);
         expect(await countLike(h, 'tdb_tpl_app__q')).to.equal(6 - refused.length);
       } finally {

@@ -14,7 +14,7 @@ import {
   prefixProblem,
   spareName,
   templateNameProblem,
-} from '../../src/runtime/names.js';
+} from '../../src/runtime/databases/names.js';
 
 const PREFIX = 'tdb_';
 

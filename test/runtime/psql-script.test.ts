@@ -3,7 +3,7 @@
 // its data lines, pg_dump's meta-commands are understood and others refused with their line.
 
 import { expect } from 'chai';
-import { isOwnershipOrPrivilege, parseScript } from '../../src/runtime/psql-script.js';
+import { isOwnershipOrPrivilege, parseScript } from '../../src/runtime/templates/psql-script.js';
 
 function sqlOf(text: string): [number, string][] {
   return parseScript(text).steps.map((s) => [s.line, s.sql.trim()]);

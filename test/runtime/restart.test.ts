@@ -22,23 +22,23 @@ describe('runtime: restart keeps disposable databases', function () {
     first = await startHarness({ settings: { poolSize: 1, graceSeconds: 600 } });
     const h = first;
     await createTemplateDatabase(h, 'tpl_app');
-    await h.dbs.seal('tpl_app', 'postgres');
-    await waitFor('a spare', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
+    await h.dbs.operations.seal('tpl_app', 'postgres');
+    await waitFor('a spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
     // Cold mints only from here: the one spare stays for after the restart.
-    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__pinned' }); // warm: takes the spare
-    await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
-    await h.dbs.setPinned('tdb_tpl_app__pinned', true, 'postgres');
-    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__ttl' });
-    await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
-    expiresAt = (await h.dbs.setTtl('tdb_tpl_app__ttl', 3600, 'postgres')).expiresAt!;
-    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__idle' });
-    await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
-    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__live' });
-    await waitFor('the spare refilled', async () => (await h.dbs.status()).pool.tpl_app?.ready === 1);
-    coldBefore = (await h.dbs.status()).mints.cold + (await h.dbs.status()).mints.warm;
+    await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__pinned' }); // warm: takes the spare
+    await waitFor('the spare refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+    await h.dbs.operations.setPinned('tdb_tpl_app__pinned', true, 'postgres');
+    await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__ttl' });
+    await waitFor('the spare refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+    expiresAt = (await h.dbs.operations.setTtl('tdb_tpl_app__ttl', 3600, 'postgres')).expiresAt!;
+    await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__idle' });
+    await waitFor('the spare refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+    await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__live' });
+    await waitFor('the spare refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+    coldBefore = (await h.dbs.operations.status()).mints.cold + (await h.dbs.operations.status()).mints.warm;
     // A session still open when the runtime goes down, as if it died: no session end is reported
     // (stop() writes the session start, which it had queued, before closing pgx_control).
-    h.dbs.sessionStarted('tdb_tpl_app__pinned');
+    h.dbs.sessions.sessionStarted('tdb_tpl_app__pinned');
 
     // Drift while down: a minted database dropped by hand, one created by hand under the prefix.
     await h.admin.query('DROP DATABASE tdb_tpl_app__live WITH (FORCE)');
@@ -61,36 +61,36 @@ describe('runtime: restart keeps disposable databases', function () {
 
   it('forgets a database dropped by hand and adopts one made by hand under the prefix', async function () {
     const h = second!;
-    expect(h.dbs.database('tdb_tpl_app__live')).to.equal(null);
-    expect(h.dbs.database('tdb_tpl_app__byhand')).to.include({ kind: 'ephemeral', template: 'tpl_app', owner: 'postgres' });
+    expect(h.dbs.operations.database('tdb_tpl_app__live')).to.equal(null);
+    expect(h.dbs.operations.database('tdb_tpl_app__byhand')).to.include({ kind: 'ephemeral', template: 'tpl_app', owner: 'postgres' });
   });
 
   it('keeps the sealed template and its spare, minting warm from it', async function () {
     const h = second!;
-    const status = await h.dbs.status();
+    const status = await h.dbs.operations.status();
     expect(status.databases.templates).to.equal(1);
     expect(status.pool.tpl_app!.ready).to.be.at.least(1);
     const warmBefore = status.mints.warm;
-    await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__after' });
-    expect((await h.dbs.status()).mints.warm).to.equal(warmBefore + 1);
+    await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__after' });
+    expect((await h.dbs.operations.status()).mints.warm).to.equal(warmBefore + 1);
   });
 
   it('keeps counters across the restart', async function () {
-    const status = await second!.dbs.status();
+    const status = await second!.dbs.operations.status();
     expect(status.mints.cold + status.mints.warm).to.be.at.least(coldBefore);
   });
 
   it('keeps pins and TTLs, and the janitor resumes from the recorded times', async function () {
     const h = second!;
-    expect(h.dbs.database('tdb_tpl_app__pinned')?.pinned).to.equal(true);
-    expect(h.dbs.database('tdb_tpl_app__ttl')?.expiresAt).to.equal(expiresAt);
+    expect(h.dbs.operations.database('tdb_tpl_app__pinned')?.pinned).to.equal(true);
+    expect(h.dbs.operations.database('tdb_tpl_app__ttl')?.expiresAt).to.equal(expiresAt);
     // Its session died with the old runtime: idle since the restart, not since an older session end.
-    expect(h.dbs.database('tdb_tpl_app__pinned')).to.include({ inUse: false });
-    expect(h.dbs.database('tdb_tpl_app__pinned')!.lastSessionEnd).to.be.at.least(restartedAt);
+    expect(h.dbs.operations.database('tdb_tpl_app__pinned')).to.include({ inUse: false });
+    expect(h.dbs.operations.database('tdb_tpl_app__pinned')!.lastSessionEnd).to.be.at.least(restartedAt);
     // Grace is now 1 s; all were minted long enough ago. The one with neither pin nor TTL goes; the
     // pinned one stays, and so does the one with a TTL: an hour is its lifetime, sessions or not.
     await waitFor('the unpinned database to be dropped', async () => {
-      await h.dbs.runJanitor();
+      await h.dbs.operations.runJanitor();
       return !(await databaseExists(h, 'tdb_tpl_app__idle'));
     });
     expect(await databaseExists(h, 'tdb_tpl_app__pinned')).to.equal(true);
@@ -115,12 +115,12 @@ describe('runtime: a stop during the janitor\'s drops', function () {
     first = await startHarness({ settings });
     const h = first;
     await createTemplateDatabase(h, 'tpl_app');
-    await h.dbs.seal('tpl_app', 'postgres');
+    await h.dbs.operations.seal('tpl_app', 'postgres');
     const names = Array.from({ length: 8 }, (_, i) => `tdb_tpl_app__due${i}`);
-    for (const database of names) await h.dbs.route({ user: 'postgres', database });
+    for (const database of names) await h.dbs.router.route({ user: 'postgres', database });
     await new Promise((r) => setTimeout(r, (FAST.graceSeconds! + 0.5) * 1000));
 
-    const pass = h.dbs.runJanitor(); // eight drops due, one after another
+    const pass = h.dbs.operations.runJanitor(); // eight drops due, one after another
     await h.stopDatabases();
     await pass;
     const { rows } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE starts_with(datname, 'tdb_tpl_app__due')`);
@@ -128,7 +128,7 @@ describe('runtime: a stop during the janitor\'s drops', function () {
 
     second = await startHarness({ rt: h.rt, settings });
     await h.admin.close();
-    await second.dbs.runJanitor();
+    await second.dbs.operations.runJanitor();
     for (const name of names) expect(await databaseExists(second, name), name).to.equal(false);
   });
 });

@@ -3,7 +3,7 @@
 
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { processTree } from '../../src/runtime/memory.js';
+import { processTree } from '../../src/runtime/postgres/memory.js';
 import { PINNED_STATUS_KEYS, keyPaths } from '../helpers/status-keys.js';
 import { createTemplateDatabase, rejection, startHarness, type Harness } from './databases-harness.js';
 
@@ -16,8 +16,8 @@ describe('runtime: status and control functions', function () {
     h = await startHarness({ settings: { poolSize: 1 } });
     await h.admin.query('CREATE ROLE alice LOGIN CREATEDB; CREATE ROLE bob LOGIN');
     await createTemplateDatabase(h, 'tpl_app');
-    await h.dbs.seal('tpl_app', 'postgres');
-    await h.dbs.route({ user: 'alice', database: 'tdb_tpl_app__alice' });
+    await h.dbs.operations.seal('tpl_app', 'postgres');
+    await h.dbs.router.route({ user: 'alice', database: 'tdb_tpl_app__alice' });
   });
 
   after(async function () {
@@ -25,12 +25,12 @@ describe('runtime: status and control functions', function () {
   });
 
   it('keeps its field names', async function () {
-    const status = JSON.parse(await h.dbs.call('runtime_status', [], { user: 'postgres', database: 'postgres' }));
+    const status = JSON.parse(await h.dbs.control.call('runtime_status', [], { user: 'postgres', database: 'postgres' }));
     expect(keyPaths(status).sort()).to.deep.equal([...PINNED_STATUS_KEYS].sort());
   });
 
   it('reports observed values', async function () {
-    const status = await h.dbs.status();
+    const status = await h.dbs.operations.status();
     expect(status.runtime.pid).to.equal(process.pid);
     expect(status.runtime.postgres_pid).to.equal(h.rt.runtime.supervisor.pid);
     expect(status.runtime.postgres_version).to.match(/^18\./);
@@ -48,15 +48,15 @@ describe('runtime: status and control functions', function () {
   });
 
   it('answers the owner of the caller\'s database and superusers; others get 42501', async function () {
-    await h.dbs.call('runtime_status', [], { user: 'alice', database: 'tdb_tpl_app__alice' });
-    const err = await rejection(h.dbs.call('runtime_status', [], { user: 'bob', database: 'postgres' }));
+    await h.dbs.control.call('runtime_status', [], { user: 'alice', database: 'tdb_tpl_app__alice' });
+    const err = await rejection(h.dbs.control.call('runtime_status', [], { user: 'bob', database: 'postgres' }));
     expect(err.sqlstate).to.equal('42501');
     expect(err.message).to.equal('permission denied for function pgx_runtime_status');
   });
 
   it('answers snapshot and restore of a database that does not exist with 3D000 (snapshots.test.ts has the rest)', async function () {
     for (const fn of ['snapshot_database', 'restore_database'] as const) {
-      const err = await rejection(h.dbs.call(fn, ['tdb_tpl_app__nobody', 'snap'], { user: 'postgres', database: 'postgres' }));
+      const err = await rejection(h.dbs.control.call(fn, ['tdb_tpl_app__nobody', 'snap'], { user: 'postgres', database: 'postgres' }));
       expect(err.sqlstate).to.equal('3D000');
       expect(err.message).to.equal('database "tdb_tpl_app__nobody" does not exist');
     }

@@ -12,10 +12,10 @@ import { createInterface } from 'node:readline';
 import { systemClock } from '../../src/clock.js';
 import { PgxError } from '../../src/errors.js';
 import { createLogger, type Logger } from '../../src/log.js';
-import { resolvePgOsUser, type OsUser } from '../../src/runtime/os-user.js';
-import { hydrateEmbeddedPackage, locatePgBinaries } from '../../src/runtime/pg-binaries.js';
-import { PostgresError, quoteIdent, quoteLiteral, SqlClient } from '../../src/runtime/sql-client.js';
-import { PostgresSupervisor, type SupervisorState } from '../../src/runtime/supervisor.js';
+import { resolvePgOsUser, type OsUser } from '../../src/runtime/postgres/os-user.js';
+import { hydrateEmbeddedPackage, locatePgBinaries } from '../../src/runtime/postgres/pg-binaries.js';
+import { PostgresError, quoteIdent, quoteLiteral, SqlClient } from '../../src/runtime/postgres/sql-client.js';
+import { PostgresSupervisor, type SupervisorState } from '../../src/runtime/postgres/supervisor.js';
 
 interface Recorded {
   level: string;
@@ -202,7 +202,7 @@ describe('runtime/supervisor (real PostgreSQL 18)', function () {
     // A separate node process runs a supervisor and is SIGKILLed, as `kill -9 pgx` would.
     const url = (rel: string): string => new URL(rel, import.meta.url).href;
     const script = `
-      const { PostgresSupervisor } = await import(${JSON.stringify(url('../../src/runtime/supervisor.js'))});
+      const { PostgresSupervisor } = await import(${JSON.stringify(url('../../src/runtime/postgres/supervisor.js'))});
       const { silentLogger } = await import(${JSON.stringify(url('../../src/log.js'))});
       const { systemClock } = await import(${JSON.stringify(url('../../src/clock.js'))});
       const opts = JSON.parse(process.argv[1]);

@@ -34,7 +34,7 @@ describe('runtime: templates', function () {
     client.on('error', (err) => (ended ??= err));
     await client.query("INSERT INTO users (email) VALUES ('seed@example.com')");
 
-    expect(await h.dbs.call('seal_template', ['tpl_app'], AS_POSTGRES)).to.equal('tpl_app');
+    expect(await h.dbs.control.call('seal_template', ['tpl_app'], AS_POSTGRES)).to.equal('tpl_app');
 
     expect(await flags(h, 'tpl_app')).to.deep.equal({ isTemplate: true, allowConn: false });
     expect(h.terminations.map((t) => t.database)).to.include('tpl_app');
@@ -42,42 +42,42 @@ describe('runtime: templates', function () {
     expect((ended as Error & { code?: string }).code).to.equal('57P01');
     const { rows } = await h.admin.query(`SELECT count(*) FROM pg_stat_activity WHERE datname = 'tpl_app'`);
     expect(rows[0]![0]).to.equal('0');
-    const status = await h.dbs.status();
+    const status = await h.dbs.operations.status();
     expect(status.databases.templates).to.equal(1);
     expect(status.pool).to.have.property('tpl_app');
   });
 
   it('reseals: a new generation, still sealed', async function () {
-    const first = await h.dbs.seal('tpl_app', 'postgres');
-    const again = await h.dbs.seal('tpl_app', 'postgres');
+    const first = await h.dbs.operations.seal('tpl_app', 'postgres');
+    const again = await h.dbs.operations.seal('tpl_app', 'postgres');
     expect(again.generation).to.equal(first.generation + 1);
     expect(again.sealed).to.equal(true);
     expect(await flags(h, 'tpl_app')).to.deep.equal({ isTemplate: true, allowConn: false });
   });
 
   it('unseals so the template can change, and seals it again', async function () {
-    expect(await h.dbs.call('unseal_template', ['tpl_app'], AS_POSTGRES)).to.equal('tpl_app');
+    expect(await h.dbs.control.call('unseal_template', ['tpl_app'], AS_POSTGRES)).to.equal('tpl_app');
     expect(await flags(h, 'tpl_app')).to.deep.equal({ isTemplate: false, allowConn: true });
     const client = await connectClient(h, 'tpl_app');
     await client.query('ALTER TABLE users ADD COLUMN name text');
     await client.end();
-    await h.dbs.seal('tpl_app', 'postgres');
+    await h.dbs.operations.seal('tpl_app', 'postgres');
     expect(await flags(h, 'tpl_app')).to.deep.equal({ isTemplate: true, allowConn: false });
   });
 
   it('lets the owner seal and unseal, and refuses other roles with 42501 naming the function', async function () {
-    const err = await rejection(h.dbs.call('seal_template', ['tpl_carol'], { user: 'bob', database: 'postgres' }));
+    const err = await rejection(h.dbs.control.call('seal_template', ['tpl_carol'], { user: 'bob', database: 'postgres' }));
     expect(err).to.be.instanceOf(PgxError);
     expect(err.sqlstate).to.equal('42501');
     expect(err.message).to.equal('permission denied for function pgx_seal_template');
     expect(err.hint).to.match(/superuser or the owner of database "tpl_carol"/);
     expect(await flags(h, 'tpl_carol')).to.deep.equal({ isTemplate: false, allowConn: true });
 
-    await h.dbs.call('seal_template', ['tpl_carol'], { user: 'carol', database: 'postgres' });
+    await h.dbs.control.call('seal_template', ['tpl_carol'], { user: 'carol', database: 'postgres' });
     expect(await flags(h, 'tpl_carol')).to.deep.equal({ isTemplate: true, allowConn: false });
-    const unseal = await rejection(h.dbs.call('unseal_template', ['tpl_carol'], { user: 'bob', database: 'postgres' }));
+    const unseal = await rejection(h.dbs.control.call('unseal_template', ['tpl_carol'], { user: 'bob', database: 'postgres' }));
     expect(unseal.message).to.equal('permission denied for function pgx_unseal_template');
-    await h.dbs.call('unseal_template', ['tpl_carol'], { user: 'carol', database: 'postgres' });
+    await h.dbs.control.call('unseal_template', ['tpl_carol'], { user: 'carol', database: 'postgres' });
     expect(await flags(h, 'tpl_carol')).to.deep.equal({ isTemplate: false, allowConn: true });
   });
 
@@ -101,7 +101,7 @@ describe('runtime: templates', function () {
     for (const [what, args, sqlstate, message] of cases) {
       it(`${what}`, async function () {
         const before = await h.admin.query('SELECT datname, datistemplate, datallowconn FROM pg_database ORDER BY datname');
-        const err = await rejection(h.dbs.call('seal_template', args, AS_POSTGRES));
+        const err = await rejection(h.dbs.control.call('seal_template', args, AS_POSTGRES));
         expect(err.sqlstate).to.equal(sqlstate);
         expect(err.message).to.match(message);
         const after = await h.admin.query('SELECT datname, datistemplate, datallowconn FROM pg_database ORDER BY datname');
@@ -110,14 +110,14 @@ describe('runtime: templates', function () {
     }
 
     it('the database the caller is connected to', async function () {
-      const err = await rejection(h.dbs.call('seal_template', ['tpl_carol'], { user: 'postgres', database: 'tpl_carol' }));
+      const err = await rejection(h.dbs.control.call('seal_template', ['tpl_carol'], { user: 'postgres', database: 'tpl_carol' }));
       expect(err.sqlstate).to.equal('55006');
       expect(err.message).to.equal('cannot seal the currently open database "tpl_carol"');
     });
 
     it('a database PGX minted', async function () {
-      await h.dbs.route({ user: 'postgres', database: 'tdb_tpl_app__minted' });
-      const err = await rejection(h.dbs.seal('tdb_tpl_app__minted', 'postgres'));
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__minted' });
+      const err = await rejection(h.dbs.operations.seal('tdb_tpl_app__minted', 'postgres'));
       expect(err.sqlstate).to.equal('22023');
       expect(err.message).to.match(/minted by PGX/);
     });

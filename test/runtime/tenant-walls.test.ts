@@ -189,7 +189,7 @@ describe('runtime: tenant walls hold at every name length and under races', func
         expect(viaApi?.status).to.equal(409);
       }
       // Reconcile (at start, and every --reconcile interval) does not adopt them either: run now.
-      await (rt.runtime.databases as unknown as { reconcile(): Promise<number> }).reconcile();
+      await (rt.runtime.disposableDatabases as unknown as { reconcile(): Promise<number> }).reconcile();
       expect(rt.runtime.databases.database(`${PREFIX}pr123`)).to.equal(null);
       expect((await refused(as(`${PREFIX}pr123`, 'bob', 'pw-bob'))).code).to.equal('42P04');
     });

@@ -2,9 +2,9 @@
 // --tombstone has passed, then the janitor's task forgets it (in memory and on disk) and it mints again.
 
 import { expect } from 'chai';
-import type { MetadataStore } from '../../src/runtime/metadata.js';
-import type { Tombstone } from '../../src/runtime/records.js';
-import { Tombstones } from '../../src/runtime/tombstones.js';
+import type { MetadataStore } from '../../src/runtime/databases/metadata.js';
+import type { Tombstone } from '../../src/runtime/databases/records.js';
+import { Tombstones } from '../../src/runtime/databases/tombstones.js';
 
 /** The three calls Tombstones makes of the metadata store, on a Map standing in for the table. */
 function tableOnMap(rows: Map<string, Tombstone>): MetadataStore {

@@ -19,7 +19,7 @@ describe('runtime: vacuum after activity', function () {
     await t.query('CREATE TABLE churn (id int PRIMARY KEY, v text); INSERT INTO churn SELECT g, md5(g::text) FROM generate_series(1, 20000) g');
     await t.query('CREATE TABLE calm (id int PRIMARY KEY); INSERT INTO calm SELECT generate_series(1, 20000)');
     await t.end();
-    await h.dbs.seal('tpl_vac', 'postgres');
+    await h.dbs.operations.seal('tpl_vac', 'postgres');
   });
 
   after(async function () {

@@ -1,0 +1,125 @@
+// How a database is made from a template, claimed from the warm pool, and dropped: the SQL text, and
+// the one place the copy strategy is chosen.
+
+import { MINTERS_GROUP, type ClaimCheck } from './permissions.js';
+import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
+import type { CreateStrategy } from './records.js';
+import type { StorageCapability } from '../postgres/storage-probe.js';
+
+/**
+ * Above this size a template is copied with FILE_COPY even without clones: WAL_LOG writes every block
+ * twice (WAL and relation), FILE_COPY once, and its two checkpoints matter less than the bytes.
+ */
+const FILE_COPY_ABOVE_BYTES = 128 * 1024 * 1024;
+
+/**
+ * The copy strategy for a template, decided when it is sealed and recorded with it. Where the
+ * filesystem clones (storage-probe.ts), FILE_COPY with file_copy_method = clone: a branch shares every
+ * unchanged block with its template, whatever its size. Elsewhere WAL_LOG, which skips FILE_COPY's
+ * two checkpoints, for the small templates of tests and agents, and FILE_COPY for large ones.
+ */
+export function chooseStrategy(storage: StorageCapability, templateBytes: number): CreateStrategy {
+  if (storage.clone) return 'FILE_COPY';
+  return templateBytes > FILE_COPY_ABOVE_BYTES ? 'FILE_COPY' : 'WAL_LOG';
+}
+
+/** The session setting that makes FILE_COPY clone files instead of copying them (PostgreSQL 18). */
+export const CLONE_FILES_SQL = 'SET file_copy_method = clone';
+
+export function createDatabaseSql(name: string, template: string, strategy: CreateStrategy, owner: string): string {
+  return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY ${strategy} OWNER ${quoteIdent(owner)}`;
+}
+
+/**
+ * A warm spare: owned by the runtime's role until a claim hands it over, and closed to connections so
+ * nobody (autovacuum aside) touches it, which also keeps its RENAME from waiting on other sessions.
+ */
+export function createSpareSql(name: string, template: string, strategy: CreateStrategy): string {
+  return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY ${strategy} ALLOW_CONNECTIONS false`;
+}
+
+/**
+ * A spare becomes the client's database: renamed, given to the client's role, opened for connections.
+ * Sent as one query string, which PostgreSQL runs as one transaction: all of it happens or none.
+ * `check` 'rename' renames as the new owner, so PostgreSQL's own rule for that (superuser, or CREATEDB)
+ * decides whether the role may have it; 'member' refuses a role that is neither a superuser nor a
+ * member of MINTERS_GROUP. Refused, the transaction fails with 42501 and the spare stays.
+ * Its commit does not wait for the WAL flush (the client's connect would, behind a refill's writes):
+ * any later commit in the database flushes it first, and a spare lost to a crash is reconciled at start.
+ */
+export function claimSpareSql(spare: string, name: string, owner: string, check: ClaimCheck | null): string {
+  const target = quoteIdent(name);
+  const role = quoteIdent(owner);
+  const rename = `ALTER DATABASE ${quoteIdent(spare)} RENAME TO ${target}; `;
+  const member =
+    check === 'member'
+      ? `DO $member$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = ${quoteLiteral(owner)} AND (r.rolsuper OR ` +
+        `pg_catalog.pg_has_role(r.oid, (SELECT g.oid FROM pg_catalog.pg_roles g WHERE g.rolname = ${quoteLiteral(MINTERS_GROUP)}), 'MEMBER'))) ` +
+        `THEN RAISE EXCEPTION 'permission denied to create database' USING ERRCODE = '42501'; END IF; END $member$; `
+      : '';
+  return (
+    `SET LOCAL synchronous_commit = off; ${member}ALTER DATABASE ${quoteIdent(spare)} OWNER TO ${role}; ` +
+    (check === 'rename' ? `SET LOCAL ROLE ${role}; ${rename}RESET ROLE; ` : rename) +
+    `ALTER DATABASE ${target} ALLOW_CONNECTIONS true`
+  );
+}
+
+/** Terminates every backend on `database` but the caller's own; returns how many. */
+export async function terminateBackends(client: SqlClient, database: string): Promise<number> {
+  const { rows } = await client.query(
+    `SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity ` +
+      `WHERE datname = ${quoteLiteral(database)} AND pid <> pg_catalog.pg_backend_pid()`,
+  );
+  return Number(rows[0]?.[0] ?? 0);
+}
+
+/** IF EXISTS makes a repeated drop a no-op; FORCE ends backends left (e.g. the engine's idle pool). */
+export function dropDatabaseSql(name: string): string {
+  return `DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`;
+}
+
+/** How often a create is retried while the template is briefly in use (55006), e.g. by autovacuum. */
+const TEMPLATE_BUSY_RETRIES = 5;
+const TEMPLATE_BUSY_WAIT_MS = 50;
+
+/**
+ * Runs CREATE DATABASE. A name that exists already fails with PostgreSQL's 42P04: never taken for
+ * success, since the database there may be someone else's (a tenant's CREATE DATABASE under the mint
+ * prefix or of a spare's name), and adopting it would hand that database to whoever asked for the
+ * name. A template some other backend is still connected to is retried briefly.
+ */
+export async function createDatabase(client: SqlClient, sql: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await client.query(sql);
+      return;
+    } catch (err) {
+      const busy = err instanceof PostgresError && err.sqlstate === '55006';
+      if (!busy || attempt >= TEMPLATE_BUSY_RETRIES) throw err;
+      await new Promise((resolve) => setTimeout(resolve, TEMPLATE_BUSY_WAIT_MS * (attempt + 1)));
+    }
+  }
+}
+
+/**
+ * Closes a database PGX made to PUBLIC: a new database lets every role CONNECT (PostgreSQL's default,
+ * and CREATE DATABASE never copies the template's ACL), so without this any login role could reach
+ * any minted database whatever the engine's walls said. Its owner keeps CONNECT (an owner's rights are
+ * implicit, and follow ALTER DATABASE OWNER), superusers need none, and a credential is granted it.
+ */
+export function closeToPublicSql(name: string): string {
+  return `REVOKE CONNECT, TEMPORARY ON DATABASE ${quoteIdent(name)} FROM PUBLIC`;
+}
+
+/**
+ * closeToPublicSql for every database under the prefix and every spare still open to PUBLIC, in one
+ * statement: run at start, for databases minted by a PGX that did not close them yet.
+ */
+export function closeAllToPublicSql(prefix: string, sparePrefix: string): string {
+  return (
+    `DO $close$ DECLARE d name; BEGIN FOR d IN SELECT datname FROM pg_catalog.pg_database ` +
+    `WHERE (starts_with(datname::text, ${quoteLiteral(prefix)}) OR starts_with(datname::text, ${quoteLiteral(sparePrefix)})) ` +
+    `AND (datacl IS NULL OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(datacl) a WHERE a.grantee = 0 AND a.privilege_type IN ('CONNECT', 'TEMPORARY'))) ` +
+    `LOOP EXECUTE pg_catalog.format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', d); END LOOP; END $close$`
+  );
+}

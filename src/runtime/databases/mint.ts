@@ -1,0 +1,251 @@
+// Minting: a name under the prefix that does not exist yet becomes a database, copied from its sealed
+// template, owned by the connecting role. Concurrent requests for one name share one mint. A spare
+// from the warm pool is claimed when one is ready (warm: a rename), else the template is copied
+// (cold). Refusals are worded as PostgreSQL words a missing database (3D000), with a hint saying why.
+
+import type { Clock } from '../../clock.js';
+import { PgxError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import type { Counters, MintSource } from './counters.js';
+import { claimSpareSql, closeToPublicSql, createDatabase, createDatabaseSql } from './create-database.js';
+import type { MetadataStore } from './metadata.js';
+import type { MintQueue } from './mint-queue.js';
+import type { AdminConnection } from '../postgres/admin-connection.js';
+import { databaseDoesNotExist, type MintName } from './names.js';
+import type { ClaimCheck, Permissions } from './permissions.js';
+import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './records.js';
+import type { Registry } from './registry.js';
+import { PostgresError, type SqlClient } from '../postgres/sql-client.js';
+import type { WarmPool } from './warm-pool.js';
+import type { DiskRoom } from '../postgres/disk-guard.js';
+
+export interface MinterOptions {
+  /** Minted databases the runtime holds at most (--max-databases); beyond it 53400. */
+  maxDatabases: number;
+  /** Minted databases one role may own at most (--max-databases-per-role); null for no cap. */
+  maxDatabasesPerRole: number | null;
+  registry: Registry;
+  metadata: MetadataStore;
+  pool: WarmPool;
+  queue: MintQueue;
+  /**
+   * The connection claims run on when a spare is ready at once: a claim is three catalog updates, and
+   * must not wait behind the mint workers' creates (hundreds of ms each in a burst).
+   */
+  claims: AdminConnection;
+  permissions: Permissions;
+  counters: Counters;
+  /** Free space on the data filesystem: a mint below --min-free-disk is refused with 53100. */
+  disk?: DiskRoom;
+  clock: Clock;
+  logger: Logger;
+}
+
+interface InFlight {
+  user: string;
+  promise: Promise<MintOutcome>;
+}
+
+/** How a mint ended: a warm or cold copy, or 'existing' when the database was there already. */
+export type MintOutcome = MintSource | 'existing';
+
+export class Minter {
+  private readonly inFlight = new Map<string, InFlight>();
+  /** Mints past the caps and not yet recorded, in total and per role: they count against the caps. */
+  private accepted = 0;
+  private readonly acceptedPerRole = new Map<string, number>();
+  /** Refusals that concern the asking role only; another role sharing the mint asks again for itself. */
+  private readonly roleRefusals = new WeakSet<Error>();
+
+  constructor(private readonly opts: MinterOptions) {}
+
+  isMinting(name: string): boolean {
+    return this.inFlight.has(name);
+  }
+
+  /**
+   * Creates `name` for `user`, or joins the mint of it already running. `initial`: what its record starts
+   * with (an explicit create's TTL, pin, limits), so no moment exists in which it lacks them.
+   */
+  mint(name: MintName, user: string, initial: InitialSettings = {}): Promise<MintOutcome> {
+    const running = this.inFlight.get(name.name);
+    if (running) {
+      if (running.user === user) return running.promise;
+      return running.promise.catch((err: unknown) => {
+        if (err instanceof Error && this.roleRefusals.has(err)) return this.mint(name, user, initial);
+        throw err;
+      });
+    }
+    const promise = this.run(name, user, initial).finally(() => this.inFlight.delete(name.name));
+    this.inFlight.set(name.name, { user, promise });
+    return promise;
+  }
+
+  private async run(name: MintName, user: string, initial: InitialSettings): Promise<MintOutcome> {
+    const { registry, permissions, counters, clock } = this.opts;
+    const started = clock.monotonic();
+    const template = registry.sealedTemplate(name.template);
+    if (!template) {
+      // Not recorded (route() asks the registry first): a database of that name was made outside PGX.
+      if (await permissions.databaseExists(name.name)) throw notMinted(name.name);
+      throw databaseDoesNotExist(name.name, {
+        hint: registry.templates.has(name.template)
+          ? `Template "${name.template}" is unsealed; seal it again with SELECT pgx_seal_template('${name.template}').`
+          : `There is no sealed template "${name.template}"; create that database and seal it with SELECT pgx_seal_template('${name.template}').`,
+      });
+    }
+    // A claim of a ready spare can check the mint rule itself (claimCheck), saving a catalog lookup.
+    const check = permissions.claimCheck(user);
+    let verified = check === 'none';
+    if (!verified && !(check !== null && this.opts.pool.hasReady(template))) {
+      if (!(await permissions.mayMint(user))) return this.refusal(name, user);
+      verified = true;
+    }
+    try {
+      this.opts.disk?.assertRoom(`cannot create database "${name.name}"`);
+    } catch (err) {
+      counters.add('mints.failures');
+      throw err;
+    }
+    this.accept(name.name, user);
+    try {
+      const source = await this.obtain(name, template, user, verified ? null : check, initial);
+      if (source !== 'refused') {
+        const ms = clock.monotonic() - started;
+        counters.recordMint(source, ms);
+        this.opts.logger.debug('database-minted', { database: name.name, template: template.name, owner: user, source, ms: Math.round(ms) });
+        return source;
+      }
+    } catch (err) {
+      counters.add('mints.failures');
+      this.opts.logger.warn('mint-failed', { database: name.name, template: template.name, owner: user, err });
+      throw err;
+    } finally {
+      this.release(user);
+    }
+    return this.refusal(name, user);
+  }
+
+  /**
+   * A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not
+   * mint. `check`: how a claim checks the mint rule ('none' or null: verified already).
+   */
+  private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null, initial: InitialSettings): Promise<MintSource | 'refused'> {
+    const claimCheck = check === 'none' ? null : check;
+    if (this.opts.pool.hasReady(template)) {
+      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, claimCheck, initial);
+      if (claimed !== null) return claimed;
+    }
+    if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
+    return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user, initial));
+  }
+
+  /** The role may not mint: 3D000, or 42P04 when a database of that name was made outside PGX. */
+  private async refusal(name: MintName, user: string): Promise<never> {
+    if (await this.opts.permissions.databaseExists(name.name)) throw notMinted(name.name);
+    const err = databaseDoesNotExist(name.name, {
+      hint: `Role "${user}" may not create databases on connect. Connect as a role with CREATEDB, or add it to the runtime's mint roles (--mint-roles).`,
+    });
+    this.roleRefusals.add(err);
+    throw err;
+  }
+
+  /** Counts the mint against the caps, or refuses it with 53400 naming the setting. */
+  private accept(name: string, user: string): void {
+    const { registry, maxDatabases, maxDatabasesPerRole, counters } = this.opts;
+    if (registry.databases.size + this.accepted >= maxDatabases) {
+      counters.add('mints.failures');
+      throw new PgxError('TOO_MANY_DATABASES', `cannot create database "${name}": the runtime holds its maximum of ${maxDatabases} databases`, {
+        hint: 'Drop databases you no longer need (SELECT pgx_drop_database(name)), unpin idle ones, or raise --max-databases.',
+      });
+    }
+    const mine = this.acceptedPerRole.get(user) ?? 0;
+    if (maxDatabasesPerRole !== null && registry.ownedBy(user) + mine >= maxDatabasesPerRole) {
+      counters.add('mints.failures');
+      throw new PgxError('TOO_MANY_DATABASES', `cannot create database "${name}": role "${user}" already owns its maximum of ${maxDatabasesPerRole} databases`, {
+        hint: 'Drop databases this role no longer needs (SELECT pgx_drop_database(name)), or raise --max-databases-per-role.',
+      });
+    }
+    this.accepted++;
+    this.acceptedPerRole.set(user, mine + 1);
+  }
+
+  private release(user: string): void {
+    this.accepted--;
+    const mine = (this.acceptedPerRole.get(user) ?? 1) - 1;
+    if (mine === 0) this.acceptedPerRole.delete(user);
+    else this.acceptedPerRole.set(user, mine);
+  }
+
+  /**
+   * Claims a ready spare for `name`: 'warm'; null when there is none or the claim failed; 'refused' when
+   * `checkRole` (how the claim checks the mint rule) and PostgreSQL refused the role (see claimSpareSql).
+   */
+  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null, initial: InitialSettings): Promise<MintSource | 'refused' | null> {
+    const { pool, logger } = this.opts;
+    const spare = pool.take(template);
+    if (!spare) return null;
+    try {
+      await client.query(claimSpareSql(spare.name, name.name, user, checkRole));
+      this.record(name, template, user, spare.generation, spare.name, initial);
+      pool.handedOut(spare);
+      return 'warm';
+    } catch (err) {
+      // The claim is one transaction: on 42P04 (the name exists already) or 42501 (the role may not
+      // have it) the spare is untouched and goes back. Anything else makes it suspect (gone, or the
+      // connection died mid-way): the janitor drops it IF EXISTS, and the create that follows answers
+      // 42P04 if the rename did go through.
+      const sqlstate = err instanceof PostgresError ? err.sqlstate : null;
+      if (sqlstate === '42P04' || sqlstate === '42501') pool.giveBack(spare);
+      else pool.discard(spare);
+      // The name is taken by a database PGX did not mint (route() found no record): never served.
+      if (sqlstate === '42P04') throw notMinted(name.name);
+      if (sqlstate === '42501' && checkRole !== null) return 'refused';
+      logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
+      return null;
+    }
+  }
+
+  /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
+  private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string, initial: InitialSettings): Promise<MintSource> {
+    if ((await this.claim(client, name, template, user, null, initial)) === 'warm') return 'warm';
+    try {
+      await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
+    } catch (err) {
+      if (err instanceof PostgresError && err.sqlstate === '42P04') throw notMinted(name.name);
+      throw err;
+    }
+    // Before the record, so routing never serves it open to PUBLIC (spares are closed when made).
+    await client.query(closeToPublicSql(name.name));
+    this.record(name, template, user, template.generation, null, initial);
+    this.opts.pool.kick();
+    return 'cold';
+  }
+
+  /**
+   * In memory at once (routing sees it); on disk a moment later, batched (saveDatabaseLater), so the
+   * write does not compete with the client's first queries. A failure is only logged, since the
+   * database exists either way and reconcile adopts a minted name missing from pgx_control.
+   */
+  private record(name: MintName, template: TemplateRecord, user: string, generation: number, spare: string | null, initial: InitialSettings): void {
+    const { registry, metadata, clock, logger } = this.opts;
+    const now = clock.now();
+    const record = { ...newDatabaseRecord({ name: name.name, kind: 'ephemeral', template: template.name, generation, owner: user, createdAt: now }), ...initial };
+    registry.put(record);
+    registry.lastRouted.set(name.name, now);
+    const written = metadata.saveDatabaseLater(record, spare ?? undefined);
+    written.catch((err: unknown) => logger.error('metadata-write-failed', { database: name.name, err }));
+  }
+}
+
+/**
+ * 42P04 for a name under the mint prefix that holds a database PGX did not mint (a tenant's CREATE
+ * DATABASE or RENAME): only databases the runtime minted and recorded are served there, and a mint
+ * never adopts one, or the next client to ask for the name would land in the squatter's database.
+ */
+export function notMinted(name: string): PgxError {
+  return new PgxError('DUPLICATE_DATABASE', `database "${name}" exists but was not minted by PGX`, {
+    detail: 'Only databases this runtime minted and recorded are served under the mint prefix.',
+    hint: 'Connect to another name under the prefix. A superuser can drop the database (DROP DATABASE) to free the name.',
+  });
+}

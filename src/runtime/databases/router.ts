@@ -1,0 +1,76 @@
+// The engine's Router (engine/ports.ts): the database name of a startup packet turned into a database
+// PostgreSQL has. Names outside the prefix pass at once (PostgreSQL answers 3D000 itself if absent); a
+// new name under the prefix is minted once however many clients ask; PGX's own databases (pgx_control,
+// spares) are refused as if absent; a per-database credential reaches its own database only.
+
+import type { Clock } from '../../clock.js';
+import type { Caller, Route, Router } from '../../engine/ports.js';
+import { PgxError } from '../../errors.js';
+import { credentialDenied, type DatabaseCredentials } from './credentials.js';
+import type { Dropper } from './dropper.js';
+import type { Lifecycle } from './lifecycle.js';
+import type { Minter } from './mint.js';
+import { NameQueue } from './name-queue.js';
+import { databaseDoesNotExist, isReservedName, isUnderPrefix, parseMintName } from './names.js';
+import type { Registry } from './registry.js';
+import type { Tombstones } from './tombstones.js';
+
+export interface MintRouterOptions {
+  prefix: string;
+  lifecycle: Lifecycle;
+  registry: Registry;
+  credentials: DatabaseCredentials;
+  dropper: Dropper;
+  tombstones: Tombstones;
+  minter: Minter;
+  clock: Clock;
+}
+
+const RESOLVED = Promise.resolve();
+
+export class MintRouter implements Router {
+  /** Databases whose new connects wait (a snapshot or restore in progress), until their turn settles. */
+  private readonly held = new NameQueue();
+
+  constructor(private readonly o: MintRouterOptions) {}
+
+  /**
+   * Resolves when `database` can be connected to: at once for names outside the prefix, after minting
+   * it for a new name under the prefix.
+   */
+  route(caller: Caller): Promise<Route | void> {
+    const held = this.held.pending(caller.database);
+    if (held) return held.then(() => this.route(caller));
+    if (isReservedName(caller.database)) return Promise.reject(databaseDoesNotExist(caller.database));
+    // A per-database credential reaches its own database only (and never mints one).
+    const home = this.o.credentials.databaseOf(caller.user);
+    if (home !== undefined && home !== caller.database) return Promise.reject(credentialDenied(caller.database));
+    if (!isUnderPrefix(caller.database, this.o.prefix)) return RESOLVED;
+    return this.routeMinted(caller.database, caller.user);
+  }
+
+  /** Runs `work` while route() holds new connects to `db` (they proceed once it settles). */
+  holdConnects<T>(db: string, work: () => Promise<T>): Promise<T> {
+    return this.held.run(db, work);
+  }
+
+  private async routeMinted(database: string, user: string): Promise<Route | void> {
+    const { registry } = this.o;
+    const name = parseMintName(database, this.o.prefix);
+    const state = this.o.lifecycle.state;
+    if (state !== 'running') {
+      throw new PgxError('CANNOT_CONNECT_NOW', `cannot create database "${database}": the runtime is ${state === 'new' || state === 'starting' ? 'starting up' : 'shutting down'}`, {
+        hint: 'Connect again in a moment.',
+      });
+    }
+    // A name being dropped (idle, expired) is minted afresh once the drop is done.
+    await this.o.dropper.dropping(database)?.catch(() => undefined);
+    if (!registry.databases.has(database)) {
+      const buried = this.o.tombstones.refusal(database);
+      if (buried !== null) throw buried;
+      await this.o.minter.mint(name, user);
+    } else registry.lastRouted.set(database, this.o.clock.now());
+    const limit = registry.databases.get(database)?.connectionLimit ?? null;
+    return limit === null ? undefined : { maxSessions: limit };
+  }
+}

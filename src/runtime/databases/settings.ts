@@ -1,0 +1,61 @@
+// The settings of disposable databases, with their defaults. The CLI maps flags and the config file
+// onto them (zod at that edge); each names the flag its error hints mention.
+
+import type { MintRoles } from './permissions.js';
+import { DEFAULT_ALLOWED_EXTENSIONS } from '../templates/extension-guard.js';
+
+export interface DatabaseSettings {
+  /** Names under it are minted on connect (--prefix). */
+  prefix: string;
+  /** Seconds a minted database lives after its last session (--grace). */
+  graceSeconds: number;
+  /** Seconds a name PGX dropped answers 3D000 with the reason instead of minting (--tombstone); 0: none. */
+  tombstoneSeconds: number;
+  /** Seconds a database just minted or routed to is kept with no session seen yet. */
+  protectSeconds: number;
+  /** Warm spares per sealed template (--pool-size); 0 disables the pool. */
+  poolSize: number;
+  /** Who may mint on connect (--mint-roles): default roles with CREATEDB (and superusers). */
+  mintRoles: MintRoles;
+  /** Minted databases at most (--max-databases). */
+  maxDatabases: number;
+  /** Minted databases per owning role at most (--max-databases-per-role); null: no cap. */
+  maxDatabasesPerRole: number | null;
+  /** Connections creating databases at once. */
+  mintWorkers: number;
+  /** Mint requests allowed to wait for a worker (--mint-queue-size). */
+  mintQueueSize: number;
+  /** Seconds a mint request may wait for a worker (--mint-timeout). */
+  mintTimeoutSeconds: number;
+  janitorIntervalMs: number;
+  /** Drops per janitor task per pass at most. */
+  janitorBatch: number;
+  /** How often the janitor checks the records against pg_database. */
+  reconcileIntervalMs: number;
+  /** How soon after a database's activity the runtime looks for tables to vacuum (vacuum.ts). */
+  vacuumDelayMs: number;
+  /** Extensions tenants may create (--allow-extensions); extension-guard.ts. */
+  allowedExtensions: readonly string[];
+}
+
+export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
+  prefix: 'tdb_',
+  graceSeconds: 15,
+  tombstoneSeconds: 86_400,
+  protectSeconds: 5,
+  poolSize: 2,
+  mintRoles: { kind: 'createdb' },
+  maxDatabases: 10_000,
+  maxDatabasesPerRole: null,
+  // CREATE DATABASE is CPU- and WAL-bound: on the 2-core machine 4 creates at once were no faster in
+  // total than one after another, so more workers than cores only add contention and connections.
+  mintWorkers: 2,
+  mintQueueSize: 1000,
+  mintTimeoutSeconds: 30,
+  janitorIntervalMs: 1000,
+  janitorBatch: 64,
+  reconcileIntervalMs: 60_000,
+  // Long enough for backends to have flushed their statistics (PostgreSQL does within 10 s of idling).
+  vacuumDelayMs: 30_000,
+  allowedExtensions: DEFAULT_ALLOWED_EXTENSIONS,
+};

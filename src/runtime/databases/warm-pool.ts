@@ -1,0 +1,271 @@
+// The warm pool: per sealed template, `size` spare databases made ahead of time, so a mint is a rename
+// instead of a copy. Refills run in the background, one spare at a time on their own connection, and
+// wait while clients wait for mints, so they never take a worker from a client; their backend runs at
+// the lowest CPU priority, so a copy made while clients connect takes only the CPU they leave. Spares are
+// recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
+// reseal) is stale, never handed out, and dropped by the janitor.
+
+import os from 'node:os';
+import type { Clock } from '../../clock.js';
+import type { Logger } from '../../log.js';
+import { AdminConnection } from '../postgres/admin-connection.js';
+import type { Counters } from './counters.js';
+import { closeToPublicSql, createDatabase, createSpareSql } from './create-database.js';
+import type { MetadataStore } from './metadata.js';
+import { spareName } from './names.js';
+import { newDatabaseRecord, type DatabaseRecord, type TemplateRecord } from './records.js';
+import type { Registry } from './registry.js';
+import { quoteIdent, type SqlClient } from '../postgres/sql-client.js';
+
+export interface WarmPoolOptions {
+  /** Spares kept per sealed template (--pool-size); 0 disables the pool. */
+  size: number;
+  /** The connection that creates spares (file_copy_method set where clones work). */
+  connect: () => Promise<SqlClient>;
+  /** A superuser connection to the named database (to warm a new spare up). */
+  connectTo: (database: string) => Promise<SqlClient>;
+  registry: Registry;
+  metadata: MetadataStore;
+  counters: Counters;
+  /** True while clients wait for a mint worker: refills hold back meanwhile. */
+  mintsWaiting: () => boolean;
+  /** False while the data filesystem is low on space (disk-guard.ts): refills stop until it calls kick(). */
+  hasRoom?: () => boolean;
+  clock: Clock;
+  logger: Logger;
+}
+
+export interface PoolStats {
+  size: number;
+  ready: number;
+  handouts: number;
+  refills: number;
+}
+
+/** How often a held-back refill looks again whether clients still wait. */
+const YIELD_MS = 20;
+/**
+ * A refill waits this long after a handout: the client that claimed is starting its first backend
+ * and queries, and a create (a copy of the whole template) beside it would slow it down on a small
+ * machine. A burst of claims holds refills back until it pauses, for at most HOLD_MAX_MS in a row.
+ */
+const SETTLE_MS = 100;
+const HOLD_MAX_MS = 1000;
+/** The refill backend's nice value: the lowest priority Linux has. */
+export const REFILL_NICE = 19;
+const BACKOFF_MIN_MS = 1000;
+const BACKOFF_MAX_MS = 30_000;
+
+export class WarmPool {
+  private readonly conn: AdminConnection;
+  private refilling: Promise<void> | null = null;
+  /** Spares being created (not yet recorded) or claimed (out of the registry, not yet renamed). */
+  private readonly busy = new Set<string>();
+  private stopped = false;
+  private backoffMs = 0;
+  private wake: (() => void) | null = null;
+  private timer: NodeJS.Timeout | undefined;
+  private lastHandout = -Infinity;
+  private heldSince: number | null = null;
+
+  constructor(private readonly opts: WarmPoolOptions) {
+    this.conn = new AdminConnection(async () => this.background(await opts.connect()));
+  }
+
+  /**
+   * Gives the connection's backend the lowest CPU priority (nice 19): a template copy then runs on
+   * what clients' backends leave, in a burst of claims as well as beside one client's first queries.
+   * PostgreSQL has no setting for it. Lowering the priority of a process of the same OS user needs no
+   * privilege, and root (whose PostgreSQL runs as another user) may lower any.
+   */
+  private async background(client: SqlClient): Promise<SqlClient> {
+    const { rows } = await client.query('SELECT pg_catalog.pg_backend_pid()');
+    const pid = Number(rows[0]?.[0]);
+    try {
+      os.setPriority(pid, REFILL_NICE);
+    } catch (err) {
+      this.opts.logger.warn('refill-priority-not-lowered', { pid, err });
+    }
+    return client;
+  }
+
+  get size(): number {
+    return this.opts.size;
+  }
+
+  /** A spare of `template` is ready to be claimed. */
+  hasReady(template: TemplateRecord): boolean {
+    return this.opts.registry.freshSpares(template.name).length > 0;
+  }
+
+  /** Takes a ready spare of the template's current generation, or null; refilling starts behind it. */
+  take(template: TemplateRecord): DatabaseRecord | null {
+    const spare = this.opts.registry.freshSpares(template.name)[0];
+    if (!spare) return null;
+    // Out of the registry at once: nobody else can take it while the claim runs.
+    this.opts.registry.forget(spare.name);
+    this.busy.add(spare.name);
+    return spare;
+  }
+
+  /** The claim of `spare` succeeded. */
+  handedOut(spare: DatabaseRecord): void {
+    this.busy.delete(spare.name);
+    this.opts.counters.add(`pool.${spare.template}.handouts`);
+    this.lastHandout = this.opts.clock.monotonic();
+    this.kick();
+  }
+
+  /** The claim failed before renaming (the transaction rolled back): the spare is as it was. */
+  giveBack(spare: DatabaseRecord): void {
+    this.busy.delete(spare.name);
+    this.opts.registry.put(spare);
+  }
+
+  /** The claim failed in a way that leaves the spare suspect: the janitor drops it, a fresh one replaces it. */
+  discard(spare: DatabaseRecord): void {
+    this.busy.delete(spare.name);
+    this.opts.registry.put({ ...spare, generation: -1 });
+    this.kick();
+  }
+
+  /** A spare being created or claimed right now: it may be missing from the registry, yet no orphan. */
+  isBusy(name: string): boolean {
+    return this.busy.has(name);
+  }
+
+  stats(template: string): PoolStats {
+    return {
+      size: this.opts.size,
+      ready: this.opts.registry.freshSpares(template).length,
+      handouts: this.opts.counters.get(`pool.${template}.handouts`),
+      refills: this.opts.counters.get(`pool.${template}.refills`),
+    };
+  }
+
+  /** Starts refilling if any sealed template is short of spares; a no-op while a refill runs. */
+  kick(): void {
+    if (this.stopped || this.opts.size === 0 || this.refilling) return;
+    this.refilling = this.refill().finally(() => {
+      this.refilling = null;
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wakeUp();
+    await this.refilling;
+    await this.conn.close();
+  }
+
+  private async refill(): Promise<void> {
+    while (!this.stopped) {
+      const template = this.neediest();
+      if (!template) return;
+      if (this.opts.hasRoom?.() === false) return;
+      if (this.opts.mintsWaiting()) {
+        await this.pause(YIELD_MS);
+        continue;
+      }
+      const settle = this.settleMs();
+      if (settle > 0) {
+        await this.pause(settle);
+        continue;
+      }
+      try {
+        await this.createSpare(template);
+        this.backoffMs = 0;
+      } catch (err) {
+        this.backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.backoffMs * 2));
+        this.opts.logger.warn('spare-create-failed', { template: template.name, err, retryInMs: this.backoffMs });
+        await this.pause(this.backoffMs);
+      }
+    }
+  }
+
+  /** The sealed template with the fewest ready spares, if it has fewer than the pool size. */
+  private neediest(): TemplateRecord | undefined {
+    let best: TemplateRecord | undefined;
+    let fewest = this.opts.size;
+    for (const t of this.opts.registry.templates.values()) {
+      // Snapshots are restored from, seldom minted from: they get no spares.
+      if (!t.sealed || t.snapshotOf !== null) continue;
+      const ready = this.opts.registry.freshSpares(t.name).length;
+      if (ready < fewest) {
+        best = t;
+        fewest = ready;
+      }
+    }
+    return best;
+  }
+
+  private async createSpare(template: TemplateRecord): Promise<void> {
+    const { metadata, registry, clock } = this.opts;
+    // Read before any await: a reseal meanwhile must leave this spare marked with the older generation.
+    const generation = template.generation;
+    const name = spareName(await metadata.nextSpareNumber());
+    const started = clock.monotonic();
+    this.busy.add(name);
+    try {
+      const conn = await this.conn.get();
+      await createDatabase(conn, createSpareSql(name, template.name, template.strategy));
+      await this.warmUp(conn, name);
+      // The runtime's role owns a spare (owner '') until a claim gives it to the client's role.
+      const spare = newDatabaseRecord({ name, kind: 'spare', template: template.name, generation, owner: '', createdAt: clock.now() });
+      await metadata.saveDatabase(spare);
+      registry.put(spare);
+      this.opts.counters.add(`pool.${template.name}.refills`);
+      this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
+    } finally {
+      this.busy.delete(name);
+    }
+  }
+
+  /**
+   * Connects to the new spare once. A database's first backend builds its relation cache from the
+   * catalogs and writes it to pg_internal.init; every later backend reads that file. Done here, the
+   * client that claims the spare starts as fast as on a database connected to before (measured: a
+   * first connect took about twice a later one).
+   */
+  private async warmUp(conn: SqlClient, name: string): Promise<void> {
+    // Closed to PUBLIC in the same round trip: the claim's ALTER OWNER hands the owner's CONNECT on.
+    await conn.query(`${closeToPublicSql(name)}; ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS true`);
+    try {
+      const spare = await this.opts.connectTo(name);
+      await spare.close();
+    } finally {
+      await conn.query(`ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS false`);
+    }
+  }
+
+  /** How long to wait for the last handout's client to settle; 0 once it has, or after HOLD_MAX_MS held. */
+  private settleMs(): number {
+    const now = this.opts.clock.monotonic();
+    const left = this.lastHandout + SETTLE_MS - now;
+    if (left <= 0) {
+      this.heldSince = null;
+      return 0;
+    }
+    this.heldSince ??= now;
+    if (now - this.heldSince >= HOLD_MAX_MS) {
+      this.heldSince = null;
+      return 0;
+    }
+    return left;
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.wake = resolve;
+      this.timer = setTimeout(() => this.wakeUp(), ms);
+    });
+  }
+
+  private wakeUp(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+}

@@ -1,0 +1,298 @@
+// Templates from a source database: pg_dump of the source (schema and data), pg_restore into the
+// template's scratch database as its owner, a masking script that overwrites personal data, a check
+// that no value still matches a masking rule (mask-rules.ts), then the usual rename and seal
+// (templates.ts). An import runs as a job: the HTTP API answers at once with its id, and the job's
+// progress (phase, bytes dumped, tables restored) is read while it runs.
+//
+// The source URL carries a password: it is given to pg_dump through PGPASSWORD, never on a command
+// line (other users can read those in ps), and never logged.
+
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, existsSync, promises as fsp, readdirSync } from 'node:fs';
+import path from 'node:path';
+import type { Clock } from '../../clock.js';
+import { PgxError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import { checkMaskRules, parseMaskRules } from './mask-rules.js';
+import type { TemplateRecord } from '../databases/records.js';
+import type { SqlClient } from '../postgres/sql-client.js';
+import { runScript, ScriptError } from './script-build.js';
+
+export type ImportPhase = 'queued' | 'dumping' | 'restoring' | 'masking' | 'checking' | 'sealing' | 'done' | 'failed';
+
+export interface ImportRequest {
+  /** The template to make. */
+  name: string;
+  /** postgresql://user:password@host:port/database of the source. */
+  sourceUrl: string;
+  /** SQL that masks personal data, with `-- pgx:forbid` rules (mask-rules.ts); none: copied as is. */
+  mask?: string | undefined;
+  owner?: string | undefined;
+  seal?: boolean | undefined;
+  replace?: boolean | undefined;
+}
+
+export interface ImportJob {
+  id: string;
+  template: string;
+  /** The source without its password. */
+  source: string;
+  phase: ImportPhase;
+  /** Bytes of dump written so far. */
+  bytes: number;
+  tablesDone: number;
+  /** Known once the dump is complete (0 before). */
+  tablesTotal: number;
+  startedAt: number;
+  finishedAt: number | null;
+  result: TemplateRecord | null;
+  error: PgxError | null;
+}
+
+export interface ImportTarget {
+  /** Where PostgreSQL listens (its private socket) for pg_restore. */
+  socketDir: string;
+  port: number;
+  /** Room for the dump file while it is restored (the data directory: same disk, same owner). */
+  workDir: string;
+  connectAs: (database: string, user: string) => Promise<SqlClient>;
+}
+
+/** Jobs kept for reading after they finished. */
+const KEEP_JOBS = 100;
+
+export class TemplateImports {
+  private readonly jobs = new Map<string, ImportJob>();
+
+  constructor(
+    private readonly target: ImportTarget,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
+
+  get(id: string): ImportJob | undefined {
+    return this.jobs.get(id);
+  }
+
+  /**
+   * Starts an import; `build` is Templates.build with the fill step this module provides. Bad
+   * requests (no pg_dump, bad URL, bad rules) are refused here, before a job exists.
+   */
+  start(req: ImportRequest, build: (fill: (database: string, owner: string) => Promise<void>) => Promise<TemplateRecord>): ImportJob {
+    const source = parseSource(req.sourceUrl);
+    const rules = parseMaskRules(req.mask ?? '');
+    const tools = findDumpTools();
+    const job: ImportJob = {
+      id: randomBytes(8).toString('hex'),
+      template: req.name,
+      source: source.display,
+      phase: 'queued',
+      bytes: 0,
+      tablesDone: 0,
+      tablesTotal: 0,
+      startedAt: this.clock.now(),
+      finishedAt: null,
+      result: null,
+      error: null,
+    };
+    this.remember(job);
+    const log = this.log.child({ import: job.id, template: req.name, source: source.display });
+    const fill = async (database: string, owner: string): Promise<void> => {
+      const file = path.join(this.target.workDir, `pgx-import-${job.id}.dump`);
+      try {
+        job.phase = 'dumping';
+        await this.dump(tools, source, file, job);
+        job.tablesTotal = await countTableData(tools, file);
+        log.info('import-dumped', { bytes: job.bytes, tables: job.tablesTotal });
+        job.phase = 'restoring';
+        await this.restore(tools, file, database, owner, job);
+      } finally {
+        await fsp.rm(file, { force: true });
+      }
+      if (req.mask !== undefined) {
+        job.phase = 'masking';
+        await runScript(this.target.connectAs, database, owner, req.mask, `the masking script for template "${req.name}"`);
+      }
+      job.phase = 'checking';
+      await this.check(database, owner, rules);
+      job.phase = 'sealing';
+    };
+    log.info('import-started', {});
+    build(fill).then(
+      (record) => {
+        Object.assign(job, { phase: 'done', result: record, finishedAt: this.clock.now() });
+        log.info('import-done', { bytes: job.bytes, tables: job.tablesTotal, ms: job.finishedAt! - job.startedAt });
+      },
+      (err: unknown) => {
+        const error = err instanceof PgxError ? err : new PgxError('INTERNAL', `import failed: ${(err as Error).message}`, { cause: err });
+        Object.assign(job, { phase: 'failed', error, finishedAt: this.clock.now() });
+        log.warn('import-failed', { phase: job.phase, err: error.message });
+      },
+    );
+    return job;
+  }
+
+  private remember(job: ImportJob): void {
+    this.jobs.set(job.id, job);
+    for (const [id, j] of this.jobs) {
+      if (this.jobs.size <= KEEP_JOBS) break;
+      if (j.finishedAt !== null) this.jobs.delete(id);
+    }
+  }
+
+  private async dump(tools: DumpTools, source: Source, file: string, job: ImportJob): Promise<void> {
+    const args = ['--format=custom', '--no-owner', '--no-privileges', '--dbname', source.url];
+    const out = createWriteStream(file, { mode: 0o600 });
+    const { code, stderr } = await runTool(tools.pgDump, args, source.env, (child) => {
+      child.stdout!.on('data', (chunk: Buffer) => (job.bytes += chunk.length));
+      child.stdout!.pipe(out);
+    });
+    await new Promise<void>((resolve) => (out.closed ? resolve() : out.once('close', () => resolve())));
+    if (code !== 0) {
+      throw new PgxError('INVALID_PARAMETER', `pg_dump of ${source.display} failed: ${lastLines(scrub(stderr, source))}`, {
+        hint: `Check the source URL and that ${tools.pgDump} (${tools.version}) is at least the source server's version.`,
+      });
+    }
+  }
+
+  private async restore(tools: DumpTools, file: string, database: string, owner: string, job: ImportJob): Promise<void> {
+    const args = ['--no-owner', '--no-privileges', '--exit-on-error', '--verbose', '--host', this.target.socketDir, '--port', String(this.target.port), '--username', owner, '--dbname', database, file];
+    let pending = '';
+    const { code, stderr } = await runTool(tools.pgRestore, args, { PGAPPNAME: 'pgx-import' }, (child) => {
+      child.stderr!.on('data', (chunk: Buffer) => {
+        const lines = (pending + chunk.toString('utf8')).split('\n');
+        pending = lines.pop() ?? '';
+        for (const line of lines) if (/processing data for table/.test(line)) job.tablesDone++;
+      });
+    });
+    if (code !== 0) {
+      throw new ScriptError({
+        sqlstate: '58000',
+        severity: 'ERROR',
+        message: `restoring the dump into template "${job.template}" failed: ${lastLines(stderr.split('\n').filter((l) => !/^pg_restore: (processing|creating|executing|connecting|implied)/.test(l)).join('\n'))}`,
+        hint: 'The source may use an extension or feature this runtime lacks; `pgx check` lists them.',
+      });
+    }
+  }
+
+  private async check(database: string, owner: string, rules: ReturnType<typeof parseMaskRules>): Promise<void> {
+    if (rules.length === 0) return;
+    const client = await this.target.connectAs(database, owner);
+    try {
+      const violations = await checkMaskRules(client, rules);
+      if (violations.length > 0) {
+        throw new ScriptError({
+          sqlstate: '23514',
+          severity: 'ERROR',
+          message: `masking left data that a rule forbids: ${violations.map((v) => `${v.column} (${v.rows} rows)`).join(', ')}`,
+          detail: violations.map((v) => `${v.column}: ${v.rows} rows match ${v.rule}`).join('\n'),
+          hint: 'Extend the masking script to overwrite those values; nothing was imported.',
+        });
+      }
+    } finally {
+      await client.close();
+    }
+  }
+}
+
+interface Source {
+  /** The URL without its password. */
+  url: string;
+  display: string;
+  env: Record<string, string>;
+}
+
+function parseSource(text: string): Source {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new PgxError('INVALID_PARAMETER', 'the source is not a URL', { hint: 'Give it as postgresql://user:password@host:port/database.' });
+  }
+  if (url.protocol !== 'postgresql:' && url.protocol !== 'postgres:') {
+    throw new PgxError('INVALID_PARAMETER', `the source URL's scheme is ${url.protocol}, not postgresql:`, { hint: 'Give it as postgresql://user:password@host:port/database.' });
+  }
+  const env: Record<string, string> = { PGCONNECT_TIMEOUT: '15' };
+  if (url.password !== '') env.PGPASSWORD = decodeURIComponent(url.password);
+  url.password = '';
+  const display = url.toString();
+  return { url: display, display, env };
+}
+
+interface DumpTools {
+  pgDump: string;
+  pgRestore: string;
+  version: string;
+}
+
+/** The newest pg_dump with its pg_restore: Debian's /usr/lib/postgresql/N/bin, else the PATH's. */
+function findDumpTools(): DumpTools {
+  const dirs: string[] = [];
+  const debian = '/usr/lib/postgresql';
+  if (existsSync(debian)) {
+    const majors = readdirSync(debian).filter((d) => /^\d+$/.test(d)).sort((a, b) => Number(b) - Number(a));
+    dirs.push(...majors.map((m) => path.join(debian, m, 'bin')));
+  }
+  dirs.push(...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean));
+  for (const dir of dirs) {
+    const pgDump = path.join(dir, 'pg_dump');
+    const pgRestore = path.join(dir, 'pg_restore');
+    if (existsSync(pgDump) && existsSync(pgRestore)) return { pgDump, pgRestore, version: execFileSync(pgDump, ['--version'], { encoding: 'utf8' }).trim() };
+  }
+  throw new PgxError('CONFIG_INVALID', 'no pg_dump and pg_restore found on this machine', {
+    hint: 'Install the PostgreSQL client tools of the source version or newer (apt-get install postgresql-client), or put them on PATH.',
+  });
+}
+
+async function countTableData(tools: DumpTools, file: string): Promise<number> {
+  const { code, stdout, stderr } = await runTool(tools.pgRestore, ['--list', file], {});
+  if (code !== 0) throw new PgxError('INTERNAL', `pg_restore --list failed: ${lastLines(stderr)}`);
+  return stdout.split('\n').filter((l) => / TABLE DATA /.test(l)).length;
+}
+
+function runTool(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  attach?: (child: ReturnType<typeof spawn>) => void,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    attach?.(child);
+    if (child.stdout!.listenerCount('data') === 0) child.stdout!.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+  });
+}
+
+function scrub(text: string, source: Source): string {
+  const password = source.env.PGPASSWORD;
+  return password ? text.split(password).join('***') : text;
+}
+
+function lastLines(text: string, n = 3): string {
+  return text.trim().split('\n').slice(-n).join(' / ') || 'no message';
+}
+
+/** The first bytes of pg_dump's custom format (-Fc). */
+const CUSTOM_DUMP_MAGIC = 'PGDMP';
+
+/**
+ * A script file as SQL text: a plain-format file as it is, a pg_dump custom-format file (-Fc) turned
+ * into its plain script by pg_restore (without owners and privileges: they name the source's roles).
+ */
+export async function scriptFromFile(file: string, bytes: Buffer): Promise<string> {
+  if (bytes.subarray(0, CUSTOM_DUMP_MAGIC.length).toString('latin1') !== CUSTOM_DUMP_MAGIC) return bytes.toString('utf8');
+  const tools = findDumpTools();
+  const { code, stdout, stderr } = await runTool(tools.pgRestore, ['--no-owner', '--no-privileges', '--file', '-', file], {});
+  if (code !== 0) {
+    throw new PgxError('INVALID_PARAMETER', `${file}: pg_restore could not read this custom-format dump: ${lastLines(stderr)}`, {
+      hint: `This machine has ${tools.version.replace('pg_dump', 'pg_restore')}; a dump made by a newer pg_dump needs a pg_restore at least as new (or dump it again with --format=plain).`,
+    });
+  }
+  return stdout;
+}
