@@ -57,7 +57,7 @@ export async function startPlainPostgres(workDir: string, cleanup: Cleanup): Pro
   const stop = async (): Promise<void> => {
     if (exited) return;
     proc.kill('SIGINT');
-    await Promise.race([exit, sleep(30_000)]);
+    await Promise.race([exit, sleep(30_000, undefined, { ref: false })]);
     if (!exited) proc.kill('SIGQUIT');
     await exit;
   };
