@@ -234,7 +234,8 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
     return d;
   };
   const traces = opts.trace ? { drop: new StatementTrace(), grace: new StatementTrace() } : null;
-  const traceFlags = opts.trace ? ['-c', 'log_min_duration_statement=0'] : [];
+  // The runtime passes PostgreSQL's routine LOG lines (a statement's duration is one) on at debug level.
+  const traceFlags = opts.trace ? ['-c', 'log_min_duration_statement=0', '--log-level', 'debug'] : [];
   progress(`starting two PGX runtimes: its defaults, and --grace ${opts.graceSeconds}${opts.trace ? ' (statement durations logged)' : ''}`);
   const drop = await startRuntimeProcess({ workDir: dir('drop'), flags: traceFlags, ...(traces ? { onStderrLine: traces.drop.onLine } : {}) }, cleanup);
   const grace = await startRuntimeProcess(

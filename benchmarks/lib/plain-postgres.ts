@@ -18,6 +18,7 @@ import { freePort } from './ports.js';
 
 export interface PlainPostgres {
   endpoint: Endpoint;
+  dataDir: string;
   /** The postmaster. */
   pid: number;
   version: string;
@@ -74,5 +75,5 @@ export async function startPlainPostgres(workDir: string, cleanup: Cleanup): Pro
       await sleep(100);
     }
   }
-  return { endpoint, pid: proc.pid ?? 0, version: bin.version, settings, stop };
+  return { endpoint, dataDir, pid: proc.pid ?? 0, version: bin.version, settings, stop };
 }
