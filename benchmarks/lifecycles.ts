@@ -38,7 +38,7 @@ Options:
   --grace S      --grace of the runtime whose janitor drops (pgx-grace)             [1]
   --trace yes|no log every statement's duration in the runtimes' PostgreSQL and keep
                  the costliest per run (slows the run; figures are for where, not how fast)  [no]
-  --quick        smoke run: 20 lifecycles, workers 1,4, 2 warm-up; docs untouched
+  --quick        smoke run: 20 lifecycles, workers 1,4, 1 warm-up; docs untouched
   --report FILE  redraw the table and docs section from a results JSON
   -h, --help     this help
 `;
@@ -237,13 +237,15 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   // The runtime passes PostgreSQL's routine LOG lines (a statement's duration is one) on at debug level.
   const traceFlags = opts.trace ? ['-c', 'log_min_duration_statement=0', '--log-level', 'debug'] : [];
   progress(`starting two PGX runtimes: its defaults, and --grace ${opts.graceSeconds}${opts.trace ? ' (statement durations logged)' : ''}`);
-  const drop = await startRuntimeProcess({ workDir: dir('drop'), flags: traceFlags, ...(traces ? { onStderrLine: traces.drop.onLine } : {}) }, cleanup);
-  const grace = await startRuntimeProcess(
-    { workDir: dir('grace'), flags: ['--grace', String(opts.graceSeconds), ...traceFlags], ...(traces ? { onStderrLine: traces.grace.onLine } : {}) },
-    cleanup,
-  );
-  await buildTemplate(drop, 'small');
-  await buildTemplate(grace, 'small');
+  // Started side by side: nothing is measured yet, and a smoke run in CI is shorter for it.
+  const [drop, grace] = await Promise.all([
+    startRuntimeProcess({ workDir: dir('drop'), flags: traceFlags, ...(traces ? { onStderrLine: traces.drop.onLine } : {}) }, cleanup),
+    startRuntimeProcess(
+      { workDir: dir('grace'), flags: ['--grace', String(opts.graceSeconds), ...traceFlags], ...(traces ? { onStderrLine: traces.grace.onLine } : {}) },
+      cleanup,
+    ),
+  ]);
+  await Promise.all([buildTemplate(drop, 'small'), buildTemplate(grace, 'small')]);
   const rts: Runtimes = { drop, grace, traces };
   const postgresVersion = (await drop.api.status()).runtime.postgres_version;
   if (opts.warmup > 0) {
@@ -379,7 +381,7 @@ export const main = benchMain<Options, Body>({
     return {
       count: intOption(v, 'count', quick ? 20 : 300, 1),
       workers: workerList(v.workers, quick ? [1, 4] : [1, 4, 16]),
-      warmup: intOption(v, 'warmup', quick ? 2 : 10),
+      warmup: intOption(v, 'warmup', quick ? 1 : 10),
       graceSeconds: intOption(v, 'grace', 1),
       trace: v.trace === 'yes',
     };
