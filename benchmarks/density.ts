@@ -17,14 +17,13 @@
 
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { mkdirSync, chmodSync } from 'node:fs';
 import path from 'node:path';
 import { systemClock } from '../src/clock.js';
 import { processTree } from '../src/runtime/memory.js';
 import { databaseDisk, type DatabaseDisk } from './lib/database-disk.js';
 import { runCommand } from './lib/exec.js';
 import { makeXfsImage, syncFs, usedBytes } from './lib/loop-image.js';
-import { packageRoot } from './lib/paths.js';
+import { packageRoot, workSubdir } from './lib/paths.js';
 import { median } from './lib/stats.js';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import type { Cleanup } from './lib/cleanup.js';
@@ -452,12 +451,7 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
     progress(`making a ${opts.imageGb} GB XFS image with reflink (sparse) under ${workDir}`);
     root = (await makeXfsImage({ dir: workDir, bytes, keep: false }, cleanup)).mountPoint;
   }
-  const sub = (name: string): string => {
-    const d = path.join(root, name);
-    mkdirSync(d);
-    chmodSync(d, 0o755);
-    return d;
-  };
+  const sub = (name: string): string => workSubdir(root, name);
   const pgx = await measurePgx(opts, cleanup, sub('pgx'));
   const plain = opts.baseline ? await measurePlain(opts, cleanup, sub('plain')) : null;
   return { options: opts, pgx, plain };

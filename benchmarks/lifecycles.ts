@@ -14,11 +14,10 @@
 // cold mints. With --trace the runtimes' PostgreSQL logs every statement's duration, and the statements
 // that took the most time in each run are kept (where the time goes; the run is slower for it).
 
-import { mkdirSync, chmodSync } from 'node:fs';
-import path from 'node:path';
 import type pg from 'pg';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import type { Cleanup } from './lib/cleanup.js';
+import { workSubdir } from './lib/paths.js';
 import { errorKey, newClient, openTimed, quoteIdent, quoteLiteral, type Endpoint } from './lib/pg-connect.js';
 import { startRuntimeProcess, untilStatus, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
 import { median, percentile } from './lib/stats.js';
@@ -227,12 +226,7 @@ async function run(target: LifecycleTarget, rts: Runtimes, count: number, worker
 }
 
 async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
-  const dir = (name: string): string => {
-    const d = path.join(workDir, name);
-    mkdirSync(d);
-    chmodSync(d, 0o755);
-    return d;
-  };
+  const dir = (name: string): string => workSubdir(workDir, name);
   const traces = opts.trace ? { drop: new StatementTrace(), grace: new StatementTrace() } : null;
   // The runtime passes PostgreSQL's routine LOG lines (a statement's duration is one) on at debug level.
   const traceFlags = opts.trace ? ['-c', 'log_min_duration_statement=0', '--log-level', 'debug'] : [];
