@@ -531,7 +531,8 @@ function render(r: Meta & Body) {
     `  PSS by process (MB), ${n} queried: ${split(s, 'queried')}`,
     `  idle CPU by process: ${cpuSplit(s) || 'none'}`,
   ]);
-  const about = `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.pgx.version}; template ${SMALL_TEMPLATE} (one table of 10 rows); PSS from /proc/PID/smaps_rollup summed over the process tree.`;
+  const fs = r.pgx.disk ? `; data directories on ${r.options.reflink ? 'a loop-mounted XFS image with reflink' : r.pgx.disk.filesystem} (the runtime's databases ${r.pgx.disk.clone ? 'are' : 'are not'} clones of their template)` : '';
+  const about = `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.pgx.version}; template ${SMALL_TEMPLATE} (one table of 10 rows)${fs}; PSS from /proc/PID/smaps_rollup summed over the process tree.`;
   const chartBars = (s: System, color: string): Panel['bars'] => [
     ...checkpoints(n).map((c) => ({ label: c >= 1000 ? `${c / 1000}k` : String(c), value: mbNum(at(s, 'untouched', c)), color })),
     { label: 'used', value: mbNum(at(s, 'queried')), color: '#c0504d' },
