@@ -586,7 +586,9 @@ function scaleRows(r: Meta & Body, systems: System[]): string[][] {
   };
   const n = r.options.databases;
   const pgx = r.pgx;
-  return [
+  // Results from before these were measured have none of them: no rows of dashes.
+  const measured = (row: string[]): boolean => row.slice(1).some((c) => c !== '-' && c !== '');
+  const rows: string[][] = [
     [`disk per database (sample of ${pgx.disk?.perDatabase.sampled ?? '-'})`, ...systems.map((s) => diskCell(s.disk)), ...pad],
     ['template directory', ...systems.map((s) => (s.disk ? `${kb(s.disk.template.fileBytes)} in ${s.disk.template.files} files` : '-')), ...pad],
     ...(n > MINT_BASE ? [[`warm mint p50, at ${MINT_BASE} databases`, mintAt(pgx, MINT_BASE), ...systems.slice(1).map(() => '-'), ...pad]] : []),
@@ -604,6 +606,7 @@ function scaleRows(r: Meta & Body, systems: System[]): string[][] {
       ...pad,
     ],
   ];
+  return rows.filter(measured);
 }
 
 /** Issue 23's bars, set for 10,000 databases; at a smaller count they are printed with that caveat. */
@@ -616,9 +619,10 @@ function scaleBars(r: Meta & Body): Bar[] {
     { text: `${n} untouched databases <= 300 MB PSS, whole runtime${at}`, measured: `${untouched.toFixed(1)} MB`, pass: untouched <= 300 },
     { text: `idle CPU with ${n} databases <= 1 % of a core${at}`, measured: `${p.idle.percentOfCore.toFixed(2)} %`, pass: p.idle.percentOfCore <= 1 },
   ];
-  const base = p.mints?.find((x) => x.databases === Math.min(MINT_BASE, n));
+  const base = p.mints?.find((x) => x.databases === MINT_BASE);
   const top = p.mints?.find((x) => x.databases === n);
-  if (base && top) {
+  // At N <= 100 there is nothing to compare: both would be the same sample.
+  if (base && top && n > MINT_BASE) {
     const ratio = median(top.ms) / median(base.ms);
     bars.push({
       text: `warm mint p50 at ${n} databases within 1.2x of at ${base.databases}${at}`,
