@@ -56,7 +56,7 @@ const MIGRATION = [
   'CREATE TABLE events (id bigserial PRIMARY KEY, project_id bigint NOT NULL REFERENCES projects (id), kind text NOT NULL, at timestamptz NOT NULL DEFAULT now())',
   'CREATE INDEX events_project_at ON events (project_id, at)',
 ];
-const TRACE_TOP = 12;
+const TRACE_TOP = 20;
 
 interface Options {
   count: number;
