@@ -1,27 +1,37 @@
-// The density benchmark: what 1,000 databases cost a PGX runtime at rest. Measured on the runtime's
-// whole process tree (node plus every postgres process) from /proc, in three states:
+// The density benchmark: what 1,000 (or --count N, up to 10,000) databases cost a PGX runtime at rest.
+// Measured on the runtime's whole process tree (node plus every postgres process) from /proc, in three states:
 //   untouched  minted through the HTTP API (pinned, so the janitor keeps them), never connected to;
-//              PSS sampled at 0, 100, 250, 500 and 1,000 databases (the chart)
+//              PSS sampled at 0, 10, 25, 50 and 100 % of N databases, and at 100 (the chart)
 //   queried    each then connected to through the engine, `SELECT 1`, disconnected
 //   idle       CPU of the tree over 3 minutes with nothing connected (utime + stime from /proc,
 //              reaped children included), while one database holds dead rows from an UPDATE: does
 //              autovacuum (or the runtime's own vacuum) clean it in that window (last_autovacuum, last_vacuum)?
+// At 100 databases and at N it also times warm mints (the pool full before each; the databases dropped
+// after), GET /v1/status (what `pgx status` reads, and the command itself) and GET /v1/databases, and
+// reads the disk of a sample of the databases (shared with the template vs their own, from FIEMAP);
+// at the end it restarts the runtime and times until all N databases are listed again.
 // The same is then done on a stock PostgreSQL 18 (plain-postgres.ts): the databases made with
 // CREATE DATABASE ... STRATEGY WAL_LOG, connected to directly, PSS and CPU of the postgres tree.
+// Above 1,000 databases (or with --reflink yes) both run on a loop-mounted XFS image with reflink
+// (loop-image.ts), so minted databases are clones of their template, as the scale bars assume.
 
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { mkdirSync, chmodSync } from 'node:fs';
 import path from 'node:path';
 import { systemClock } from '../src/clock.js';
 import { processTree } from '../src/runtime/postgres/memory.js';
+import { databaseDisk, type DatabaseDisk } from './lib/database-disk.js';
+import { runCommand } from './lib/exec.js';
+import { makeXfsImage, syncFs, usedBytes } from './lib/loop-image.js';
+import { packageRoot, workSubdir } from './lib/paths.js';
+import { median } from './lib/stats.js';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import type { Cleanup } from './lib/cleanup.js';
 import { treeCpuMs } from './lib/cpu.js';
 import type { HeapReport } from './lib/heap-probe.js';
 import { queryOnce, quoteIdent, timeFirstQuery, withClient, type Endpoint } from './lib/pg-connect.js';
 import { startPlainPostgres } from './lib/plain-postgres.js';
-import { startRuntimeProcess, waitForPool } from './lib/runtime-process.js';
+import { startRuntimeProcess, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
 import { panelGrid, type Panel } from './lib/svg-chart.js';
 import { formatTable, markdownTable } from './lib/table.js';
 import { SMALL_TEMPLATE, buildTemplate } from './lib/templates.js';
@@ -32,14 +42,21 @@ const STATS_FLUSH_MS = 12_000;
 const HELP = `Usage: npm run bench -- density [options]
 
 Memory (PSS) of the runtime's process tree with N untouched and N queried databases, idle CPU over a
-window, and whether autovacuum still cleans a database with dead rows; then the same on a stock
-PostgreSQL 18.
+window, and whether autovacuum still cleans a database with dead rows; warm mints at 100 and at N,
+the API's answers, disk per database and a restart at N; then the same on a stock PostgreSQL 18.
+Runs at 1,000 (docs section density) and 10,000 (density-10000) replace the published results;
+at any other count the results go to a temp file.
 
 Options:
-  --databases N     databases to create                                              [1000]
+  --count N         databases to create (--databases N: the same)                    [1000]
   --idle-seconds S  idle window for the CPU measurement                              [180]
   --vacuum-wait S   after the window, keep checking for the autovacuum this long     [150]
-  --baseline yes|no also measure a stock PostgreSQL 18                              [yes]
+  --baseline yes|no also measure a stock PostgreSQL 18     [yes up to 1,000 databases, else no]
+  --reflink yes|no  run on a loop-mounted XFS image with reflink (needs root)
+                                                           [yes above 1,000 databases, else no]
+  --image-gb N      size of that image (a sparse file)    [4 + 1 per 1,000 databases, + 8 with a baseline]
+  --mint-samples N  warm mints timed at 100 databases and at N                       [30]
+  --disk-sample N   databases whose files are read for the disk split                [20]
   --quick           smoke run: 100 databases, 20 s idle, no vacuum wait; docs untouched
   --report FILE     redraw the table, docs section and chart from a results JSON
   -h, --help        this help
@@ -49,6 +66,14 @@ const DEAD_ROWS = 50_000;
 /** Concurrent creates and connects: as many as the runtime has mint workers. */
 const CONCURRENCY = 2;
 const SETTLE_MS = 5000;
+/** Database counts whose runs replace the published results; a run at another count is a trial (a temp file). */
+const PUBLISHED_SCALES = [1000, 10_000];
+/** The database count warm mints at N are compared with (issue 23: within 1.2x of at 100). */
+const MINT_BASE = 100;
+/** pgx start's --max-databases default. */
+const DEFAULT_MAX_DATABASES = 10_000;
+/** Calls per API timing; the median is reported. */
+const API_CALLS = 5;
 
 interface Options {
   databases: number;
@@ -57,6 +82,11 @@ interface Options {
   baseline: boolean;
   /** Also sample PGX once its pooled idle backends have timed out (300 s by default). */
   afterBackendTimeout: boolean;
+  /** Absent in results from before these options. */
+  reflink?: boolean;
+  imageGb?: number;
+  mintSamples?: number;
+  diskSample?: number;
 }
 
 /** The engine's default --backend-idle-timeout, and a margin for its timer. */
@@ -79,6 +109,45 @@ interface Vacuum {
   lastAutovacuum: string | null;
 }
 
+/** Warm mints at a database count: connect to the first `SELECT 1` answer, ms. */
+interface MintSample {
+  databases: number;
+  ms: number[];
+}
+
+/** At N untouched databases: medians of API_CALLS calls, and `pgx status` as a command (node's start included). */
+interface ApiTimes {
+  databases: number;
+  statusMs: number;
+  listMs: number;
+  listItems: number;
+  listBytes: number;
+  cliStatusMs: number;
+}
+
+interface Restart {
+  databases: number;
+  stopMs: number;
+  /** From the start of `pgx start` to its ready line. */
+  readyMs: number;
+  /** From the start of `pgx start` until GET /v1/databases listed every database made before. */
+  allListedMs: number;
+  missing: number;
+  /** Of a sample connected to after the restart, how many failed. */
+  connectFailures: number;
+}
+
+interface Disk {
+  /** The filesystem's clone capability, as the runtime's status reports it (PGX only). */
+  filesystem: string;
+  clone: boolean | null;
+  perDatabase: DatabaseDisk;
+  /** The template's directory. */
+  template: DatabaseDisk;
+  /** The filesystem's used bytes (statfs) after creating N databases minus before, per database. */
+  usedPerDatabaseBytes: number;
+}
+
 interface System {
   label: string;
   version: string;
@@ -88,6 +157,11 @@ interface System {
   querySeconds: number;
   idle: { seconds: number; cpuMs: number; percentOfCore: number; byKind: Record<string, number> };
   vacuum: Vacuum;
+  /** Absent in results from before they were measured, and for the stock PostgreSQL where it has none. */
+  mints?: MintSample[];
+  api?: ApiTimes;
+  restart?: Restart;
+  disk?: Disk;
 }
 
 interface Body {
@@ -111,9 +185,81 @@ async function forEach(n: number, what: string, fn: (i: number) => Promise<unkno
   return (performance.now() - started) / 1000;
 }
 
-/** Checkpoints at which memory is sampled: the chart's x axis. */
+/** Checkpoints at which memory is sampled: the chart's x axis; 100 too (the warm mint's base). */
 function checkpoints(n: number): number[] {
-  return [...new Set([0, 0.1, 0.25, 0.5, 1].map((f) => Math.round(f * n)))];
+  return [...new Set([0, 0.1, 0.25, 0.5, 1].map((f) => Math.round(f * n)).concat(n > MINT_BASE ? [MINT_BASE] : []))].sort((a, b) => a - b);
+}
+
+/** Warm mints, the pool full before each, at `databases` databases; the minted ones dropped afterwards (their backends with them). */
+async function timeWarmMints(rt: RuntimeProcess, databases: number, samples: number): Promise<MintSample> {
+  const ms: number[] = [];
+  const names: string[] = [];
+  for (let i = 0; i < samples; i++) {
+    await waitForPool(rt);
+    const name = `tdb_${SMALL_TEMPLATE}__mint${databases}_${i}`;
+    names.push(name);
+    ms.push(Math.round((await timeFirstQuery(rt.engine, name)) * 100) / 100);
+  }
+  for (const name of names) await rt.api.dropDatabase(name);
+  progress(`  warm mint at ${databases} databases: p50 ${median(ms).toFixed(1)} ms over ${samples}`);
+  return { databases, ms };
+}
+
+/** Median milliseconds of `calls` runs of `fn`, one after another. */
+async function medianMs(calls: number, fn: () => Promise<unknown>): Promise<number> {
+  const ms: number[] = [];
+  for (let i = 0; i < calls; i++) {
+    const started = performance.now();
+    await fn();
+    ms.push(performance.now() - started);
+  }
+  return Math.round(median(ms) * 10) / 10;
+}
+
+async function timeApi(rt: RuntimeProcess, databases: number): Promise<ApiTimes> {
+  const list = await rt.api.listDatabases();
+  const cli = path.join(packageRoot(), 'bin', 'pgx.js');
+  const cliStatusMs = await medianMs(3, async () => {
+    const r = await runCommand(process.execPath, [cli, 'status', '--url', rt.api.url], { env: process.env, discardStdout: true });
+    if (r.code !== 0) throw new Error(`pgx status exited ${String(r.code)}: ${r.stderr.trim()}`);
+  });
+  const api: ApiTimes = {
+    databases,
+    statusMs: await medianMs(API_CALLS, () => rt.api.status()),
+    listMs: await medianMs(API_CALLS, () => rt.api.listDatabases()),
+    listItems: list.length,
+    listBytes: JSON.stringify({ items: list }).length,
+    cliStatusMs,
+  };
+  progress(`  GET /v1/status ${api.statusMs} ms, GET /v1/databases ${api.listMs} ms (${api.listItems} items), pgx status ${api.cliStatusMs} ms`);
+  return api;
+}
+
+/** Stops the runtime and starts it again on its data directory: how long until every database is back. */
+async function restart(rt: RuntimeProcess, workDir: string, flags: string[], names: string[], cleanup: Cleanup): Promise<Restart> {
+  let started = performance.now();
+  await rt.stop();
+  const stopMs = performance.now() - started;
+  started = performance.now();
+  const again = await startRuntimeProcess({ workDir, flags }, cleanup);
+  const readyMs = performance.now() - started;
+  const wanted = new Set(names);
+  let missing = wanted.size;
+  const deadline = started + 120_000;
+  while (missing > 0 && performance.now() < deadline) {
+    const listed = await again.api.listDatabases();
+    missing = wanted.size - listed.filter((d) => wanted.has(d.name)).length;
+    if (missing > 0) await sleep(100);
+  }
+  const allListedMs = performance.now() - started;
+  let connectFailures = 0;
+  for (const name of names.filter((_, i) => i % Math.max(1, Math.floor(names.length / 10)) === 0)) {
+    await timeFirstQuery(again.engine, name).catch(() => connectFailures++);
+  }
+  await again.stop();
+  const r = { databases: names.length, stopMs: Math.round(stopMs), readyMs: Math.round(readyMs), allListedMs: Math.round(allListedMs), missing, connectFailures };
+  progress(`  restart: ready in ${r.readyMs} ms, all ${names.length} listed in ${r.allListedMs} ms, ${missing} missing, ${connectFailures} of a sample not connectable`);
+  return r;
 }
 
 /** CPU per kind of process over the window: live processes' own time, and the postmaster's reaped children. */
@@ -177,9 +323,18 @@ async function idleAndVacuum(
 }
 
 async function measurePgx(opts: Options, cleanup: Cleanup, workDir: string): Promise<System> {
-  progress('PGX: starting the runtime with its defaults');
-  const rt = await startRuntimeProcess({ workDir }, cleanup);
+  // The runtime's defaults, but for its cap of minted databases (--max-databases, 10,000) when the run
+  // needs more: N, the timed warm mints and the database with dead rows.
+  const needed = opts.databases + (opts.mintSamples ?? 0) + 1;
+  const flags = needed > DEFAULT_MAX_DATABASES ? ['--max-databases', String(needed)] : [];
+  progress(`PGX: starting the runtime with its defaults${flags.length > 0 ? ` and ${flags.join(' ')}` : ''}`);
+  const rt = await startRuntimeProcess({ workDir, flags }, cleanup);
   await buildTemplate(rt, 'small');
+  const mints: MintSample[] = [];
+  let api: ApiTimes | undefined;
+  await waitForPool(rt);
+  await syncFs(workDir);
+  const usedBefore = await usedBytes(workDir);
   const samples: MemorySample[] = [];
   const sample = async (state: MemorySample['state'], databases: number): Promise<void> => {
     await waitForPool(rt);
@@ -199,7 +354,20 @@ async function measurePgx(opts: Options, cleanup: Cleanup, workDir: string): Pro
     });
     made = at;
     await sample('untouched', at);
+    if (at === opts.databases || at === MINT_BASE) mints.push(await timeWarmMints(rt, at, opts.mintSamples ?? 0));
+    if (at === opts.databases) api = await timeApi(rt, at);
   }
+  await syncFs(workDir);
+  const usedPerDatabaseBytes = Math.round(((await usedBytes(workDir)) - usedBefore) / opts.databases);
+  const storage = (await rt.api.status()).storage;
+  const disk: Disk = {
+    filesystem: storage.filesystem,
+    clone: storage.clone,
+    perDatabase: await databaseDisk(rt.postgres, rt.dataDir, names, opts.diskSample ?? 0),
+    template: await databaseDisk(rt.postgres, rt.dataDir, [SMALL_TEMPLATE], 1),
+    usedPerDatabaseBytes,
+  };
+  progress(`  disk per database: ${kb(disk.perDatabase.ownBytes)} own, ${kb(disk.perDatabase.sharedBytes)} shared; df ${kb(usedPerDatabaseBytes)} (${storage.filesystem}, clone ${String(storage.clone)})`);
   const querySeconds = await forEach(names.length, 'queried', (i) => timeFirstQuery(rt.engine, names[i]!));
   const queriedAt = systemClock.monotonic();
   await sample('queried', names.length);
@@ -212,9 +380,24 @@ async function measurePgx(opts: Options, cleanup: Cleanup, workDir: string): Pro
     await sample('idle backends closed', names.length);
   }
   const status = await rt.api.status();
-  await rt.stop();
-  return { label: 'PGX runtime (node + postgres)', version: status.runtime.postgres_version, settings: rt.flags, samples, createSeconds, querySeconds, idle, vacuum };
+  const restarted = await restart(rt, workDir, flags, names, cleanup);
+  return {
+    label: 'PGX runtime (node + postgres)',
+    version: status.runtime.postgres_version,
+    settings: rt.flags,
+    samples,
+    createSeconds,
+    querySeconds,
+    idle,
+    vacuum,
+    mints,
+    ...(api ? { api } : {}),
+    restart: restarted,
+    disk,
+  };
 }
+
+const kb = (bytes: number): string => `${(bytes / 1024).toFixed(1)} KB`;
 
 async function measurePlain(opts: Options, cleanup: Cleanup, workDir: string): Promise<System> {
   progress('PostgreSQL 18, stock settings: initdb and start');
@@ -235,6 +418,8 @@ async function measurePlain(opts: Options, cleanup: Cleanup, workDir: string): P
   const name = (i: number): string => `db_${i}`;
   let createSeconds = 0;
   let made = 0;
+  await syncFs(workDir);
+  const usedBefore = await usedBytes(workDir);
   for (const at of checkpoints(opts.databases)) {
     const from = made;
     // One admin session per batch, closed before the sample (PGX's admin sessions stay open and are counted).
@@ -246,22 +431,33 @@ async function measurePlain(opts: Options, cleanup: Cleanup, workDir: string): P
     made = at;
     await sample('untouched', at);
   }
+  await syncFs(workDir);
+  const usedPerDatabaseBytes = Math.round(((await usedBytes(workDir)) - usedBefore) / opts.databases);
+  const all = Array.from({ length: opts.databases }, (_, i) => name(i));
+  const disk: Disk = {
+    filesystem: '',
+    clone: null,
+    perDatabase: await databaseDisk(pg.endpoint, pg.dataDir, all, opts.diskSample ?? 0),
+    template: await databaseDisk(pg.endpoint, pg.dataDir, [SMALL_TEMPLATE], 1),
+    usedPerDatabaseBytes,
+  };
   const querySeconds = await forEach(opts.databases, 'queried', (i) => timeFirstQuery(pg.endpoint, name(i)));
   await sample('queried', opts.databases);
   await withClient(pg.endpoint, 'postgres', (c) => c.query('CREATE DATABASE deadrows'));
   const { idle, vacuum } = await idleAndVacuum(pg.pid, pg.endpoint, 'deadrows', opts);
   await sample('after idle', opts.databases);
   await pg.stop();
-  return { label: 'PostgreSQL 18 stock (postgres only)', version: pg.version, settings: pg.settings, samples, createSeconds, querySeconds, idle, vacuum };
+  return { label: 'PostgreSQL 18 stock (postgres only)', version: pg.version, settings: pg.settings, samples, createSeconds, querySeconds, idle, vacuum, disk };
 }
 
 async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
-  const sub = (name: string): string => {
-    const d = path.join(workDir, name);
-    mkdirSync(d);
-    chmodSync(d, 0o755);
-    return d;
-  };
+  let root = workDir;
+  if (opts.reflink) {
+    const bytes = (opts.imageGb ?? 4) * 2 ** 30;
+    progress(`making a ${opts.imageGb} GB XFS image with reflink (sparse) under ${workDir}`);
+    root = (await makeXfsImage({ dir: workDir, bytes, keep: false }, cleanup)).mountPoint;
+  }
+  const sub = (name: string): string => workSubdir(root, name);
   const pgx = await measurePgx(opts, cleanup, sub('pgx'));
   const plain = opts.baseline ? await measurePlain(opts, cleanup, sub('plain')) : null;
   return { options: opts, pgx, plain };
@@ -300,6 +496,7 @@ function render(r: Meta & Body) {
       ...systems.map((s) => (s.vacuum.vacuumedAfterS === null ? `no (waited ${r.options.idleSeconds + r.options.vacuumWaitSeconds} s)` : `yes, by ${s.vacuum.vacuumedAfterS} s`)),
       ...(r.plain ? [''] : []),
     ],
+    ...scaleRows(r, systems),
   ];
   const untouched = mbNum(at(r.pgx, 'untouched'));
   const queried = mbNum(at(r.pgx, 'queried'));
@@ -314,6 +511,7 @@ function render(r: Meta & Body) {
       // 2 s for reading the CPU and the statistics at the window's end, and rounding.
       pass: vac !== null && vac <= r.options.idleSeconds + STATS_FLUSH_MS / 1000 + 2,
     },
+    ...scaleBars(r),
   ];
   const split = (s: System, state: MemorySample['state']): string => {
     const x = at(s, state);
@@ -333,7 +531,8 @@ function render(r: Meta & Body) {
     `  PSS by process (MB), ${n} queried: ${split(s, 'queried')}`,
     `  idle CPU by process: ${cpuSplit(s) || 'none'}`,
   ]);
-  const about = `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.pgx.version}; template ${SMALL_TEMPLATE} (one table of 10 rows); PSS from /proc/PID/smaps_rollup summed over the process tree.`;
+  const fs = r.pgx.disk ? `; data directories on ${r.options.reflink ? 'a loop-mounted XFS image with reflink' : r.pgx.disk.filesystem} (the runtime's databases ${r.pgx.disk.clone ? 'are' : 'are not'} clones of their template)` : '';
+  const about = `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.pgx.version}; template ${SMALL_TEMPLATE} (one table of 10 rows)${fs}; PSS from /proc/PID/smaps_rollup summed over the process tree.`;
   const chartBars = (s: System, color: string): Panel['bars'] => [
     ...checkpoints(n).map((c) => ({ label: c >= 1000 ? `${c / 1000}k` : String(c), value: mbNum(at(s, 'untouched', c)), color })),
     { label: 'used', value: mbNum(at(s, 'queried')), color: '#c0504d' },
@@ -347,10 +546,11 @@ function render(r: Meta & Body) {
     format: (v: number) => (Number.isFinite(v) ? v.toFixed(0) : '-'),
     max,
   }));
+  const chartFile = r.benchmark === 'density' ? 'density.svg' : `${r.benchmark}.svg`;
   return {
     bars,
     terminal: [about, '', formatTable(header, rows), '', ...details].join('\n'),
-    svg: { file: 'density.svg', text: panelGrid(`Memory (PSS) against database count, ${r.machine.date.slice(0, 10)}, ${r.machine.nproc} CPUs`, panels, 2) },
+    svg: { file: chartFile, text: panelGrid(`Memory (PSS) against database count, ${r.machine.date.slice(0, 10)}, ${r.machine.nproc} CPUs`, panels, 2) },
     markdown: (raw: string) =>
       [
         `Latest run: ${about}`,
@@ -359,7 +559,7 @@ function render(r: Meta & Body) {
         '',
         ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
         '',
-        '![Memory (PSS) against database count](img/density.svg)',
+        `![Memory (PSS) against database count](img/${chartFile})`,
         '',
         'Where it goes:',
         '',
@@ -370,21 +570,114 @@ function render(r: Meta & Body) {
   };
 }
 
+/** Per-database disk in a cell: own and shared bytes from FIEMAP, and the df delta. */
+function diskCell(d: Disk | undefined): string {
+  if (!d) return '-';
+  const p = d.perDatabase;
+  return `${kb(p.ownBytes)} own + ${kb(p.sharedBytes)} shared of ${kb(p.fileBytes)} in ${p.files} files; df ${kb(d.usedPerDatabaseBytes)}`;
+}
+
+/** Rows of what the scale bars read (results from before they were measured show '-'). */
+function scaleRows(r: Meta & Body, systems: System[]): string[][] {
+  const pad = r.plain ? [''] : [];
+  const mintAt = (s: System, at: number): string => {
+    const m = s.mints?.find((x) => x.databases === at);
+    return m ? `${median(m.ms).toFixed(1)} ms (${m.ms.length})` : '-';
+  };
+  const n = r.options.databases;
+  const pgx = r.pgx;
+  // Results from before these were measured have none of them: no rows of dashes.
+  const measured = (row: string[]): boolean => row.slice(1).some((c) => c !== '-' && c !== '');
+  const rows: string[][] = [
+    [`disk per database (sample of ${pgx.disk?.perDatabase.sampled ?? '-'})`, ...systems.map((s) => diskCell(s.disk)), ...pad],
+    ['template directory', ...systems.map((s) => (s.disk ? `${kb(s.disk.template.fileBytes)} in ${s.disk.template.files} files` : '-')), ...pad],
+    ...(n > MINT_BASE ? [[`warm mint p50, at ${MINT_BASE} databases`, mintAt(pgx, MINT_BASE), ...systems.slice(1).map(() => '-'), ...pad]] : []),
+    [`warm mint p50, at ${n} databases`, mintAt(pgx, n), ...systems.slice(1).map(() => '-'), ...pad],
+    [
+      `GET /v1/status, GET /v1/databases, pgx status at ${n}`,
+      pgx.api ? `${pgx.api.statusMs} ms, ${pgx.api.listMs} ms (${pgx.api.listItems} items, ${kb(pgx.api.listBytes)}), ${pgx.api.cliStatusMs} ms` : '-',
+      ...systems.slice(1).map(() => '-'),
+      ...pad,
+    ],
+    [
+      `restart with ${n} databases: ready, all listed`,
+      pgx.restart ? `${(pgx.restart.readyMs / 1000).toFixed(1)} s, ${(pgx.restart.allListedMs / 1000).toFixed(1)} s (${pgx.restart.missing} missing)` : '-',
+      ...systems.slice(1).map(() => '-'),
+      ...pad,
+    ],
+  ];
+  return rows.filter(measured);
+}
+
+/** Issue 23's bars, set for 10,000 databases; at a smaller count they are printed with that caveat. */
+function scaleBars(r: Meta & Body): Bar[] {
+  const n = r.options.databases;
+  const p = r.pgx;
+  const at = n < 10_000 ? ` (a bar for 10,000; measured at ${n})` : '';
+  const untouched = p.samples.find((x) => x.state === 'untouched' && x.databases === n)?.memory.pss_mb ?? NaN;
+  const bars: Bar[] = [
+    { text: `${n} untouched databases <= 300 MB PSS, whole runtime${at}`, measured: `${untouched.toFixed(1)} MB`, pass: untouched <= 300 },
+    { text: `idle CPU with ${n} databases <= 1 % of a core${at}`, measured: `${p.idle.percentOfCore.toFixed(2)} %`, pass: p.idle.percentOfCore <= 1 },
+  ];
+  const base = p.mints?.find((x) => x.databases === MINT_BASE);
+  const top = p.mints?.find((x) => x.databases === n);
+  // At N <= 100 there is nothing to compare: both would be the same sample.
+  if (base && top && n > MINT_BASE) {
+    const ratio = median(top.ms) / median(base.ms);
+    bars.push({
+      text: `warm mint p50 at ${n} databases within 1.2x of at ${base.databases}${at}`,
+      measured: `${median(top.ms).toFixed(1)} vs ${median(base.ms).toFixed(1)} ms = ${ratio.toFixed(2)}x`,
+      pass: ratio <= 1.2,
+    });
+  }
+  if (p.restart) {
+    const x = p.restart;
+    bars.push({
+      text: `restart with ${n} live databases: ready and every one listed in <= 30 s, none lost${at}`,
+      measured: `ready in ${(x.readyMs / 1000).toFixed(1)} s, all listed in ${(x.allListedMs / 1000).toFixed(1)} s; ${x.missing} missing, ${x.connectFailures} of a sample not connectable`,
+      pass: x.allListedMs <= 30_000 && x.missing === 0 && x.connectFailures === 0,
+    });
+  }
+  if (p.api) {
+    const a = p.api;
+    bars.push({
+      text: `GET /v1/status (what pgx status reads) and GET /v1/databases answer in <= 200 ms with ${n} databases${at}`,
+      measured: `${a.statusMs} ms and ${a.listMs} ms (${a.listItems} items in the answer, ${kb(a.listBytes)}); the pgx status command ${a.cliStatusMs} ms with node's start`,
+      pass: a.statusMs <= 200 && a.listMs <= 200,
+    });
+  }
+  return bars;
+}
+
 export const main = benchMain<Options, Body>({
   name: 'density',
   help: HELP,
-  options: ['databases', 'idle-seconds', 'vacuum-wait', 'baseline'],
+  options: ['count', 'databases', 'idle-seconds', 'vacuum-wait', 'baseline', 'reflink', 'image-gb', 'mint-samples', 'disk-sample'],
   parse: (v, quick) => {
-    const baseline = v.baseline ?? 'yes';
-    if (baseline !== 'yes' && baseline !== 'no') throw new Error(`--baseline ${String(baseline)}: expected yes or no`);
+    const yesNo = (name: string, fallback: boolean): boolean => {
+      const raw = v[name];
+      if (raw === undefined) return fallback;
+      if (raw !== 'yes' && raw !== 'no') throw new Error(`--${name} ${String(raw)}: expected yes or no`);
+      return raw === 'yes';
+    };
+    if (v.count !== undefined && v.databases !== undefined && v.count !== v.databases) throw new Error('--count and --databases are the same option: give one');
+    const databases = intOption(v, v.count !== undefined ? 'count' : 'databases', quick ? 100 : 1000, 1);
+    const baseline = yesNo('baseline', databases <= 1000);
     return {
-      databases: intOption(v, 'databases', quick ? 100 : 1000, 1),
+      databases,
       idleSeconds: intOption(v, 'idle-seconds', quick ? 20 : 180, 1),
       vacuumWaitSeconds: intOption(v, 'vacuum-wait', quick ? 0 : 150),
-      baseline: baseline === 'yes',
+      baseline,
       afterBackendTimeout: !quick,
+      reflink: yesNo('reflink', databases > 1000),
+      imageGb: intOption(v, 'image-gb', 4 + Math.ceil(databases / 1000) * (baseline ? 9 : 1), 1),
+      mintSamples: intOption(v, 'mint-samples', quick ? 10 : 30),
+      diskSample: intOption(v, 'disk-sample', 20),
     };
   },
+  // Published at two scales: 1,000 (the density section) and 10,000 (density-10000); other counts are trials.
+  partial: (o) => !PUBLISHED_SCALES.includes(o.databases),
+  variant: (o) => (o.databases === 1000 ? null : String(o.databases)),
   measure,
   render,
 });

@@ -35,6 +35,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: '10,000 create -> query -> drop lifecycles: memory retained per lifecycle, lifecycles/s',
     load: () => import('./churn.js'),
   },
+  lifecycles: {
+    about: 'create -> migrate -> 20 queries -> drop by 1/4/16 workers: pgx_drop_database, grace expiry, vs CREATE/DROP DATABASE',
+    load: () => import('./lifecycles.js'),
+  },
   isolation: {
     about: 'victim p50/p99 beside a 50-connection migration neighbour, no cap vs --max-active-per-db 1/2/5; runaway query to 53200',
     load: () => import('./isolation.js'),

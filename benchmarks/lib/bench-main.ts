@@ -15,6 +15,7 @@ import { replaceSection } from './markdown-section.js';
 import { packageRoot } from './paths.js';
 
 export interface Meta {
+  /** The benchmark's name, with its variant if it has one (e.g. density-10000): names its results and docs section. */
   benchmark: string;
   format: 1;
   quick: boolean;
@@ -51,6 +52,8 @@ export interface BenchDefinition<O, B> {
   parse(values: OptionValues, quick: boolean): O;
   /** A run of part of the benchmark: like --quick, it does not replace the published results. */
   partial?(opts: O): boolean;
+  /** A published variant (e.g. another scale): its results and docs section are `<name>-<variant>`. */
+  variant?(opts: O): string | null;
   measure(opts: O, ctx: { cleanup: Cleanup; workDir: string }): Promise<B>;
   render(results: Meta & B): Rendered;
 }
@@ -85,29 +88,31 @@ function terminal(r: Rendered): string {
 }
 
 function writeDocs<O, B>(def: BenchDefinition<O, B>, results: Meta & B, rawPath: string): void {
+  const name = results.benchmark;
   const root = packageRoot();
   const r = def.render(results);
   if (r.svg) {
     mkdirSync(path.join(root, 'docs', 'img'), { recursive: true });
     writeFileSync(path.join(root, 'docs', 'img', r.svg.file), r.svg.text);
   }
-  replaceSection(path.join(root, 'docs', 'benchmarks.md'), def.name, r.markdown(rawPath));
+  replaceSection(path.join(root, 'docs', 'benchmarks.md'), name, r.markdown(rawPath));
 }
 
 /** Raw JSON (timestamped and -latest; a quick or partial run to a temp file) and, for a full run, the docs. */
 function publish<O, B>(def: BenchDefinition<O, B>, results: Meta & B): string {
+  const name = results.benchmark;
   const stamp = results.machine.date.replace(/[:.]/g, '-').replace(/-\d{3}Z$/, 'Z');
   const json = `${JSON.stringify(results, null, 1)}\n`;
   if (!published(results)) {
-    const file = path.join(os.tmpdir(), `pgx-${def.name}-${results.quick ? 'quick' : 'partial'}-${stamp}.json`);
+    const file = path.join(os.tmpdir(), `pgx-${name}-${results.quick ? 'quick' : 'partial'}-${stamp}.json`);
     writeFileSync(file, json);
     return file;
   }
   const root = packageRoot();
   mkdirSync(path.join(root, 'benchmarks', 'results'), { recursive: true });
-  const rel = `benchmarks/results/${def.name}-${stamp}.json`;
+  const rel = `benchmarks/results/${name}-${stamp}.json`;
   writeFileSync(path.join(root, rel), json);
-  writeFileSync(path.join(root, 'benchmarks', 'results', `${def.name}-latest.json`), json);
+  writeFileSync(path.join(root, 'benchmarks', 'results', `${name}-latest.json`), json);
   writeDocs(def, results, rel);
   return rel;
 }
@@ -152,8 +157,9 @@ export function benchMain<O, B>(def: BenchDefinition<O, B>): (argv: string[]) =>
       chmodSync(workDir, 0o755);
       const body = await def.measure(opts, { cleanup, workDir });
       const partial = def.partial?.(opts) === true;
+      const variant = def.variant?.(opts) ?? null;
       const durationSeconds = Math.round((systemClock.monotonic() - started) / 1000);
-      results = { benchmark: def.name, format: 1 as const, quick, ...(partial ? { partial } : {}), machine, durationSeconds, ...body };
+      results = { benchmark: variant === null ? def.name : `${def.name}-${variant}`, format: 1 as const, quick, ...(partial ? { partial } : {}), machine, durationSeconds, ...body };
       // Saved before cleanup: removing the data directories of a thousand databases takes minutes.
       saved = publish(def, results);
     } finally {

@@ -1,7 +1,7 @@
 // Where results and docs go: relative to the package root, found above this file (which runs from
-// dist/benchmarks/lib/ once compiled).
+// dist/benchmarks/lib/ once compiled); and the directories a benchmark makes for what it starts.
 
-import { existsSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PgxError } from '../../src/errors.js';
@@ -13,4 +13,12 @@ export function packageRoot(): string {
     dir = dirname(dir);
   }
   return dir;
+}
+
+/** A new directory `name` under `parent`, mode 755: PostgreSQL runs as the `pgx` OS user and must reach it. */
+export function workSubdir(parent: string, name: string): string {
+  const d = join(parent, name);
+  mkdirSync(d);
+  chmodSync(d, 0o755);
+  return d;
 }

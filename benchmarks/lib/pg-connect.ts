@@ -20,6 +20,13 @@ export function newClient(ep: Endpoint, database: string): pg.Client {
 
 /** Milliseconds from connect to the first `SELECT 1` answer; the session is closed afterwards, untimed. */
 export async function timeFirstQuery(ep: Endpoint, database: string): Promise<number> {
+  const { client, ms } = await openTimed(ep, database);
+  await client.end().catch(() => undefined);
+  return ms;
+}
+
+/** A session, opened and its first `SELECT 1` answered, with the milliseconds that took; the caller ends it. */
+export async function openTimed(ep: Endpoint, database: string): Promise<{ client: pg.Client; ms: number }> {
   const client = newClient(ep, database);
   // An error event after the session is up (e.g. the server ends it) must not crash the benchmark.
   client.on('error', () => undefined);
@@ -27,10 +34,11 @@ export async function timeFirstQuery(ep: Endpoint, database: string): Promise<nu
   try {
     await client.connect();
     await client.query('SELECT 1');
-    return performance.now() - started;
-  } finally {
+  } catch (err) {
     await client.end().catch(() => undefined);
+    throw err;
   }
+  return { client, ms: performance.now() - started };
 }
 
 /** Opens a session, runs `fn`, closes it. */

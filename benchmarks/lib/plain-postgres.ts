@@ -18,6 +18,7 @@ import { freePort } from './ports.js';
 
 export interface PlainPostgres {
   endpoint: Endpoint;
+  dataDir: string;
   /** The postmaster. */
   pid: number;
   version: string;
@@ -57,7 +58,7 @@ export async function startPlainPostgres(workDir: string, cleanup: Cleanup): Pro
   const stop = async (): Promise<void> => {
     if (exited) return;
     proc.kill('SIGINT');
-    await Promise.race([exit, sleep(30_000)]);
+    await Promise.race([exit, sleep(30_000, undefined, { ref: false })]);
     if (!exited) proc.kill('SIGQUIT');
     await exit;
   };
@@ -74,5 +75,5 @@ export async function startPlainPostgres(workDir: string, cleanup: Cleanup): Pro
       await sleep(100);
     }
   }
-  return { endpoint, pid: proc.pid ?? 0, version: bin.version, settings, stop };
+  return { endpoint, dataDir, pid: proc.pid ?? 0, version: bin.version, settings, stop };
 }

@@ -19,6 +19,9 @@ import type { Endpoint } from './pg-connect.js';
 import { portInUse } from './ports.js';
 import { privateSocketDir } from './runtime.js';
 
+/** The status document, as the API client types it (not imported from src/runtime, which may move). */
+type RuntimeStatus = Awaited<ReturnType<ApiClient['status']>>;
+
 /** start.ts's PG_PORT: the runtime's PostgreSQL listens on it (socket name, and TCP when asked). */
 const PG_PORT = 5432;
 const READY_TIMEOUT_MS = 180_000;
@@ -33,6 +36,8 @@ export interface RuntimeProcessOptions {
   tcpPostgres?: boolean;
   /** Another built checkout to run (bin/pgx.js under it), for an A/B of two commits; default this one. */
   root?: string;
+  /** Each line the runtime writes to stderr (its JSON log), e.g. to read PostgreSQL's statement durations. */
+  onStderrLine?: (line: string) => void;
 }
 
 export interface RuntimeProcess {
@@ -75,7 +80,14 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
   const child: ChildProcess = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env });
   let tail = '';
   let stdout = '';
-  child.stderr?.setEncoding('utf8').on('data', (s: string) => (tail = (tail + s).slice(-4000)));
+  let partLine = '';
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => {
+    tail = (tail + s).slice(-4000);
+    if (!opts.onStderrLine) return;
+    const lines = (partLine + s).split('\n');
+    partLine = lines.pop()!;
+    for (const line of lines) opts.onStderrLine(line);
+  });
   child.stdout?.setEncoding('utf8').on('data', (s: string) => (stdout += s));
   let exited = false;
   const exit = new Promise<void>((resolve) => child.once('exit', () => ((exited = true), resolve())));
@@ -86,7 +98,8 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
     if (exited) return;
     if (child.connected) child.disconnect();
     child.kill('SIGTERM');
-    await Promise.race([exit, sleep(STOP_TIMEOUT_MS)]);
+    // Unref'd: a pending timer would keep the benchmark alive for the whole deadline after a quick stop.
+    await Promise.race([exit, sleep(STOP_TIMEOUT_MS, undefined, { ref: false })]);
     if (!exited) {
       // Stuck: take PostgreSQL down too (its own process group), then node.
       try {
@@ -139,4 +152,16 @@ export async function waitForPool(rt: RuntimeProcess, maxMs = 120_000): Promise<
     if (systemClock.monotonic() > deadline) throw new PgxError('INTERNAL', `the warm pool did not refill within ${maxMs / 1000} s`);
     await sleep(25);
   }
+}
+
+/** Polls the status document until `done` holds for it; `what` names the wait in the error. */
+export async function untilStatus(rt: RuntimeProcess, done: (s: RuntimeStatus) => boolean, what: string, maxMs = 300_000, pollMs = 100): Promise<RuntimeStatus> {
+  const deadline = systemClock.monotonic() + maxMs;
+  let s = await rt.api.status();
+  while (!done(s)) {
+    if (systemClock.monotonic() > deadline) throw new PgxError('INTERNAL', `${what}: not within ${maxMs / 1000} s`);
+    await sleep(pollMs);
+    s = await rt.api.status();
+  }
+  return s;
 }

@@ -1,0 +1,71 @@
+// Smoke runs of the scale benchmarks, as CI runs them (`npm run test:bench`, after `npm test`, whose
+// 12 minutes they would not fit): each is started as its own process, as
+// `npm run bench -- NAME` starts it, and must end with exit code 0 and write its raw JSON (a quick run
+// writes to a temp file, never to benchmarks/results/ or the docs). Nothing here judges a figure: the
+// machine is shared and a smoke run is too short to mean anything; the bars are the full runs' business.
+
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** dist/benchmarks/run.js, beside this file's dist/test/benchmarks/. */
+const RUN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'benchmarks', 'run.js');
+
+interface Finished {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function bench(args: string[]): Promise<Finished> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [RUN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr = (stderr + s).slice(-8000)));
+    child.once('error', reject);
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** The raw results file the run names on its last line, read and then removed. */
+function takeResults(run: Finished): Record<string, unknown> {
+  expect(run.code, `exit code; stderr:\n${run.stderr}`).to.equal(0);
+  const file = /^raw results: (.+)$/m.exec(run.stdout)?.[1]?.trim();
+  expect(file, `no "raw results:" line in:\n${run.stdout}`).to.be.a('string');
+  expect(path.isAbsolute(file!), 'a smoke run writes to a temp file, not to benchmarks/results/').to.equal(true);
+  expect(existsSync(file!)).to.equal(true);
+  try {
+    return JSON.parse(readFileSync(file!, 'utf8')) as Record<string, unknown>;
+  } finally {
+    rmSync(file!, { force: true });
+  }
+}
+
+describe('benchmarks: smoke runs of the scale benchmarks', function () {
+  it('lifecycles --quick completes and writes its results', async function () {
+    this.timeout(240_000);
+    const results = takeResults(await bench(['lifecycles', '--quick']));
+    expect(results.benchmark).to.equal('lifecycles');
+    expect(results.quick).to.equal(true);
+    const runs = results.runs as { target: string; workers: number }[];
+    // Three targets at each of the quick run's worker counts (1 and 4).
+    expect(runs.map((r) => `${r.target}@${r.workers}`).sort()).to.deep.equal(
+      ['pgx-drop@1', 'pgx-grace@1', 'postgres@1', 'pgx-drop@4', 'pgx-grace@4', 'postgres@4'].sort(),
+    );
+  });
+
+  it('density with one database completes and writes its results', async function () {
+    this.timeout(180_000);
+    const args = ['density', '--quick', '--count', '1', '--idle-seconds', '1', '--vacuum-wait', '0', '--baseline', 'no', '--mint-samples', '1', '--disk-sample', '1'];
+    const results = takeResults(await bench(args));
+    expect(results.benchmark).to.equal('density-1');
+    const pgx = results.pgx as { restart?: { databases: number }; disk?: unknown; api?: unknown };
+    expect(pgx.restart?.databases).to.equal(1);
+    expect(pgx.disk).to.be.an('object');
+    expect(pgx.api).to.be.an('object');
+  });
+});
