@@ -131,24 +131,43 @@ class Outbox {
   };
 }
 
+/**
+ * Where the client's stream stands; changed only by Pump.setState, along PUMP_MOVES.
+ *   forwarding:   the client's bytes are scanned and forwarded as they come
+ *   awaitingSlot: a chunk that starts a transaction waits for an active slot (active-slots.ts); it and
+ *                 the client's later bytes wait in the backlog, in order
+ *   holding:      a control call runs; the client's later bytes wait in the backlog
+ *   terminating:  the client sent Terminate. PostgreSQL reads it only after answering what came before
+ *                 it, so the session ends once the statements in flight are answered, or at once if the
+ *                 backend waits for COPY data the client will not send (PostgreSQL would fail that COPY
+ *                 on reading the Terminate)
+ *   stopped:      the session let go of the pump; nothing more is read or written
+ */
+export type PumpState = 'forwarding' | 'awaitingSlot' | 'holding' | 'terminating' | 'stopped';
+
+const PUMP_MOVES: Record<PumpState, readonly PumpState[]> = {
+  forwarding: ['awaitingSlot', 'holding', 'terminating', 'stopped'],
+  awaitingSlot: ['forwarding', 'stopped'],
+  holding: ['forwarding', 'stopped'],
+  terminating: ['stopped'],
+  stopped: [],
+};
+
 export class Pump {
+  private current: PumpState = 'forwarding';
   /** Queries and Syncs sent whose ReadyForQuery has not come back. */
   private pending = 0;
   /** Extended-protocol messages sent since the last Sync. */
   private unsynced = false;
   private tx: number = TxStatus.Idle;
-  /**
-   * The client sent Terminate. PostgreSQL reads it only after answering what came before it, so the
-   * session ends once the statements in flight are answered, or at once if the backend waits for COPY
-   * data the client will not send (PostgreSQL would fail that COPY on reading the Terminate).
-   */
-  private terminated = false;
   /** The backend asked for COPY data, and has not been ready for a query since. */
   private copying = false;
-  private stopped = false;
+  /**
+   * A stream broke the protocol (the client's: reported; the backend's: no longer trusted). Nothing
+   * more from the client is forwarded, and the backend is not reused.
+   */
   private violation: { type: number; length: number } | null = null;
-  /** A control call is running: the client's later bytes wait in `backlog`, in order. */
-  private holding = false;
+  /** The client's bytes held back while awaitingSlot or holding, in order. */
   private readonly backlog: Buffer[] = [];
   /** Whether the scanners read Bind/Close, and ParseComplete/CloseComplete/ErrorResponse (see syncActions). */
   private readingStatements = false;
@@ -162,7 +181,7 @@ export class Pump {
   private replacement: Buffer | null = null;
   /** The session holds one of its database's active slots (active-slots.ts) for its transaction. */
   private activeHeld = false;
-  /** Waiting in the database's queue for an active slot; the client's bytes wait in `backlog`. */
+  /** While awaitingSlot: the place in the database's queue for an active slot. */
   private waiting: Waiter | null = null;
 
   private readonly fromClient: FrameScanner;
@@ -180,7 +199,7 @@ export class Pump {
     },
     frame: (type, buf, start, end) => {
       if (type === Msg.Terminate) {
-        this.terminated = true;
+        this.setState('terminating');
         return Verdict.DropAndPause;
       }
       // Any other Whole type is one a control session reads.
@@ -277,9 +296,34 @@ export class Pump {
     if (clientLeftover) this.onClientData(clientLeftover);
   }
 
+  /**
+   * The one place the state changes. A move not in PUMP_MOVES is a bug: the session ends with an
+   * internal error (the pump is inside a socket callback, which must not throw).
+   */
+  private setState(next: PumpState): void {
+    const from = this.current;
+    if (next === from) return;
+    if (!PUMP_MOVES[from].includes(next)) {
+      this.events.failed(new Error(`internal error: pump moved from ${from} to ${next}`));
+      return;
+    }
+    this.current = next;
+  }
+
+  /** Where the client's stream stands (see PumpState). */
+  get state(): PumpState {
+    return this.current;
+  }
+
+  /** The client's bytes are read as they come (not held back, not stopped). */
+  private get admitting(): boolean {
+    return this.state === 'forwarding' || this.state === 'terminating';
+  }
+
   /** Stops forwarding; the sockets stay open for their owners to close or reuse. */
   stop(): void {
-    this.stopped = true;
+    if (this.state === 'stopped') return;
+    this.setState('stopped');
     this.backlog.length = 0;
     this.waiting?.abandon();
     this.waiting = null;
@@ -302,8 +346,7 @@ export class Pump {
       this.pending === 0 &&
       !(this.control?.residue ?? false) &&
       !this.unsynced &&
-      !this.holding &&
-      this.waiting === null &&
+      this.admitting &&
       this.tx === TxStatus.Idle &&
       this.violation === null &&
       this.fromClient.atBoundary &&
@@ -340,8 +383,8 @@ export class Pump {
 
   /** Returns true when something still refers to `chunk` past the call (see ClientReader). */
   private readonly onClientData = (chunk: Buffer): boolean => {
-    if (this.stopped) return false;
-    if (this.holding || this.waiting !== null) {
+    if (this.state === 'stopped') return false;
+    if (!this.admitting) {
       this.backlog.push(chunk);
       this.client.pause();
       return true;
@@ -354,7 +397,7 @@ export class Pump {
    * True when `chunk` is still referred to: kept in the backlog or by a held call, or queued on the backend.
    */
   private admit(chunk: Buffer): boolean {
-    if (this.gate !== null && !this.activeHeld && this.betweenTransactions) {
+    if (this.gate !== null && this.state === 'forwarding' && !this.activeHeld && this.betweenTransactions) {
       const waiter = this.gate.slots.acquire(this.gate.database);
       if (waiter !== null) {
         this.waitForSlot(waiter, chunk);
@@ -366,19 +409,22 @@ export class Pump {
   }
 
   private waitForSlot(waiter: Waiter, chunk: Buffer): void {
+    this.setState('awaitingSlot');
     this.waiting = waiter;
     this.backlog.unshift(chunk);
     this.client.pause();
     waiter.granted.then(
       () => {
-        if (this.stopped) return; // stop() gave the slot back through abandon()
+        if (this.state === 'stopped') return; // stop() gave the slot back through abandon()
         this.waiting = null;
+        this.setState('forwarding');
         this.activeHeld = true;
         this.drainBacklog();
       },
       (err: unknown) => {
-        if (this.stopped) return;
+        if (this.state === 'stopped') return;
         this.waiting = null;
+        this.setState('forwarding');
         this.events.failed(err);
       },
     );
@@ -386,9 +432,9 @@ export class Pump {
 
   /** The client's bytes held while a control call ran or a slot was awaited, in order. */
   private drainBacklog(): void {
-    while (!this.holding && this.waiting === null && !this.stopped && this.backlog.length > 0) this.admit(this.backlog.shift()!);
+    while (this.admitting && this.backlog.length > 0) this.admit(this.backlog.shift()!);
     // Past MAX_QUEUED the outbox has paused the client itself and resumes it on drain.
-    if (!this.holding && this.waiting === null && !this.stopped && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
+    if (this.admitting && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
   }
 
   /**
@@ -396,7 +442,7 @@ export class Pump {
    * True when `chunk` is still referred to (a held call's frame and the rest, or a queued write).
    */
   private process(chunk: Buffer): boolean {
-    if (this.terminated || this.violation) return false;
+    if (this.terminating || this.violation) return false;
     let pos = 0;
     for (;;) {
       pos = this.fromClient.feed(chunk, this.clientSink, pos);
@@ -420,13 +466,18 @@ export class Pump {
     else if (this.canEnd) this.events.terminate();
     // Read nothing more, not even the client's end of stream: a client that shuts down its side
     // after Terminate still gets its answers.
-    else if (this.terminated) this.client.pause();
+    else if (this.terminating) this.client.pause();
     return queued;
   }
 
   /** After Terminate: nothing is left in flight, or the backend waits for COPY data. */
   private get canEnd(): boolean {
-    return this.terminated && (this.pending === 0 || this.copying);
+    return this.terminating && (this.pending === 0 || this.copying);
+  }
+
+  /** Read through a getter: the sink may set the state during feed(), where the compiler cannot see. */
+  private get terminating(): boolean {
+    return this.state === 'terminating';
   }
 
   private currentViolation(): { type: number; length: number } | null {
@@ -436,7 +487,7 @@ export class Pump {
   /** Holds the client's stream while a control call runs; what came before it goes out now. */
   private hold(held: Held, rest: Buffer | null): void {
     this.toBackend.flush();
-    this.holding = true;
+    this.setState('holding');
     if (rest) this.backlog.unshift(rest);
     this.client.pause();
     this.control!.evaluate(held).then(
@@ -446,12 +497,12 @@ export class Pump {
   }
 
   private answered(answer: Answer): void {
-    if (this.stopped) return;
+    if (this.state === 'stopped') return;
     try {
       const bytes = this.control!.emit(answer, this.pending);
       this.toBackend.add(bytes, 0, bytes.length);
       this.syncActions();
-      this.holding = false;
+      this.setState('forwarding');
       this.toBackend.flush();
       this.drainBacklog();
     } catch (err) {
@@ -472,7 +523,7 @@ export class Pump {
     }
     const queued = this.toClient.flush();
     if (this.control !== null) this.syncActions();
-    if (this.canEnd && !this.stopped) this.events.terminate();
+    if (this.canEnd) this.events.terminate();
     return queued;
   };
 

@@ -16,8 +16,6 @@ import type { BackendAddress } from './ports.js';
 import { FULL_CHECK, FUNCTION_RESULT_AT, LOGIN_BASELINE, SNAPSHOT, columnByte, copyColumn, valueEquals } from './login-check.js';
 import { largeReadBuffers } from './read-buffers.js';
 
-export type BackendState = 'connecting' | 'idle' | 'active' | 'resetting' | 'closed';
-
 /** PostgreSQL refused the connection with an ErrorResponse; `frame` is that message, byte for byte. */
 export class BackendRefused extends Error {
   constructor(
@@ -59,7 +57,11 @@ const MAX_UNREAD = 1 << 20;
 export type BackendReader = (chunk: Buffer) => boolean;
 
 export class BackendConnection {
-  state: BackendState = 'connecting';
+  /**
+   * The connection is ending or ended (destroyed, terminated, or closed by PostgreSQL): a fact about
+   * the socket, not a pool state (the pool keeps those, pool.ts).
+   */
+  private ended = false;
   /** ParameterStatus messages as PostgreSQL last sent them, by name, byte for byte. */
   private readonly params = new Map<string, Buffer>();
   /** `params` in one buffer, as a client's greeting carries them; rebuilt after a change. */
@@ -159,7 +161,7 @@ export class BackendConnection {
     // A closed socket while idle or resetting takes the backend out of service; while a session
     // holds it, the session's own close handler runs as well. A close or error during a phase ends it.
     socket.on('close', () => {
-      this.state = 'closed';
+      this.ended = true;
       // No read can come any more, and whoever read the last one copied what it kept.
       largeReadBuffers.give(this.readBuf);
       if (this.phase !== null) this.onPhaseEnd();
@@ -188,7 +190,7 @@ export class BackendConnection {
    */
   start(startup: Record<string, string>, key: string, baseline = true): Promise<BackendConnection> {
     const socket = this.socket;
-    if (this.state === 'closed' || socket.destroyed) {
+    if (this.ended || socket.destroyed) {
       return Promise.reject(new BackendUnreachable('PostgreSQL closed the connection before its startup'));
     }
     this.key = key;
@@ -233,7 +235,6 @@ export class BackendConnection {
             case Msg.ReadyForQuery:
               loggedIn = true;
               if (!this.loginNoticed) this.loginFrames = null;
-              this.state = 'active';
               if (baseline) {
                 this.baselinePending = true;
                 this.baselineRows = [];
@@ -287,6 +288,11 @@ export class BackendConnection {
     return [Buffer.concat(frames.slice(0, this.keyAt)), Buffer.concat(frames.slice(this.keyAt))];
   }
 
+  /** Ending or ended: it can serve nobody any more. */
+  get closed(): boolean {
+    return this.ended;
+  }
+
   /** False when this backend must not serve another client: its login could not be checked. */
   get poolable(): boolean {
     return this.loginBaseline !== null || this.baselinePending;
@@ -299,7 +305,7 @@ export class BackendConnection {
   checkLogin(): Promise<boolean> {
     // Its first client left before the baseline's answer came (a connect and Terminate).
     if (this.baselinePending) return this.baselineRead.then(() => this.checkLogin());
-    if (this.loginBaseline === null || this.state === 'closed') return Promise.resolve(false);
+    if (this.loginBaseline === null || this.ended) return Promise.resolve(false);
     return new Promise((resolve) => {
       let verdict = false;
       // A dirty backend answers DISCARD ALL first: its messages, up to its ReadyForQuery, are the reset's.
@@ -369,7 +375,7 @@ export class BackendConnection {
         clearTimeout(timer);
         resolve();
       });
-      this.state = 'closed';
+      this.ended = true;
       if (this.socket.writable) this.socket.end(TERMINATE);
       else this.socket.destroy();
     });
@@ -407,7 +413,7 @@ export class BackendConnection {
    * listened to at all, and one that says too much is dropped.
    */
   private keep(chunk: Buffer): void {
-    if (this.state === 'closed') return;
+    if (this.ended) return;
     const kept = this.leftover;
     if (kept !== null && kept.length + chunk.length > MAX_UNREAD) {
       this.leftover = null;
@@ -433,7 +439,7 @@ export class BackendConnection {
   };
 
   destroy(): void {
-    if (this.state !== 'closed') this.state = 'closed';
+    this.ended = true;
     if (!this.socket.destroyed) {
       // Before its startup PostgreSQL would read Terminate as a malformed startup packet and log it.
       if (this.started && this.socket.writable) this.socket.end(TERMINATE);
