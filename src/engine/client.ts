@@ -25,11 +25,9 @@ import { ScramExchange, scramMechanisms } from './auth.js';
 import { BackendRefused, BackendUnreachable, type BackendConnection } from './server.js';
 import { Pump } from './pump.js';
 import { ControlSession } from './control.js';
-import type { Cancellable } from './cancel.js';
 import type { EngineContext } from './context.js';
+import type { ClientReader, ClientState, EngineSession } from './session-types.js';
 import { giveReadBuffer, largeReadBuffers, smallReadBuffers } from './read-buffers.js';
-
-export type ClientState = 'startup' | 'authenticating' | 'connecting' | 'active' | 'closed';
 
 /** Largest authentication message we accept (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH is 65535). */
 const MAX_AUTH_MESSAGE = 65535;
@@ -57,14 +55,6 @@ const NEWEST_PROTOCOL_MINOR = 2;
 const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
 
 /**
- * Whoever reads the client now (the login phase, then the session's pump). `chunk` is a view of a
- * buffer the next read overwrites: the reader copies what it keeps, or returns true when something
- * still refers to it (a write that did not go out at once, bytes held back), and the session then
- * reads into a fresh buffer from the next read on. Chunks from a TLS socket are the reader's to keep.
- */
-export type ClientReader = (chunk: Buffer) => boolean;
-
-/**
  * Where a session's socket comes from: the listener makes it around the session's `onread` (net's
  * documented zero-copy read: one buffer, a callback per read, no Buffer, stream push or 'data' event
  * per read; see accept-onread.ts), or an accepted socket, paused, that the session reads
@@ -72,7 +62,7 @@ export type ClientReader = (chunk: Buffer) => boolean;
  */
 export type ClientSocketSource = net.Socket | ((onread: net.OnReadOpts) => net.Socket);
 
-export class ClientSession implements Cancellable {
+export class ClientSession implements EngineSession {
   state: ClientState = 'startup';
   user = '';
   database = '';

@@ -16,7 +16,7 @@ import { parseErrorFields } from '../wire/error-response.js';
 import type { Answer, ControlSession, Held } from './control.js';
 import type { ActiveSlots, Waiter } from './active-slots.js';
 import type { BackendReader } from './server.js';
-import type { ClientReader } from './client.js';
+import type { ClientReader } from './session-types.js';
 
 /** The backend side as the pump sees it: a socket to write and pause, whose reads come to a reader. */
 export interface BackendPort {
