@@ -22,7 +22,8 @@ import { ProtocolError, parseStartupPacket, startupPacketLength } from '../wire/
 import { clipIdentifier } from '../wire/identifier.js';
 import { PgxError, asPgxError } from '../errors.js';
 import { ScramExchange, scramMechanisms } from './auth.js';
-import { BackendRefused, BackendUnreachable, type BackendConnection } from './server.js';
+import type { BackendConnection } from './server.js';
+import { BackendRefused, BackendUnreachable } from './backend-errors.js';
 import { Pump } from './pump.js';
 import { ControlSession } from './control.js';
 import type { EngineContext } from './context.js';

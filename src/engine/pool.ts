@@ -16,7 +16,8 @@
 import { PgxError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import { BackendConnection, BackendUnreachable } from './server.js';
+import { BackendConnection } from './server.js';
+import { BackendUnreachable } from './backend-errors.js';
 import type { BackendAddress } from './ports.js';
 
 /** Prepared connections kept while new backends are being opened. */

@@ -11,125 +11,12 @@
 
 import type net from 'node:net';
 import { Msg, TxStatus } from '../wire/codes.js';
-import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
+import { FrameAction, FrameScanner, Verdict, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { Answer, ControlSession, Held } from './control.js';
 import type { ActiveSlots, Waiter } from './active-slots.js';
-import type { BackendReader } from './server.js';
-import type { ClientReader } from './session-types.js';
-
-/** The backend side as the pump sees it: a socket to write and pause, whose reads come to a reader. */
-export interface BackendPort {
-  readonly socket: net.Socket;
-  setReader(reader: BackendReader | null): void;
-}
-
-/** The client side, the same way: its reads come to a reader (see ClientReader). */
-export interface ClientPort {
-  readonly socket: net.Socket;
-  setReader(reader: ClientReader | null): void;
-}
-
-/** What the client may send once its session is running; anything else is a protocol violation. */
-const CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
-  [Msg.Query]: FrameAction.Note,
-  [Msg.Sync]: FrameAction.Note,
-  [Msg.FunctionCall]: FrameAction.Note,
-  [Msg.Parse]: FrameAction.Note,
-  [Msg.Bind]: FrameAction.Note,
-  [Msg.Execute]: FrameAction.Note,
-  [Msg.Describe]: FrameAction.Note,
-  [Msg.Close]: FrameAction.Note,
-  [Msg.Flush]: FrameAction.Note,
-  [Msg.Terminate]: FrameAction.Whole,
-  [Msg.CopyData]: FrameAction.Pass,
-  [Msg.CopyDone]: FrameAction.Pass,
-  [Msg.CopyFail]: FrameAction.Pass,
-  // PostgreSQL answers a stray password message with its own error; let it.
-  [Msg.Password]: FrameAction.Pass,
-};
-
-/** With control functions on, Query and Parse are read whole, behind a prefilter that allocates nothing. */
-const CONTROL_CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
-  ...CLIENT_ACTIONS,
-  [Msg.Query]: FrameAction.Whole,
-  [Msg.Parse]: FrameAction.Whole,
-};
-
-const BACKEND_ACTIONS: Partial<Record<number, FrameAction>> = {
-  [Msg.ReadyForQuery]: FrameAction.Whole,
-  [Msg.CopyInResponse]: FrameAction.Note,
-  [Msg.CopyBothResponse]: FrameAction.Note,
-};
-
-// The scanners' tables, built once; a scanner copies one only when it changes an action (control).
-const CLIENT_TABLE = actionTable(CLIENT_ACTIONS, FrameAction.Reject);
-const CONTROL_CLIENT_TABLE = actionTable(CONTROL_CLIENT_ACTIONS, FrameAction.Reject);
-const BACKEND_TABLE = actionTable(BACKEND_ACTIONS);
-
-const PARSE_COMPLETE = 0x31;
-const QUERY_CANCELED = '57014';
-const CLOSE_COMPLETE = 0x33;
-
-/** Control counts completions so it can tell its own from the client's (see control.ts). */
-const CONTROL_BACKEND_TABLE = actionTable({ ...BACKEND_ACTIONS, [PARSE_COMPLETE]: FrameAction.Note, [CLOSE_COMPLETE]: FrameAction.Note });
-
-/** PostgreSQL's own ceiling for a message (PQ_LARGE_MESSAGE_LIMIT). */
-const MAX_MESSAGE = 0x3fffffff;
-const MAX_WHOLE = 1 << 20;
-/** Bytes queued on a socket before its source is paused until drain. */
-const MAX_QUEUED = 1 << 20;
-
-export interface PumpEvents {
-  /** The client sent Terminate. */
-  terminate(): void;
-  /** The client's stream broke the protocol (bad length or message type). */
-  violation(type: number, length: number): void;
-  /** Answering a control call broke inside the engine (a bug): the session cannot go on. */
-  failed(err: unknown): void;
-}
-
-/** Collects the slices one chunk produces and writes them as one write, or one corked batch. */
-class Outbox {
-  private readonly pieces: Buffer[] = [];
-
-  constructor(
-    private readonly dest: net.Socket,
-    private readonly source: net.Socket,
-  ) {}
-
-  add(buf: Buffer, start: number, end: number): void {
-    this.pieces.push(start === 0 && end === buf.length ? buf : buf.subarray(start, end));
-  }
-
-  /**
-   * Writes what was added. Returns true when some of it is still queued on the socket (not written at
-   * once), so the buffers the pieces are views of must not be reused yet.
-   */
-  flush(): boolean {
-    const n = this.pieces.length;
-    if (n === 0) return false;
-    if (n === 1) {
-      this.dest.write(this.pieces[0]!);
-    } else {
-      this.dest.cork();
-      for (let i = 0; i < n; i++) this.dest.write(this.pieces[i]!);
-      this.dest.uncork();
-    }
-    this.pieces.length = 0;
-    // write() says "wait" past 16 KiB queued, which a large result reaches on every chunk; pausing
-    // that often costs more than it saves. Hold back only once a real backlog builds up.
-    if (this.dest.writableLength > MAX_QUEUED && !this.dest.destroyed) {
-      this.source.pause();
-      this.dest.once('drain', this.resume);
-    }
-    return this.dest.writableLength > 0;
-  }
-
-  private readonly resume = (): void => {
-    if (!this.source.destroyed) this.source.resume();
-  };
-}
+import { MAX_QUEUED, Outbox } from './outbox.js';
+import { BACKEND_TABLE, CLIENT_TABLE, CLOSE_COMPLETE, CONTROL_BACKEND_TABLE, CONTROL_CLIENT_TABLE, MAX_MESSAGE, MAX_WHOLE, PARSE_COMPLETE, QUERY_CANCELED, type BackendPort, type ClientPort, type PumpEvents } from './pump-ports.js';
 
 /**
  * Where the client's stream stands; changed only by Pump.setState, along PUMP_MOVES.
@@ -137,10 +24,9 @@ class Outbox {
  *   awaitingSlot: a chunk that starts a transaction waits for an active slot (active-slots.ts); it and
  *                 the client's later bytes wait in the backlog, in order
  *   holding:      a control call runs; the client's later bytes wait in the backlog
- *   terminating:  the client sent Terminate. PostgreSQL reads it only after answering what came before
- *                 it, so the session ends once the statements in flight are answered, or at once if the
- *                 backend waits for COPY data the client will not send (PostgreSQL would fail that COPY
- *                 on reading the Terminate)
+ *   terminating:  the client sent Terminate, which PostgreSQL reads only after answering what came before
+ *                 it: the session ends once the statements in flight are answered, or at once if the backend
+ *                 waits for COPY data the client will not send (PostgreSQL would fail that COPY on reading it)
  *   stopped:      the session let go of the pump; nothing more is read or written
  */
 export type PumpState = 'forwarding' | 'awaitingSlot' | 'holding' | 'terminating' | 'stopped';
@@ -475,11 +361,10 @@ export class Pump {
     return this.terminating && (this.pending === 0 || this.copying);
   }
 
-  /** Read through a getter: the sink may set the state during feed(), where the compiler cannot see. */
+  // Read through getters: the sinks may set these during feed(), where the compiler cannot see.
   private get terminating(): boolean {
     return this.state === 'terminating';
   }
-
   private currentViolation(): { type: number; length: number } | null {
     return this.violation;
   }

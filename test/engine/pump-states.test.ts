@@ -5,7 +5,8 @@
 
 import { expect } from 'chai';
 import type net from 'node:net';
-import { Pump, type PumpEvents } from '../../src/engine/pump.js';
+import { Pump } from '../../src/engine/pump.js';
+import type { PumpEvents } from '../../src/engine/pump-ports.js';
 import { ActiveSlots } from '../../src/engine/active-slots.js';
 import { backendMessages as be, frontendMessages as fe, readMessages } from '../helpers/backend-messages.js';
 import { socketPairs, type SocketPairs } from '../helpers/socket-pair.js';
