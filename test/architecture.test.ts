@@ -42,8 +42,8 @@ function importsOf(file: string): Import[] {
 const KNOWN_CYCLES: string[] = [];
 
 const MAX_LINES = 450;
-/** Long files in the change now rewriting them (the engine's client session); nothing may join them. */
-const KNOWN_LONG = ['engine/client.ts'];
+/** Long files not split yet; nothing may join them (the list can only shrink). */
+const KNOWN_LONG: string[] = [];
 
 /** The one door between runtime and engine: the runtime implements the engine's ports, naming their types. */
 const ENGINE_PORTS = path.join(src, 'engine', 'ports.ts');
