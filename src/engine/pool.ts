@@ -1,7 +1,10 @@
 // The backend pool: PostgreSQL connections keyed by (database, user, startup parameters), reused
-// across client sessions. A backend is in exactly one place: connecting, active (held by a session,
-// or being checked for the next one), or idle (in its key's list). When every slot is taken, a client waits in a queue with a
-// timeout; an idle backend of another key is closed to make room for it.
+// across client sessions. A backend's state is the set it sits in (PgBouncer's change_server_state):
+// prepared, connecting, active (held by a session, or being checked for the next one), idle (also in
+// its key's list), closing or replacing (on its way out, its slot still taken), or in none once
+// closed. Only setState() moves it, along the moves in MOVES; any other move is a bug. The stats are
+// the sets' sizes. When every slot is taken, a client waits in a queue with a timeout; an idle
+// backend of another key is closed to make room for it.
 //
 // A new backend starts from a prepared connection when one is at hand: a socket opened earlier, whose
 // backend PostgreSQL has already forked and which waits for its startup packet. Taking one skips the

@@ -4,6 +4,7 @@
 // The real-PostgreSQL pool tests (lifecycle.test.ts, fresh-login.test.ts) stay.
 
 import { expect } from 'chai';
+import { waitFor } from '../helpers/commands.js';
 import { BackendPool } from '../../src/engine/pool.js';
 import { PgxError } from '../../src/errors.js';
 import { systemClock } from '../../src/clock.js';
@@ -13,14 +14,6 @@ import { backendMessages as be } from '../helpers/backend-messages.js';
 
 const startup = { user: 'alice', database: 'app' };
 const KEY = 'app\0alice';
-
-async function until(what: string, predicate: () => boolean): Promise<void> {
-  for (let i = 0; i < 2000; i++) {
-    if (predicate()) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe('engine: the pool states, without PostgreSQL', function () {
   this.timeout(20_000);
@@ -102,7 +95,7 @@ describe('engine: the pool states, without PostgreSQL', function () {
     expect(pool.stats().idle).to.equal(1);
     // As at a shutdown: a FATAL, then the connection closes.
     pg.byPid(conn.pid).socket.end(be.errorResponse({ S: 'FATAL', V: 'FATAL', C: '57P01', M: 'terminating connection due to administrator command' }));
-    await until('the backend out of the pool', () => pool.stateOf(conn) === 'closed');
+    await waitFor('the backend out of the pool', () => pool.stateOf(conn) === 'closed');
     expect(pool.stats()).to.include({ total: 0, idle: 0, active: 0 });
   });
 

@@ -4,6 +4,7 @@
 // stay; these pin each move of the state on its own.
 
 import { expect } from 'chai';
+import { waitFor } from '../helpers/commands.js';
 import type net from 'node:net';
 import { Pump } from '../../src/engine/pump.js';
 import type { PumpEvents } from '../../src/engine/pump-ports.js';
@@ -24,14 +25,6 @@ function inbox(socket: net.Socket): { messages(): Buffer[]; types(): string[] } 
   socket.on('data', (chunk: Buffer) => (bytes = Buffer.concat([bytes, chunk])));
   const messages = (): Buffer[] => readMessages(bytes).messages;
   return { messages, types: () => messages().map((m) => String.fromCharCode(m[0]!)) };
-}
-
-async function until(what: string, predicate: () => boolean): Promise<void> {
-  for (let i = 0; i < 2000; i++) {
-    if (predicate()) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 interface Session {
@@ -77,12 +70,12 @@ describe('engine: the pump state, without PostgreSQL', function () {
     expect(s.pump.state).to.equal('forwarding');
     expect(s.pump.reusable).to.equal(true);
     s.client.write(fe.query('SELECT 1'));
-    await until('the query at PostgreSQL', () => s.toPostgres.types().length === 1);
+    await waitFor('the query at PostgreSQL', () => s.toPostgres.types().length === 1);
     expect(s.toPostgres.messages()[0]).to.deep.equal(fe.query('SELECT 1'));
     expect(s.pump.busy).to.equal(true);
     expect(s.pump.reusable).to.equal(false);
     s.postgres.write(Buffer.concat([be.dataRow(['1']), be.commandComplete('SELECT 1'), be.readyForQuery('I')]));
-    await until('the answer at the client', () => s.toClient.types().join('') === 'DCZ');
+    await waitFor('the answer at the client', () => s.toClient.types().join('') === 'DCZ');
     expect(s.pump.busy).to.equal(false);
     expect(s.pump.reusable).to.equal(true);
     s.pump.stop();
@@ -92,18 +85,18 @@ describe('engine: the pump state, without PostgreSQL', function () {
   it('is not reusable inside a transaction, nor after a half-sent extended query', async () => {
     const s = await session();
     s.client.write(fe.query('BEGIN'));
-    await until('BEGIN at PostgreSQL', () => s.toPostgres.types().length === 1);
+    await waitFor('BEGIN at PostgreSQL', () => s.toPostgres.types().length === 1);
     s.postgres.write(Buffer.concat([be.commandComplete('BEGIN'), be.readyForQuery('T')]));
-    await until('BEGIN answered', () => s.toClient.types().join('') === 'CZ');
+    await waitFor('BEGIN answered', () => s.toClient.types().join('') === 'CZ');
     expect(s.pump.busy).to.equal(false);
     expect(s.pump.reusable).to.equal(false);
     s.client.write(fe.query('COMMIT'));
-    await until('COMMIT at PostgreSQL', () => s.toPostgres.types().length === 2);
+    await waitFor('COMMIT at PostgreSQL', () => s.toPostgres.types().length === 2);
     s.postgres.write(Buffer.concat([be.commandComplete('COMMIT'), be.readyForQuery('I')]));
-    await until('COMMIT answered', () => s.toClient.types().length === 4);
+    await waitFor('COMMIT answered', () => s.toClient.types().length === 4);
     expect(s.pump.reusable).to.equal(true);
     s.client.write(Buffer.concat([fe.parse('SELECT 1'), fe.bind()]));
-    await until('Parse and Bind at PostgreSQL', () => s.toPostgres.types().length === 4);
+    await waitFor('Parse and Bind at PostgreSQL', () => s.toPostgres.types().length === 4);
     expect(s.pump.reusable, 'no Sync yet').to.equal(false);
     s.pump.stop();
   });
@@ -111,12 +104,12 @@ describe('engine: the pump state, without PostgreSQL', function () {
   it('after Terminate: terminating until the statements in flight are answered, then the session ends', async () => {
     const s = await session();
     s.client.write(Buffer.concat([fe.query('SELECT pg_sleep(1)'), fe.terminate()]));
-    await until('terminating', () => s.pump.state === 'terminating');
-    await until('the query at PostgreSQL', () => s.toPostgres.types().length === 1);
+    await waitFor('terminating', () => s.pump.state === 'terminating');
+    await waitFor('the query at PostgreSQL', () => s.toPostgres.types().length === 1);
     expect(s.toPostgres.types(), 'Terminate is the engine\'s, not forwarded').to.deep.equal(['Q']);
     expect(s.events.terminated).to.equal(0);
     s.postgres.write(Buffer.concat([be.commandComplete('SELECT 1'), be.readyForQuery('I')]));
-    await until('the session to end', () => s.events.terminated === 1);
+    await waitFor('the session to end', () => s.events.terminated === 1);
     expect(s.toClient.types(), 'the answer reached the client first').to.deep.equal(['C', 'Z']);
     s.pump.stop();
   });
@@ -124,11 +117,11 @@ describe('engine: the pump state, without PostgreSQL', function () {
   it('after Terminate while PostgreSQL waits for COPY data: the session ends at once', async () => {
     const s = await session();
     s.client.write(fe.query('COPY t FROM STDIN'));
-    await until('the COPY at PostgreSQL', () => s.toPostgres.types().length === 1);
+    await waitFor('the COPY at PostgreSQL', () => s.toPostgres.types().length === 1);
     s.postgres.write(be.copyInResponse());
-    await until('CopyInResponse at the client', () => s.toClient.types().join('') === 'G');
+    await waitFor('CopyInResponse at the client', () => s.toClient.types().join('') === 'G');
     s.client.write(fe.terminate());
-    await until('the session to end', () => s.events.terminated === 1);
+    await waitFor('the session to end', () => s.events.terminated === 1);
     expect(s.pump.busy, 'the COPY never finished').to.equal(true);
     s.pump.stop();
   });
@@ -136,7 +129,7 @@ describe('engine: the pump state, without PostgreSQL', function () {
   it('a message type no client sends is reported as a violation, and the backend is not reused', async () => {
     const s = await session();
     s.client.write(fe.raw('!', Buffer.from('xx')));
-    await until('the violation', () => s.events.violations.length === 1);
+    await waitFor('the violation', () => s.events.violations.length === 1);
     expect(s.events.violations[0]!.type).to.equal(0x21);
     expect(s.pump.reusable).to.equal(false);
     s.pump.stop();
@@ -147,21 +140,21 @@ describe('engine: the pump state, without PostgreSQL', function () {
     const a = await session({ slots, database: 'd' });
     const b = await session({ slots, database: 'd' });
     a.client.write(fe.query('BEGIN'));
-    await until('BEGIN at PostgreSQL', () => a.toPostgres.types().length === 1);
+    await waitFor('BEGIN at PostgreSQL', () => a.toPostgres.types().length === 1);
     a.postgres.write(Buffer.concat([be.commandComplete('BEGIN'), be.readyForQuery('T')]));
-    await until('BEGIN answered', () => a.toClient.types().length === 2);
+    await waitFor('BEGIN answered', () => a.toClient.types().length === 2);
 
     b.client.write(fe.query('SELECT 1'));
     b.client.write(fe.query('SELECT 2'));
-    await until('b awaiting the slot', () => b.pump.state === 'awaitingSlot');
+    await waitFor('b awaiting the slot', () => b.pump.state === 'awaitingSlot');
     expect(b.pump.reusable).to.equal(false);
     expect(b.toPostgres.types(), 'nothing of b goes out while it waits').to.deep.equal([]);
 
     a.client.write(fe.query('COMMIT'));
-    await until('COMMIT at PostgreSQL', () => a.toPostgres.types().length === 2);
+    await waitFor('COMMIT at PostgreSQL', () => a.toPostgres.types().length === 2);
     a.postgres.write(Buffer.concat([be.commandComplete('COMMIT'), be.readyForQuery('I')]));
-    await until('b forwarding again', () => b.pump.state === 'forwarding');
-    await until("b's queries at PostgreSQL", () => b.toPostgres.types().length === 2);
+    await waitFor('b forwarding again', () => b.pump.state === 'forwarding');
+    await waitFor("b's queries at PostgreSQL", () => b.toPostgres.types().length === 2);
     expect(b.toPostgres.messages()).to.deep.equal([fe.query('SELECT 1'), fe.query('SELECT 2')]);
     a.pump.stop();
     b.pump.stop();
@@ -173,16 +166,16 @@ describe('engine: the pump state, without PostgreSQL', function () {
     const b = await session({ slots, database: 'd' });
     const c = await session({ slots, database: 'd' });
     a.client.write(fe.query('BEGIN'));
-    await until('BEGIN at PostgreSQL', () => a.toPostgres.types().length === 1);
+    await waitFor('BEGIN at PostgreSQL', () => a.toPostgres.types().length === 1);
     b.client.write(fe.query('SELECT 1'));
-    await until('b awaiting', () => b.pump.state === 'awaitingSlot');
+    await waitFor('b awaiting', () => b.pump.state === 'awaitingSlot');
     c.client.write(fe.query('SELECT 2'));
-    await until('c awaiting', () => c.pump.state === 'awaitingSlot');
+    await waitFor('c awaiting', () => c.pump.state === 'awaitingSlot');
     b.pump.stop();
     expect(b.pump.state).to.equal('stopped');
     a.postgres.write(Buffer.concat([be.commandComplete('BEGIN'), be.readyForQuery('I')]));
-    await until('c has the slot', () => c.pump.state === 'forwarding');
-    await until("c's query at PostgreSQL", () => c.toPostgres.types().length === 1);
+    await waitFor('c has the slot', () => c.pump.state === 'forwarding');
+    await waitFor("c's query at PostgreSQL", () => c.toPostgres.types().length === 1);
     expect(b.toPostgres.types()).to.deep.equal([]);
     a.pump.stop();
     c.pump.stop();
@@ -191,18 +184,18 @@ describe('engine: the pump state, without PostgreSQL', function () {
   it("the engine's own cancel: PostgreSQL's 57014 reaches the client as the error it was given", async () => {
     const s = await session();
     s.client.write(fe.query('SELECT pg_sleep(60)'));
-    await until('the query at PostgreSQL', () => s.toPostgres.types().length === 1);
+    await waitFor('the query at PostgreSQL', () => s.toPostgres.types().length === 1);
     const ours = be.errorResponse({ C: '53200', M: 'out of memory: the session used too much' });
     s.pump.replaceCancelError(ours);
     s.postgres.write(Buffer.concat([be.errorResponse({ C: '57014', M: 'canceling statement due to user request' }), be.readyForQuery('I')]));
-    await until('the answer at the client', () => s.toClient.types().join('') === 'EZ');
+    await waitFor('the answer at the client', () => s.toClient.types().join('') === 'EZ');
     expect(s.toClient.messages()[0]).to.deep.equal(ours);
     // Only that one: a later 57014 (the client's own cancel) passes as PostgreSQL sent it.
     s.client.write(fe.query('SELECT pg_sleep(60)'));
-    await until('the second query at PostgreSQL', () => s.toPostgres.types().length === 2);
+    await waitFor('the second query at PostgreSQL', () => s.toPostgres.types().length === 2);
     const theirs = be.errorResponse({ C: '57014', M: 'canceling statement due to user request' });
     s.postgres.write(Buffer.concat([theirs, be.readyForQuery('I')]));
-    await until('the second answer', () => s.toClient.types().length === 4);
+    await waitFor('the second answer', () => s.toClient.types().length === 4);
     expect(s.toClient.messages()[2]).to.deep.equal(theirs);
     s.pump.stop();
   });
