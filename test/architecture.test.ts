@@ -38,16 +38,12 @@ function importsOf(file: string): Import[] {
   }));
 }
 
-/**
- * Cycles left for the change now rewriting client.ts and pump.ts: pump.ts takes the ClientReader type
- * from client.ts, and context.ts names ClientSession for EngineContext.sessions. Each goes when that
- * type moves to a module of its own; nothing may join them.
- */
-const KNOWN_CYCLES = ['engine/client.ts -> engine/pump.ts -> engine/client.ts', 'engine/client.ts -> engine/context.ts -> engine/client.ts'];
+/** Cycles not broken yet; nothing may join them (the list can only shrink). */
+const KNOWN_CYCLES: string[] = [];
 
 const MAX_LINES = 450;
-/** Long files in the change now rewriting them (the engine's session, pump and backend); nothing may join them. */
-const KNOWN_LONG = ['engine/client.ts', 'engine/pump.ts', 'engine/server.ts'];
+/** Long files not split yet; nothing may join them (the list can only shrink). */
+const KNOWN_LONG: string[] = [];
 
 /** The one door between runtime and engine: the runtime implements the engine's ports, naming their types. */
 const ENGINE_PORTS = path.join(src, 'engine', 'ports.ts');

@@ -1,68 +1,28 @@
-// A client session: the startup packet, authentication, getting a backend, then the pump until the
-// client leaves. The state moves one way: startup -> authenticating -> connecting -> active -> closed,
-// changed only by setState(). Clients see errors only through failClient().
+// A client session: its login (client-login.ts: the startup packet, TLS, authentication), getting a
+// backend, then the pump until the client leaves. The state moves one way: startup -> authenticating
+// -> connecting -> active -> closed, changed only by setState() (the login asks for its moves).
+// Clients see errors only through failClient().
 
 import net from 'node:net';
 import tls from 'node:tls';
-import { Msg } from '../wire/codes.js';
-import {
-  AUTHENTICATION_OK,
-  ENCRYPTION_ACCEPTED,
-  ENCRYPTION_REFUSED,
-  READY_IDLE,
-  authenticationSASL,
-  authenticationSASLContinue,
-  authenticationSASLFinal,
-  backendKeyData,
-  negotiateProtocolVersion,
-} from '../wire/backend.js';
+import { ENCRYPTION_ACCEPTED, READY_IDLE, backendKeyData } from '../wire/backend.js';
 import { errorResponse } from '../wire/error-response.js';
-import { tlsServerEndPoint } from '../wire/scram.js';
-import { ProtocolError, parseStartupPacket, startupPacketLength } from '../wire/frontend.js';
-import { clipIdentifier } from '../wire/identifier.js';
+import { ProtocolError } from '../wire/frontend.js';
 import { PgxError, asPgxError } from '../errors.js';
-import { ScramExchange, scramMechanisms } from './auth.js';
-import { BackendRefused, BackendUnreachable, type BackendConnection } from './server.js';
+import type { BackendConnection } from './server.js';
+import { BackendRefused, BackendUnreachable } from './backend-errors.js';
 import { Pump } from './pump.js';
 import { ControlSession } from './control.js';
-import type { Cancellable } from './cancel.js';
+import { ClientLogin, overUnixSocket } from './client-login.js';
 import type { EngineContext } from './context.js';
+import type { ClientReader, ClientState, EngineSession } from './session-types.js';
 import { giveReadBuffer, largeReadBuffers, smallReadBuffers } from './read-buffers.js';
-
-export type ClientState = 'startup' | 'authenticating' | 'connecting' | 'active' | 'closed';
-
-/** Largest authentication message we accept (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH is 65535). */
-const MAX_AUTH_MESSAGE = 65535;
-
-/** Bytes a client may send ahead while it waits for a backend; beyond it its socket is paused. */
-const MAX_PIPELINED = 65536;
-
-/**
- * How long AuthenticationOk may wait for the greeting it goes out with. A backend at hand (pooled, or
- * a warm mint) is ready well within it, and the client then hears everything in one write; a slow one
- * (a template copy) lets AuthenticationOk go ahead alone, as PostgreSQL sends it before its startup.
- */
-const AUTH_OK_HOLD_MS = 100;
 
 /** How long a closing client may take to read its last bytes before its socket is destroyed. */
 const CLOSE_GRACE_MS = 5000;
 
-/** The same after a login timeout: the client has had its time already. */
-const LOGIN_CLOSE_GRACE_MS = 1000;
-
-/** The newest protocol 3.x minor version the engine speaks: 3.2 (PostgreSQL 18's, longer cancel keys). */
-const NEWEST_PROTOCOL_MINOR = 2;
-
 /** Startup parameters that select the pool and are not sent on as settings. */
 const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
-
-/**
- * Whoever reads the client now (the login phase, then the session's pump). `chunk` is a view of a
- * buffer the next read overwrites: the reader copies what it keeps, or returns true when something
- * still refers to it (a write that did not go out at once, bytes held back), and the session then
- * reads into a fresh buffer from the next read on. Chunks from a TLS socket are the reader's to keep.
- */
-export type ClientReader = (chunk: Buffer) => boolean;
 
 /**
  * Where a session's socket comes from: the listener makes it around the session's `onread` (net's
@@ -72,20 +32,15 @@ export type ClientReader = (chunk: Buffer) => boolean;
  */
 export type ClientSocketSource = net.Socket | ((onread: net.OnReadOpts) => net.Socket);
 
-export class ClientSession implements Cancellable {
+export class ClientSession implements EngineSession {
   state: ClientState = 'startup';
   user = '';
   database = '';
-  private inbuf: Buffer = Buffer.alloc(0);
-  private startupParams = new Map<string, string>();
-  private scram: ScramExchange | null = null;
-  /** The client's first SASL message has been taken; the next one is its final message. */
-  private scramStarted = false;
+  /** The login phase: startup packet, TLS, password, and what it leaves for the session. */
+  private readonly login: ClientLogin;
   private backend: BackendConnection | null = null;
   private pump: Pump | null = null;
   private cancelPid = 0;
-  /** The protocol 3.x minor version spoken with the client: 2 gets a 32-byte cancel secret. */
-  private protocolMinor = 0;
   /** The session observer was told this session started, so it must hear that it ended. */
   private observed = false;
   /** The session holds one of its database's slots (see session-slots.ts). */
@@ -94,10 +49,6 @@ export class ClientSession implements Cancellable {
   private keepBackend = true;
   /** The session holds a share of the backends for its role and database (see backend-shares.ts). */
   private shareHeld = false;
-  private readonly loginTimer: NodeJS.Timeout;
-  private authTimer: NodeJS.Timeout | null = null;
-  /** Holds a throttled login until its turn (askPassword). */
-  private throttleTimer: NodeJS.Timeout | null = null;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
   private encrypted = false;
   /** The TLS handshake has finished (until then nothing can be said to the client). */
@@ -119,7 +70,7 @@ export class ClientSession implements Cancellable {
     source: ClientSocketSource,
     private readonly ctx: EngineContext,
     /** Unix socket or loopback: trusted in trust mode. */
-    private readonly local: boolean,
+    local: boolean,
   ) {
     if (source instanceof net.Socket) {
       this.socket = source;
@@ -128,10 +79,24 @@ export class ClientSession implements Cancellable {
     } else {
       this.socket = source({ buffer: () => this.readBuf, callback: this.onRead });
     }
-    this.reader = this.onLoginData;
     this.socket.on('close', this.onClose);
     this.socket.on('error', this.onSocketError);
-    this.loginTimer = setTimeout(() => this.onLoginTimeout(), ctx.options.loginTimeoutMs);
+    this.login = new ClientLogin(ctx, local, {
+      socket: () => this.socket,
+      state: () => this.state,
+      encrypted: () => this.encrypted,
+      handshaken: () => this.handshaken,
+      named: (user, database) => {
+        this.user = user;
+        this.database = database;
+      },
+      authenticating: () => this.setState('authenticating'),
+      authenticated: () => this.authenticated(),
+      startTls: (buffered) => this.startTls(buffered),
+      fail: (err) => this.failClient(err),
+      close: () => this.close(),
+    });
+    this.reader = this.login.onData;
   }
 
   /** A plain read into `readBuf`: `n` bytes, handed to the reader. Always true (go on reading). */
@@ -193,172 +158,18 @@ export class ClientSession implements Cancellable {
     this.state = next;
   }
 
-  // ---- login phase: startup packet and authentication, read from a small buffer ----
-
-  /** Login bytes are few: kept as a copy (a chunk may be the reused read buffer). */
-  private readonly onLoginData = (chunk: Buffer): boolean => {
-    this.inbuf = this.inbuf.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.inbuf, chunk]);
-    if (this.state === 'connecting' && this.inbuf.length >= MAX_PIPELINED) this.socket.pause();
-    try {
-      this.processLogin();
-    } catch (err) {
-      this.failClient(err);
-    }
-    return false;
-  };
-
-  private processLogin(): void {
-    while (this.state === 'startup' || this.state === 'authenticating') {
-      if (this.state === 'startup') {
-        const len = startupPacketLength(this.inbuf);
-        if (len < 0 || this.inbuf.length < len) return;
-        const packet = this.inbuf.subarray(0, len);
-        this.inbuf = this.inbuf.subarray(len);
-        this.onStartupPacket(packet);
-      } else {
-        if (this.scram === null || this.inbuf.length < 5) return;
-        const type = this.inbuf[0]!;
-        const len = this.inbuf.readInt32BE(1);
-        if (type !== Msg.Password) throw new ProtocolError(`expected SASL response, got message type ${type}`);
-        if (len < 4 || len > MAX_AUTH_MESSAGE) throw new ProtocolError('invalid message length');
-        if (this.inbuf.length < len + 1) return;
-        const body = this.inbuf.subarray(5, len + 1);
-        this.inbuf = this.inbuf.subarray(len + 1);
-        this.onPasswordMessage(body);
-        return; // the next message is read when this one is answered
-      }
-    }
-  }
-
-  private onStartupPacket(packet: Buffer): void {
-    const msg = parseStartupPacket(packet);
-    switch (msg.kind) {
-      case 'ssl':
-        if (this.startTls()) return;
-        this.socket.write(ENCRYPTION_REFUSED);
-        return;
-      case 'gssenc':
-        // GSSAPI encryption is not offered: the client goes on in plain text or tries TLS.
-        this.socket.write(ENCRYPTION_REFUSED);
-        return;
-      case 'cancel':
-        this.onCancelRequest(msg.pid, msg.secret);
-        return;
-      case 'startup':
-        break;
-    }
-    // Every name as PostgreSQL will see it (cut to 63 bytes): routing, the credential wall, session
-    // caps and the pool key all use the name in force, not the one the client typed.
-    const sent = msg.params.get('user');
-    const user = sent ? clipIdentifier(sent) : sent;
-    if (!user) throw new PgxError('INVALID_AUTHORIZATION', 'no PostgreSQL user name specified in startup packet');
-    if (this.ctx.options.tls?.require && !this.encrypted && !this.overUnixSocket) {
-      // As PostgreSQL words a hostssl-only pg_hba.conf refusing a plain connection.
-      throw new PgxError('INVALID_AUTHORIZATION', `no pg_hba.conf entry for host "${this.socket.remoteAddress}", user "${user}", database "${msg.params.get('database') || user}", no encryption`, {
-        hint: 'This server accepts TCP connections over TLS only: connect with sslmode=require (or verify-full).',
-      });
-    }
-    if (msg.params.has('replication') && msg.params.get('replication') !== 'false') {
-      throw new PgxError('FEATURE_NOT_SUPPORTED', 'replication connections are not supported by PGX', {
-        hint: 'Connect to PostgreSQL directly for replication; PGX serves ordinary sessions.',
-      });
-    }
-    this.user = user;
-    this.database = clipIdentifier(msg.params.get('database') || user);
-    this.startupParams = msg.params;
-    this.protocolMinor = Math.min(msg.minor, NEWEST_PROTOCOL_MINOR);
-    if (msg.minor > NEWEST_PROTOCOL_MINOR || msg.protocolOptions.length > 0) {
-      this.socket.write(negotiateProtocolVersion(this.protocolMinor, msg.protocolOptions));
-    }
-    if (this.ctx.sessions.size > this.ctx.options.maxClients) {
-      throw new PgxError('TOO_MANY_CONNECTIONS', 'sorry, too many clients already', {
-        hint: `The engine holds at most ${this.ctx.options.maxClients} client sessions (--max-clients).`,
-      });
-    }
-    if (this.local && this.ctx.options.auth === 'trust') {
-      this.authenticated();
-      return;
-    }
-    this.setState('authenticating');
-    this.askPassword();
-  }
-
-  /**
-   * Asks for a password now, or when this (source, user)'s turn comes if its failed logins are past
-   * --login-failure-limit (login-failures.ts); refuses it (28000) when that turn is too far off. The
-   * admin on the Unix socket is never held or refused: a local guesser must not lock the operator out.
-   */
-  private askPassword(): void {
-    const wait = this.throttleExempt ? 0 : this.ctx.loginFailures.admit(this.source, this.user);
-    if (wait === null) {
-      const retryS = Math.max(1, Math.ceil(this.ctx.loginFailures.retryAfterMs(this.source, this.user) / 1000));
-      this.ctx.logger.warn('login-rate-limited', { source: this.source, user: this.user, refused: true });
-      throw new PgxError('INVALID_AUTHORIZATION', `too many failed login attempts for user "${this.user}" from ${this.source}`, {
-        hint: `Try again in ${retryS} s with the right password: past --login-failure-limit failures within a minute, this user's logins from this address take turns.`,
-      });
-    }
-    if (wait === 0) {
-      this.sendChallenge();
-      return;
-    }
-    this.ctx.logger.info('login-rate-limited', { source: this.source, user: this.user, waitMs: Math.round(wait) });
-    this.throttleTimer = setTimeout(() => {
-      this.throttleTimer = null;
-      if (this.state !== 'authenticating') return;
-      this.sendChallenge();
-      this.processLoginSafely();
-    }, wait);
-  }
-
-  private sendChallenge(): void {
-    const binding = this.encrypted ? channelBindingData(this.socket as tls.TLSSocket) : null;
-    this.scram = new ScramExchange(this.user, this.ctx.options.credentials, this.ctx.mockAuthSecret, binding);
-    this.socket.write(authenticationSASL(scramMechanisms(binding)));
-  }
-
-  /** The admin over the Unix socket: its failures are counted and logged but never hold it up. */
-  private get throttleExempt(): boolean {
-    return this.overUnixSocket && this.user === (this.ctx.options.adminUser ?? 'postgres');
-  }
-
-  /**
-   * A CancelRequest: a match cancels that session's statement; anything else closes silently. Wrong
-   * short (4-byte) keys are counted per source, and past the limit that source's short-key requests
-   * are dropped unread (cancel.ts): a 32-bit secret must not be guessable at network speed.
-   */
-  private onCancelRequest(pid: number, secret: Buffer): void {
-    const failures = this.ctx.cancelFailures;
-    const short = secret.length <= 4;
-    if (!short || failures.allowed(this.source)) {
-      const session = this.ctx.cancelKeys.find(pid, secret);
-      if (session) session.cancelBackend();
-      else if (short && failures.failed(this.source)) {
-        this.ctx.logger.warn('cancel-rate-limited', { source: this.source, hint: 'Wrong cancel keys from this address: its 4-byte-key cancel requests are dropped for a while. Clients speaking protocol 3.2 get 32-byte keys, which are never throttled.' });
-      }
-    }
-    this.close();
-  }
-
-  /** Where the client connects from, for the failed-login limit: its address, or the Unix socket. */
-  private get source(): string {
-    return this.socket.remoteAddress ?? 'the Unix socket';
-  }
-
-  /** Unix-socket clients have no remote address; TLS is for TCP only, as in PostgreSQL. */
-  private get overUnixSocket(): boolean {
-    return this.socket.remoteAddress === undefined;
-  }
+  // ---- from the login to the backend ----
 
   /**
    * Answers an SSLRequest with 'S' and continues over TLS, when a certificate is configured; false
    * when the request is to be refused ('N'): no certificate, a Unix socket, or TLS already on.
    */
-  private startTls(): boolean {
+  private startTls(buffered: number): boolean {
     const options = this.ctx.options.tls;
-    if (!options || this.overUnixSocket) return false;
+    if (!options || overUnixSocket(this.socket)) return false;
     if (this.encrypted) throw new ProtocolError('received SSLRequest on an encrypted connection');
     // Bytes sent before the handshake would be read as if they came over TLS (CVE-2021-23214).
-    if (this.inbuf.length > 0) throw new ProtocolError('received unencrypted data after SSL request');
+    if (buffered > 0) throw new ProtocolError('received unencrypted data after SSL request');
     const raw = this.socket;
     raw.write(ENCRYPTION_ACCEPTED);
     raw.off('data', this.onStreamData);
@@ -376,91 +187,15 @@ export class ClientSession implements Cancellable {
     return true;
   }
 
-  private onPasswordMessage(body: Buffer): void {
-    const scram = this.scram!;
-    if (!this.scramStarted) {
-      this.scramStarted = true;
-      scram.begin(body).then(
-        (serverFirst) => {
-          if (this.state !== 'authenticating') return;
-          this.socket.write(authenticationSASLContinue(serverFirst));
-          this.processLoginSafely();
-        },
-        (err: unknown) => this.failClient(err),
-      );
-      return;
-    }
-    let serverFinal: string;
-    try {
-      serverFinal = scram.finish(body);
-    } catch (err) {
-      if (err instanceof PgxError && err.code === 'INVALID_PASSWORD') throw this.loginFailed(err);
-      throw err;
-    }
-    // SASLFinal and AuthenticationOk go out with the greeting (see authenticated()).
-    this.authenticated(authenticationSASLFinal(serverFinal));
-  }
-
-  /** Counts and logs a wrong password; past the limit the 28P01 says that further attempts are slowed. */
-  private loginFailed(err: PgxError): PgxError {
-    const { failures, nextWaitMs } = this.ctx.loginFailures.record(this.source, this.user);
-    this.ctx.logger.info('login-failed', { source: this.source, user: this.user, failures });
-    if (nextWaitMs === 0 || this.throttleExempt) return err;
-    return new PgxError('INVALID_PASSWORD', err.message, {
-      hint: `${failures} failed logins for this user from ${this.source} within a minute (--login-failure-limit): its next attempt waits ${Math.ceil(nextWaitMs / 100) / 10} s for its turn.`,
-    });
-  }
-
-  /** AuthenticationOk (and SASLFinal) not yet written: they precede whatever the client hears next. */
-  private authPending: Buffer | null = null;
-
-  private readonly flushAuth = (): void => {
-    this.authTimer = null;
-    const pending = this.authPending;
-    if (pending === null) return;
-    this.authPending = null;
-    if (!this.socket.destroyed && this.socket.writable) this.socket.write(pending);
-  };
-
-  /** `frames` in one buffer, preceded by any held-back authentication messages. */
-  private withAuth(...frames: Buffer[]): Buffer {
-    const pending = this.authPending;
-    if (pending !== null) {
-      this.authPending = null;
-      this.clearAuthTimer();
-      frames.unshift(pending);
-    }
-    return frames.length === 1 ? frames[0]! : Buffer.concat(frames);
-  }
-
-  private clearAuthTimer(): void {
-    if (this.authTimer === null) return;
-    clearTimeout(this.authTimer);
-    this.authTimer = null;
-  }
-
-  private processLoginSafely(): void {
-    try {
-      this.processLogin();
-    } catch (err) {
-      this.failClient(err);
-    }
-  }
-
   /**
-   * Authentication succeeded. AuthenticationOk (after `prefix`, SCRAM's SASLFinal) is held back so it
-   * goes out in one write with the greeting when a backend is ready within AUTH_OK_HOLD_MS; if getting
-   * one takes longer, it goes out alone. A failure to get a backend still follows it (see failClient).
+   * The login authenticated the client (its AuthenticationOk is held back for the greeting, see
+   * client-login.ts): the session gets a backend, through its database's cap and its share.
    */
-  private authenticated(prefix?: Buffer): void {
-    clearTimeout(this.loginTimer);
+  private authenticated(): void {
     this.setState('connecting');
-    this.scram = null;
-    this.authPending = prefix ? Buffer.concat([prefix, AUTHENTICATION_OK]) : AUTHENTICATION_OK;
-    this.authTimer = setTimeout(this.flushAuth, AUTH_OK_HOLD_MS);
     const startup: Record<string, string> = { user: this.user, database: this.database };
     const keyParts = [this.database, this.user];
-    for (const [name, value] of [...this.startupParams].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    for (const [name, value] of [...this.login.params].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       if (ROUTING_PARAMS.has(name)) continue;
       startup[name] = value;
       keyParts.push(name, value);
@@ -498,7 +233,7 @@ export class ClientSession implements Cancellable {
 
   /** The runtime's own roles, or any client on the Unix socket: no share, and the reserved backends. */
   private get isAdmin(): boolean {
-    return this.overUnixSocket || this.ctx.options.adminRoles?.includes(this.user) === true;
+    return overUnixSocket(this.socket) || this.ctx.options.adminRoles?.includes(this.user) === true;
   }
 
   /** Admits the session on its database's cap; false when the cap is reached. */
@@ -532,18 +267,17 @@ export class ClientSession implements Cancellable {
       return;
     }
     this.backend = backend;
-    const key = this.ctx.cancelKeys.issue(this, backend.pid, this.protocolMinor >= 2);
+    const key = this.ctx.cancelKeys.issue(this, backend.pid, this.login.protocolMinor >= 2);
     this.cancelPid = key.pid;
     const keyData = backendKeyData(key.pid, key.secret);
     // A fresh backend's first client hears what PostgreSQL said at login (a login trigger's notices).
     const login = backend.takeLoginGreeting();
-    this.socket.write(login ? this.withAuth(login[0], keyData, login[1], READY_IDLE) : this.withAuth(backend.parameterFrames(), keyData, READY_IDLE));
+    this.socket.write(login ? this.login.withAuth(login[0], keyData, login[1], READY_IDLE) : this.login.withAuth(backend.parameterFrames(), keyData, READY_IDLE));
     this.setState('active');
     this.ctx.options.sessionObserver?.sessionStarted(this.database);
     this.observed = true;
     this.reader = null;
-    const leftover = this.inbuf.length > 0 ? this.inbuf : null;
-    this.inbuf = Buffer.alloc(0);
+    const leftover = this.login.takePipelined();
     const backendLeftover = backend.leftover;
     backend.leftover = null;
     backend.socket.on('close', this.onBackendClose);
@@ -559,7 +293,7 @@ export class ClientSession implements Cancellable {
       control ? new ControlSession(control, { user: this.user, database: this.database }, this.ctx.logger) : null,
       this.ctx.activeSlots.enabled ? { slots: this.ctx.activeSlots, database: this.database } : null,
     );
-    // Paused by onLoginData if it sent too much ahead; the pump may pause it again for backpressure.
+    // Paused by the login's reader if it sent too much ahead; the pump may pause it again for backpressure.
     if (this.socket.isPaused()) this.socket.resume();
     this.pump.start(leftover, backendLeftover);
   }
@@ -585,23 +319,6 @@ export class ClientSession implements Cancellable {
   };
 
   /**
-   * --login-timeout runs from accept to authenticated, the TLS handshake included: a handshake not
-   * finished by then is cut (no error can be sent before it ends), as is a socket that does not take
-   * the FATAL within a second after it.
-   */
-  private onLoginTimeout(): void {
-    if (this.state !== 'startup' && this.state !== 'authenticating') return;
-    if (this.encrypted && !this.handshaken) {
-      this.ctx.logger.info('protocol violation', { reason: 'TLS handshake not finished within --login-timeout' });
-      this.close();
-      this.socket.destroy();
-      return;
-    }
-    this.failClient(new ProtocolError('canceling authentication due to timeout', '08P01'));
-    if (!this.socket.destroyed) this.socket.setTimeout(LOGIN_CLOSE_GRACE_MS, () => this.socket.destroy());
-  }
-
-  /**
    * The one way errors reach a client: an ErrorResponse with severity FATAL, SQLSTATE, message and
    * hint, then the connection closes. Internal errors are logged with their cause and shown as XX000.
    */
@@ -621,7 +338,7 @@ export class ClientSession implements Cancellable {
       if (e.code === 'INTERNAL') this.ctx.logger.error('internal error in client session', { err: e.cause ?? e });
       frame = toFrame(e);
     }
-    if (!this.socket.destroyed && this.socket.writable) this.socket.write(this.withAuth(frame));
+    if (!this.socket.destroyed && this.socket.writable) this.socket.write(this.login.withAuth(frame));
     this.close();
   }
 
@@ -632,10 +349,7 @@ export class ClientSession implements Cancellable {
   close(terminated = false): void {
     if (this.state === 'closed') return;
     this.setState('closed');
-    clearTimeout(this.loginTimer);
-    if (this.throttleTimer !== null) clearTimeout(this.throttleTimer);
-    this.clearAuthTimer();
-    this.authPending = null;
+    this.login.stop();
     this.ctx.sessions.delete(this);
     if (this.cancelPid) this.ctx.cancelKeys.revoke(this.cancelPid);
     const backend = this.backend;
@@ -671,12 +385,6 @@ export class ClientSession implements Cancellable {
       this.socket.once('close', () => this.socket.setTimeout(0));
     }
   }
-}
-
-/** tls-server-end-point data for the certificate this TLS connection presented; null if none fits. */
-function channelBindingData(socket: tls.TLSSocket): Buffer | null {
-  const cert = socket.getCertificate() as { raw?: Buffer } | null;
-  return cert?.raw ? tlsServerEndPoint(cert.raw) : null;
 }
 
 function toFrame(e: PgxError): Buffer {

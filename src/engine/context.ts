@@ -2,10 +2,10 @@
 
 import type { Logger } from '../log.js';
 import type { CancelFailures, CancelKeys } from './cancel.js';
-import type { ClientSession } from './client.js';
 import type { BackendPool } from './pool.js';
 import type { EngineOptions } from './ports.js';
 import type { SessionSlots } from './session-slots.js';
+import type { EngineSession } from './session-types.js';
 import type { ActiveSlots } from './active-slots.js';
 import type { LoginFailures } from './login-failures.js';
 import type { BackendShares } from './backend-shares.js';
@@ -15,7 +15,7 @@ export interface EngineContext {
   pool: BackendPool;
   cancelKeys: CancelKeys;
   cancelFailures: CancelFailures;
-  sessions: Set<ClientSession>;
+  sessions: Set<EngineSession>;
   slots: SessionSlots;
   shares: BackendShares;
   activeSlots: ActiveSlots;

@@ -17,7 +17,7 @@ import { readFile } from 'node:fs/promises';
 import { PgxError } from '../errors.js';
 import { errorResponse } from '../wire/error-response.js';
 import type { Logger } from '../log.js';
-import type { ClientSession } from './client.js';
+import type { EngineSession } from './session-types.js';
 import type { MemoryLimits } from './ports.js';
 
 type Scope = 'session' | 'database' | 'runtime' | 'cgroup';
@@ -42,7 +42,7 @@ export async function anonymousMemoryKb(pid: number): Promise<number | null> {
 }
 
 interface Reading {
-  session: ClientSession;
+  session: EngineSession;
   database: string;
   mb: number;
 }
@@ -66,10 +66,10 @@ export class MemoryWatchdog {
   private timer: NodeJS.Timeout | null = null;
   private measuring = false;
   /** Sessions whose statement was cancelled, with the time (interval ticks) it happened. */
-  private readonly cancelled = new Map<ClientSession, number>();
+  private readonly cancelled = new Map<EngineSession, number>();
   private ticks = 0;
   /** Last reading of each session (kB), the pass it was taken in, and whether it was busy then. */
-  private readonly lastRead = new WeakMap<ClientSession, { kb: number; tick: number; busy: boolean }>();
+  private readonly lastRead = new WeakMap<EngineSession, { kb: number; tick: number; busy: boolean }>();
   /** Peak of the runtime-wide sum seen, in MB (status and benchmarks). */
   peakMb = 0;
   /** Statements cancelled, per scope. */
@@ -85,7 +85,7 @@ export class MemoryWatchdog {
 
   constructor(
     private readonly limits: MemoryLimits,
-    private readonly sessions: () => Iterable<ClientSession>,
+    private readonly sessions: () => Iterable<EngineSession>,
     private readonly logger: Logger,
     private readonly measure: (pid: number) => Promise<number | null> = anonymousMemoryKb,
   ) {}
@@ -124,7 +124,7 @@ export class MemoryWatchdog {
 
   private async read(): Promise<Reading[]> {
     const all = this.limitsAll;
-    const targets: Array<{ session: ClientSession; pid: number; busy: boolean; cached: number | null }> = [];
+    const targets: Array<{ session: EngineSession; pid: number; busy: boolean; cached: number | null }> = [];
     for (const session of this.sessions()) {
       const pid = session.backendPid;
       if (pid === null) continue;
@@ -198,7 +198,7 @@ export class MemoryWatchdog {
     for (const r of readings) if (this.cancelled.has(r.session)) leaving += r.mb;
     for (const e of this.released) leaving += e.mb;
     let excess = usedMb + 2 * grown - leaving - guardMb;
-    const paid = new Set<ClientSession>();
+    const paid = new Set<EngineSession>();
     for (;;) {
       const { sum, hog } = this.largestTenant(readings, paid);
       if (excess <= 0 || hog === null) return;
@@ -223,7 +223,7 @@ export class MemoryWatchdog {
 
 
   /** The sum over backends not just canceled, and the database holding the most with its largest backend. */
-  private largestTenant(readings: Reading[], paid?: Set<ClientSession>): { sum: number; hog: Hog | null } {
+  private largestTenant(readings: Reading[], paid?: Set<EngineSession>): { sum: number; hog: Hog | null } {
     let sum = 0;
     const perDatabase = new Map<string, Hog>();
     for (const r of readings) {

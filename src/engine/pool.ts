@@ -1,7 +1,10 @@
 // The backend pool: PostgreSQL connections keyed by (database, user, startup parameters), reused
-// across client sessions. A backend is in exactly one place: connecting, active (held by a session,
-// or being checked for the next one), or idle (in its key's list). When every slot is taken, a client waits in a queue with a
-// timeout; an idle backend of another key is closed to make room for it.
+// across client sessions. A backend's state is the set it sits in (PgBouncer's change_server_state):
+// prepared, connecting, active (held by a session, or being checked for the next one), idle (also in
+// its key's list), closing or replacing (on its way out, its slot still taken), or in none once
+// closed. Only setState() moves it, along the moves in MOVES; any other move is a bug. The stats are
+// the sets' sizes. When every slot is taken, a client waits in a queue with a timeout; an idle
+// backend of another key is closed to make room for it.
 //
 // A new backend starts from a prepared connection when one is at hand: a socket opened earlier, whose
 // backend PostgreSQL has already forked and which waits for its startup packet. Taking one skips the
@@ -16,7 +19,8 @@
 import { PgxError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import { BackendConnection, BackendUnreachable } from './server.js';
+import { BackendConnection } from './server.js';
+import { BackendUnreachable } from './backend-errors.js';
 import type { BackendAddress } from './ports.js';
 
 /** Prepared connections kept while new backends are being opened. */
@@ -64,20 +68,89 @@ export interface PoolStats {
   prepared: number;
 }
 
+/**
+ * Where a backend stands in the pool; 'closed' is no set at all (the pool has let it go).
+ *   prepared:   socket open, startup not sent (outside the slots)
+ *   connecting: starting in a slot
+ *   active:     held by a session, or being checked for the next one
+ *   idle:       in its key's list, watched for PostgreSQL ending it
+ *   closing:    found ended while idle; its slot is freed when its socket has closed
+ *   replacing:  failed its login check; its slot passes to the backend opened once it has exited
+ */
+export type PoolState = 'prepared' | 'connecting' | 'active' | 'idle' | 'closing' | 'replacing';
+
+/** The moves setState() makes; anything else is a bug in the pool. */
+const MOVES: Record<PoolState | 'new', ReadonlyArray<PoolState | 'closed'>> = {
+  new: ['prepared', 'connecting'],
+  prepared: ['connecting', 'closed'],
+  connecting: ['active', 'closed'],
+  active: ['idle', 'replacing', 'closed'],
+  idle: ['active', 'closing', 'closed'],
+  closing: ['closed'],
+  replacing: ['closed'],
+};
+
 export class BackendPool {
-  private readonly idle = new Map<string, BackendConnection[]>();
-  private idleCount = 0;
-  /** Backends that occupy a slot once connected (active or idle); a dropped one leaves at once. */
-  private readonly members = new Set<BackendConnection>();
-  private connecting = 0;
+  /** The backends in each state: membership is the state. */
+  private readonly in: Record<PoolState, Set<BackendConnection>> = {
+    prepared: new Set(),
+    connecting: new Set(),
+    active: new Set(),
+    idle: new Set(),
+    closing: new Set(),
+    replacing: new Set(),
+  };
+  /** Each backend's state, for setState() to know where it moves from. */
+  private readonly states = new Map<BackendConnection, PoolState>();
+  /** The idle set by key, oldest first: changed with it, in setState(). */
+  private readonly idleByKey = new Map<string, BackendConnection[]>();
   private readonly waiters: Waiter[] = [];
-  private readonly prepared: BackendConnection[] = [];
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
 
   constructor(private readonly opts: PoolOptions) {
     this.sweeper = setInterval(() => this.closeExpired(), Math.max(1000, Math.min(opts.idleTimeoutMs / 2, 10_000)));
     this.sweeper.unref();
+  }
+
+  /** Where `conn` stands in this pool: the set it sits in, or 'closed' when in none. */
+  stateOf(conn: BackendConnection): PoolState | 'closed' {
+    return this.states.get(conn) ?? 'closed';
+  }
+
+  /**
+   * The one place a backend changes state: out of its set, into the next one. Throws on a move that
+   * is not in MOVES (a bug: the pool's counts would no longer be true).
+   */
+  private setState(conn: BackendConnection, next: PoolState | 'closed'): void {
+    const from = this.states.get(conn) ?? 'new';
+    if (!MOVES[from].includes(next)) throw new Error(`internal error: pooled backend moved from ${from} to ${next}`);
+    if (from !== 'new') {
+      this.in[from].delete(conn);
+      if (from === 'idle') this.leaveIdleList(conn);
+    }
+    if (next === 'closed') {
+      this.states.delete(conn);
+      return;
+    }
+    this.states.set(conn, next);
+    this.in[next].add(conn);
+    if (next === 'idle') {
+      conn.idleSince = this.opts.clock.monotonic();
+      conn.watchIdle();
+      let list = this.idleByKey.get(conn.key);
+      if (!list) this.idleByKey.set(conn.key, (list = []));
+      list.push(conn);
+    }
+  }
+
+  private leaveIdleList(conn: BackendConnection): void {
+    conn.unwatchIdle();
+    const list = this.idleByKey.get(conn.key);
+    if (!list) return;
+    const i = list.lastIndexOf(conn);
+    if (i >= 0) list.splice(i, 1);
+    if (list.length === 0) this.idleByKey.delete(conn.key);
   }
 
   /**
@@ -122,7 +195,7 @@ export class BackendPool {
     // Clients waiting for other databases (a burst of new ones) are served sooner by this slot closed
     // now than after a reset that would only end in makeIdle closing it.
     const wantedElsewhere = this.waiters.length > 0 && !this.waiters.some((w) => w.key === conn.key);
-    if (!clean || conn.state === 'closed' || this.closed || wantedElsewhere || !conn.poolable) {
+    if (!clean || conn.closed || this.closed || wantedElsewhere || !conn.poolable) {
       this.drop(conn);
       this.serveWaiters();
       return;
@@ -141,12 +214,13 @@ export class BackendPool {
    */
   private checked(conn: BackendConnection, startup: Record<string, string>): Promise<BackendConnection> {
     return conn.checkLogin().then((ok) => {
-      if (ok && conn.state !== 'closed' && !this.closed) return conn;
-      this.members.delete(conn);
-      // The slot stays taken while the old backend exits and the new one starts.
-      this.connecting++;
+      if (ok && !conn.closed && !this.closed) return conn;
+      // The slot stays taken while the old backend exits and the new one starts (unless its socket
+      // closed during the check, which freed the slot already).
+      const replacing = this.states.get(conn) === 'active';
+      if (replacing) this.setState(conn, 'replacing');
       return conn.closeAndWait().then(() => {
-        this.connecting--;
+        if (replacing) this.setState(conn, 'closed');
         if (this.closed) {
           this.serveWaiters();
           throw new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command');
@@ -156,21 +230,24 @@ export class BackendPool {
     });
   }
 
-  /** Slots taken: connected members plus connections being opened. */
+  /** Slots taken: every backend in a state but prepared. */
   private get total(): number {
-    return this.members.size + this.connecting;
+    const s = this.in;
+    return s.connecting.size + s.active.size + s.idle.size + s.closing.size + s.replacing.size;
   }
 
   stats(): PoolStats {
+    const s = this.in;
     return {
       total: this.total,
-      active: this.total - this.idleCount - this.connecting,
-      idle: this.idleCount,
-      connecting: this.connecting,
+      // Counted as before the states had sets: one on its way out is still active, a replacement connecting.
+      active: s.active.size + s.closing.size,
+      idle: s.idle.size,
+      connecting: s.connecting.size + s.replacing.size,
       // Kept for the status document: the reset now goes out with the next hand-out's login check.
       resetting: 0,
       waiting: this.waiters.length,
-      prepared: this.prepared.length,
+      prepared: s.prepared.size,
     };
   }
 
@@ -182,32 +259,37 @@ export class BackendPool {
       clearTimeout(w.timer);
       w.reject(new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command'));
     }
-    for (const list of [...this.idle.values()]) for (const c of [...list]) this.removeIdle(c), this.drop(c);
-    for (const c of this.prepared.splice(0)) c.destroy();
+    for (const c of [...this.in.idle]) this.drop(c);
+    for (const c of [...this.in.prepared]) this.drop(c);
   }
 
   private openNew(key: string, startup: Record<string, string>): Promise<BackendConnection> {
-    this.connecting++;
     const prepared = this.takePrepared();
+    let conn = prepared ?? this.fresh();
+    this.setState(conn, 'connecting');
     this.prepare();
     // A pool that keeps no idle backend never hands one to a second client: no login baseline needed.
     const baseline = this.opts.maxIdle > 0;
-    const started = prepared
-      ? prepared.start(startup, key, baseline).catch((err: unknown) => {
-          // PostgreSQL ended the waiting backend (its authentication_timeout, a restart): a fresh one.
-          if (!(err instanceof BackendUnreachable)) throw err;
-          return this.fresh().start(startup, key, baseline);
-        })
-      : this.fresh().start(startup, key, baseline);
+    let started = conn.start(startup, key, baseline);
+    if (prepared) {
+      started = started.catch((err: unknown) => {
+        // PostgreSQL ended the waiting backend (its authentication_timeout, a restart): a fresh one
+        // takes its slot.
+        if (!(err instanceof BackendUnreachable)) throw err;
+        this.setState(conn, 'closed');
+        conn = this.fresh();
+        this.setState(conn, 'connecting');
+        return conn.start(startup, key, baseline);
+      });
+    }
     return started.then(
-      (conn) => {
-        this.connecting--;
-        this.members.add(conn);
+      () => {
+        this.setState(conn, 'active');
         conn.socket.once('close', () => this.onClosed(conn));
         return conn;
       },
       (err: unknown) => {
-        this.connecting--;
+        this.setState(conn, 'closed');
         this.serveWaiters();
         throw err;
       },
@@ -221,18 +303,18 @@ export class BackendPool {
   /** A prepared connection young enough to start; older or closed ones found on the way are closed. */
   private takePrepared(): BackendConnection | undefined {
     const oldest = this.opts.clock.monotonic() - PREPARED_MAX_AGE_MS;
-    let conn: BackendConnection | undefined;
-    while ((conn = this.prepared.shift()) !== undefined) {
-      if (conn.state !== 'closed' && conn.openedAt > oldest) return conn;
-      conn.destroy();
+    for (const conn of this.in.prepared) {
+      if (!conn.closed && conn.openedAt > oldest) return conn;
+      this.drop(conn);
     }
     return undefined;
   }
 
   /** Tops the prepared connections up, while a slot is free for them to start in. */
   private prepare(): void {
-    while (!this.closed && this.prepared.length < PREPARED && this.total + this.prepared.length < this.opts.maxBackends) {
-      this.prepared.push(this.fresh());
+    const prepared = this.in.prepared;
+    while (!this.closed && prepared.size < PREPARED && this.total + prepared.size < this.opts.maxBackends) {
+      this.setState(this.fresh(), 'prepared');
     }
   }
 
@@ -240,10 +322,9 @@ export class BackendPool {
   closeIdleOf(database: string): number {
     const prefix = `${database}\0`;
     let n = 0;
-    for (const [key, list] of [...this.idle]) {
+    for (const [key, list] of [...this.idleByKey]) {
       if (!key.startsWith(prefix)) continue;
       for (const conn of [...list]) {
-        this.removeIdle(conn);
         this.drop(conn);
         n++;
       }
@@ -251,32 +332,34 @@ export class BackendPool {
     return n;
   }
 
+  /**
+   * The most recently used idle backend of `key`, now active: it is warm, and the oldest ones age
+   * out. One PostgreSQL has just ended (the idle watcher destroyed it) is skipped: its slot is freed
+   * when its socket has closed.
+   */
   private takeIdle(key: string): BackendConnection | undefined {
-    const list = this.idle.get(key);
+    const list = this.idleByKey.get(key);
     if (!list) return undefined;
-    // Most recently used first: it is warm, and the oldest ones age out. Skip one PostgreSQL has just
-    // ended (the idle watcher destroyed it; its close event, which frees the slot, is still to come).
     let conn: BackendConnection | undefined;
-    while ((conn = list.pop()) !== undefined) {
-      this.idleCount--;
-      conn.unwatchIdle();
-      if (conn.state !== 'closed') break;
+    while ((conn = list[list.length - 1]) !== undefined) {
+      if (!conn.closed) {
+        this.setState(conn, 'active');
+        return conn;
+      }
+      this.setState(conn, 'closing');
     }
-    if (list.length === 0) this.idle.delete(key);
-    if (!conn) return undefined;
-    conn.state = 'active';
-    return conn;
+    return undefined;
   }
 
+  /** A released backend: to a client waiting for its key, else idle, else closed for another key's waiter. */
   private makeIdle(conn: BackendConnection): void {
-    if (conn.state === 'closed') return;
+    if (conn.closed) return;
     // A reset that finishes after close() must not park the backend in a pool nobody will sweep.
     if (this.closed) return this.drop(conn);
     const waiterIndex = this.waiters.findIndex((w) => w.key === conn.key);
     if (waiterIndex >= 0) {
       const [w] = this.waiters.splice(waiterIndex, 1);
       clearTimeout(w!.timer);
-      conn.state = 'active';
       this.checked(conn, w!.startup).then(w!.resolve, w!.reject);
       return;
     }
@@ -286,41 +369,21 @@ export class BackendPool {
       this.serveWaiters();
       return;
     }
-    conn.state = 'idle';
-    conn.idleSince = this.opts.clock.monotonic();
-    conn.watchIdle();
-    let list = this.idle.get(conn.key);
-    if (!list) this.idle.set(conn.key, (list = []));
-    list.push(conn);
-    this.idleCount++;
+    this.setState(conn, 'idle');
     // Each idle backend holds a couple of MB: a thousand databases queried once must not keep a
     // backend each until the idle timeout.
-    if (this.idleCount > this.opts.maxIdle) this.evictIdleOf(null);
+    if (this.in.idle.size > this.opts.maxIdle) this.evictIdleOf(null);
   }
 
   /** Closes the least recently used idle backend of a key other than `key` (null: of any key). */
   private evictIdleOf(key: string | null): void {
     let victim: BackendConnection | undefined;
-    for (const [k, list] of this.idle) {
+    for (const [k, list] of this.idleByKey) {
       if (k === key || list.length === 0) continue;
       const oldest = list[0]!;
       if (!victim || oldest.idleSince < victim.idleSince) victim = oldest;
     }
-    if (victim) {
-      this.removeIdle(victim);
-      this.drop(victim);
-    }
-  }
-
-  private removeIdle(conn: BackendConnection): void {
-    const list = this.idle.get(conn.key);
-    if (!list) return;
-    const i = list.indexOf(conn);
-    if (i < 0) return;
-    list.splice(i, 1);
-    if (list.length === 0) this.idle.delete(conn.key);
-    this.idleCount--;
-    conn.unwatchIdle();
+    if (victim) this.drop(victim);
   }
 
   /**
@@ -329,13 +392,15 @@ export class BackendPool {
    */
   private drop(conn: BackendConnection): void {
     conn.destroy();
-    this.members.delete(conn);
+    if (this.states.has(conn)) this.setState(conn, 'closed');
   }
 
+  /** Its socket closed: the slot is free, unless a replacement takes it over (checked). */
   private onClosed(conn: BackendConnection): void {
-    this.removeIdle(conn);
-    conn.state = 'closed';
-    if (this.members.delete(conn)) this.serveWaiters();
+    const state = this.states.get(conn);
+    if (state === undefined || state === 'replacing') return;
+    this.setState(conn, 'closed');
+    this.serveWaiters();
   }
 
   /**
@@ -363,19 +428,10 @@ export class BackendPool {
 
   private closeExpired(): void {
     const now = this.opts.clock.monotonic();
-    const stale = this.prepared.filter((c) => c.state === 'closed' || c.openedAt <= now - PREPARED_MAX_AGE_MS);
-    for (const conn of stale) {
-      this.prepared.splice(this.prepared.indexOf(conn), 1);
-      conn.destroy();
+    for (const conn of [...this.in.prepared]) {
+      if (conn.closed || conn.openedAt <= now - PREPARED_MAX_AGE_MS) this.drop(conn);
     }
     const cutoff = now - this.opts.idleTimeoutMs;
-    for (const list of [...this.idle.values()]) {
-      for (const conn of [...list]) {
-        if (conn.idleSince <= cutoff) {
-          this.removeIdle(conn);
-          this.drop(conn);
-        }
-      }
-    }
+    for (const conn of [...this.in.idle]) if (conn.idleSince <= cutoff) this.drop(conn);
   }
 }

@@ -11,144 +11,49 @@
 
 import type net from 'node:net';
 import { Msg, TxStatus } from '../wire/codes.js';
-import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
+import { FrameAction, FrameScanner, Verdict, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { Answer, ControlSession, Held } from './control.js';
 import type { ActiveSlots, Waiter } from './active-slots.js';
-import type { BackendReader } from './server.js';
-import type { ClientReader } from './client.js';
+import { MAX_QUEUED, Outbox } from './outbox.js';
+import { BACKEND_TABLE, CLIENT_TABLE, CLOSE_COMPLETE, CONTROL_BACKEND_TABLE, CONTROL_CLIENT_TABLE, MAX_MESSAGE, MAX_WHOLE, PARSE_COMPLETE, QUERY_CANCELED, type BackendPort, type ClientPort, type PumpEvents } from './pump-ports.js';
 
-/** The backend side as the pump sees it: a socket to write and pause, whose reads come to a reader. */
-export interface BackendPort {
-  readonly socket: net.Socket;
-  setReader(reader: BackendReader | null): void;
-}
+/**
+ * Where the client's stream stands; changed only by Pump.setState, along PUMP_MOVES.
+ *   forwarding:   the client's bytes are scanned and forwarded as they come
+ *   awaitingSlot: a chunk that starts a transaction waits for an active slot (active-slots.ts); it and
+ *                 the client's later bytes wait in the backlog, in order
+ *   holding:      a control call runs; the client's later bytes wait in the backlog
+ *   terminating:  the client sent Terminate, which PostgreSQL reads only after answering what came before
+ *                 it: the session ends once the statements in flight are answered, or at once if the backend
+ *                 waits for COPY data the client will not send (PostgreSQL would fail that COPY on reading it)
+ *   stopped:      the session let go of the pump; nothing more is read or written
+ */
+export type PumpState = 'forwarding' | 'awaitingSlot' | 'holding' | 'terminating' | 'stopped';
 
-/** The client side, the same way: its reads come to a reader (see ClientReader). */
-export interface ClientPort {
-  readonly socket: net.Socket;
-  setReader(reader: ClientReader | null): void;
-}
-
-/** What the client may send once its session is running; anything else is a protocol violation. */
-const CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
-  [Msg.Query]: FrameAction.Note,
-  [Msg.Sync]: FrameAction.Note,
-  [Msg.FunctionCall]: FrameAction.Note,
-  [Msg.Parse]: FrameAction.Note,
-  [Msg.Bind]: FrameAction.Note,
-  [Msg.Execute]: FrameAction.Note,
-  [Msg.Describe]: FrameAction.Note,
-  [Msg.Close]: FrameAction.Note,
-  [Msg.Flush]: FrameAction.Note,
-  [Msg.Terminate]: FrameAction.Whole,
-  [Msg.CopyData]: FrameAction.Pass,
-  [Msg.CopyDone]: FrameAction.Pass,
-  [Msg.CopyFail]: FrameAction.Pass,
-  // PostgreSQL answers a stray password message with its own error; let it.
-  [Msg.Password]: FrameAction.Pass,
+const PUMP_MOVES: Record<PumpState, readonly PumpState[]> = {
+  forwarding: ['awaitingSlot', 'holding', 'terminating', 'stopped'],
+  awaitingSlot: ['forwarding', 'stopped'],
+  holding: ['forwarding', 'stopped'],
+  terminating: ['stopped'],
+  stopped: [],
 };
-
-/** With control functions on, Query and Parse are read whole, behind a prefilter that allocates nothing. */
-const CONTROL_CLIENT_ACTIONS: Partial<Record<number, FrameAction>> = {
-  ...CLIENT_ACTIONS,
-  [Msg.Query]: FrameAction.Whole,
-  [Msg.Parse]: FrameAction.Whole,
-};
-
-const BACKEND_ACTIONS: Partial<Record<number, FrameAction>> = {
-  [Msg.ReadyForQuery]: FrameAction.Whole,
-  [Msg.CopyInResponse]: FrameAction.Note,
-  [Msg.CopyBothResponse]: FrameAction.Note,
-};
-
-// The scanners' tables, built once; a scanner copies one only when it changes an action (control).
-const CLIENT_TABLE = actionTable(CLIENT_ACTIONS, FrameAction.Reject);
-const CONTROL_CLIENT_TABLE = actionTable(CONTROL_CLIENT_ACTIONS, FrameAction.Reject);
-const BACKEND_TABLE = actionTable(BACKEND_ACTIONS);
-
-const PARSE_COMPLETE = 0x31;
-const QUERY_CANCELED = '57014';
-const CLOSE_COMPLETE = 0x33;
-
-/** Control counts completions so it can tell its own from the client's (see control.ts). */
-const CONTROL_BACKEND_TABLE = actionTable({ ...BACKEND_ACTIONS, [PARSE_COMPLETE]: FrameAction.Note, [CLOSE_COMPLETE]: FrameAction.Note });
-
-/** PostgreSQL's own ceiling for a message (PQ_LARGE_MESSAGE_LIMIT). */
-const MAX_MESSAGE = 0x3fffffff;
-const MAX_WHOLE = 1 << 20;
-/** Bytes queued on a socket before its source is paused until drain. */
-const MAX_QUEUED = 1 << 20;
-
-export interface PumpEvents {
-  /** The client sent Terminate. */
-  terminate(): void;
-  /** The client's stream broke the protocol (bad length or message type). */
-  violation(type: number, length: number): void;
-  /** Answering a control call broke inside the engine (a bug): the session cannot go on. */
-  failed(err: unknown): void;
-}
-
-/** Collects the slices one chunk produces and writes them as one write, or one corked batch. */
-class Outbox {
-  private readonly pieces: Buffer[] = [];
-
-  constructor(
-    private readonly dest: net.Socket,
-    private readonly source: net.Socket,
-  ) {}
-
-  add(buf: Buffer, start: number, end: number): void {
-    this.pieces.push(start === 0 && end === buf.length ? buf : buf.subarray(start, end));
-  }
-
-  /**
-   * Writes what was added. Returns true when some of it is still queued on the socket (not written at
-   * once), so the buffers the pieces are views of must not be reused yet.
-   */
-  flush(): boolean {
-    const n = this.pieces.length;
-    if (n === 0) return false;
-    if (n === 1) {
-      this.dest.write(this.pieces[0]!);
-    } else {
-      this.dest.cork();
-      for (let i = 0; i < n; i++) this.dest.write(this.pieces[i]!);
-      this.dest.uncork();
-    }
-    this.pieces.length = 0;
-    // write() says "wait" past 16 KiB queued, which a large result reaches on every chunk; pausing
-    // that often costs more than it saves. Hold back only once a real backlog builds up.
-    if (this.dest.writableLength > MAX_QUEUED && !this.dest.destroyed) {
-      this.source.pause();
-      this.dest.once('drain', this.resume);
-    }
-    return this.dest.writableLength > 0;
-  }
-
-  private readonly resume = (): void => {
-    if (!this.source.destroyed) this.source.resume();
-  };
-}
 
 export class Pump {
+  private current: PumpState = 'forwarding';
   /** Queries and Syncs sent whose ReadyForQuery has not come back. */
   private pending = 0;
   /** Extended-protocol messages sent since the last Sync. */
   private unsynced = false;
   private tx: number = TxStatus.Idle;
-  /**
-   * The client sent Terminate. PostgreSQL reads it only after answering what came before it, so the
-   * session ends once the statements in flight are answered, or at once if the backend waits for COPY
-   * data the client will not send (PostgreSQL would fail that COPY on reading the Terminate).
-   */
-  private terminated = false;
   /** The backend asked for COPY data, and has not been ready for a query since. */
   private copying = false;
-  private stopped = false;
+  /**
+   * A stream broke the protocol (the client's: reported; the backend's: no longer trusted). Nothing
+   * more from the client is forwarded, and the backend is not reused.
+   */
   private violation: { type: number; length: number } | null = null;
-  /** A control call is running: the client's later bytes wait in `backlog`, in order. */
-  private holding = false;
+  /** The client's bytes held back while awaitingSlot or holding, in order. */
   private readonly backlog: Buffer[] = [];
   /** Whether the scanners read Bind/Close, and ParseComplete/CloseComplete/ErrorResponse (see syncActions). */
   private readingStatements = false;
@@ -162,7 +67,7 @@ export class Pump {
   private replacement: Buffer | null = null;
   /** The session holds one of its database's active slots (active-slots.ts) for its transaction. */
   private activeHeld = false;
-  /** Waiting in the database's queue for an active slot; the client's bytes wait in `backlog`. */
+  /** While awaitingSlot: the place in the database's queue for an active slot. */
   private waiting: Waiter | null = null;
 
   private readonly fromClient: FrameScanner;
@@ -180,7 +85,7 @@ export class Pump {
     },
     frame: (type, buf, start, end) => {
       if (type === Msg.Terminate) {
-        this.terminated = true;
+        this.setState('terminating');
         return Verdict.DropAndPause;
       }
       // Any other Whole type is one a control session reads.
@@ -277,9 +182,34 @@ export class Pump {
     if (clientLeftover) this.onClientData(clientLeftover);
   }
 
+  /**
+   * The one place the state changes. A move not in PUMP_MOVES is a bug: the session ends with an
+   * internal error (the pump is inside a socket callback, which must not throw).
+   */
+  private setState(next: PumpState): void {
+    const from = this.current;
+    if (next === from) return;
+    if (!PUMP_MOVES[from].includes(next)) {
+      this.events.failed(new Error(`internal error: pump moved from ${from} to ${next}`));
+      return;
+    }
+    this.current = next;
+  }
+
+  /** Where the client's stream stands (see PumpState). */
+  get state(): PumpState {
+    return this.current;
+  }
+
+  /** The client's bytes are read as they come (not held back, not stopped). */
+  private get admitting(): boolean {
+    return this.state === 'forwarding' || this.state === 'terminating';
+  }
+
   /** Stops forwarding; the sockets stay open for their owners to close or reuse. */
   stop(): void {
-    this.stopped = true;
+    if (this.state === 'stopped') return;
+    this.setState('stopped');
     this.backlog.length = 0;
     this.waiting?.abandon();
     this.waiting = null;
@@ -302,8 +232,7 @@ export class Pump {
       this.pending === 0 &&
       !(this.control?.residue ?? false) &&
       !this.unsynced &&
-      !this.holding &&
-      this.waiting === null &&
+      this.admitting &&
       this.tx === TxStatus.Idle &&
       this.violation === null &&
       this.fromClient.atBoundary &&
@@ -340,8 +269,8 @@ export class Pump {
 
   /** Returns true when something still refers to `chunk` past the call (see ClientReader). */
   private readonly onClientData = (chunk: Buffer): boolean => {
-    if (this.stopped) return false;
-    if (this.holding || this.waiting !== null) {
+    if (this.state === 'stopped') return false;
+    if (!this.admitting) {
       this.backlog.push(chunk);
       this.client.pause();
       return true;
@@ -354,7 +283,7 @@ export class Pump {
    * True when `chunk` is still referred to: kept in the backlog or by a held call, or queued on the backend.
    */
   private admit(chunk: Buffer): boolean {
-    if (this.gate !== null && !this.activeHeld && this.betweenTransactions) {
+    if (this.gate !== null && this.state === 'forwarding' && !this.activeHeld && this.betweenTransactions) {
       const waiter = this.gate.slots.acquire(this.gate.database);
       if (waiter !== null) {
         this.waitForSlot(waiter, chunk);
@@ -366,19 +295,22 @@ export class Pump {
   }
 
   private waitForSlot(waiter: Waiter, chunk: Buffer): void {
+    this.setState('awaitingSlot');
     this.waiting = waiter;
     this.backlog.unshift(chunk);
     this.client.pause();
     waiter.granted.then(
       () => {
-        if (this.stopped) return; // stop() gave the slot back through abandon()
+        if (this.state === 'stopped') return; // stop() gave the slot back through abandon()
         this.waiting = null;
+        this.setState('forwarding');
         this.activeHeld = true;
         this.drainBacklog();
       },
       (err: unknown) => {
-        if (this.stopped) return;
+        if (this.state === 'stopped') return;
         this.waiting = null;
+        this.setState('forwarding');
         this.events.failed(err);
       },
     );
@@ -386,9 +318,9 @@ export class Pump {
 
   /** The client's bytes held while a control call ran or a slot was awaited, in order. */
   private drainBacklog(): void {
-    while (!this.holding && this.waiting === null && !this.stopped && this.backlog.length > 0) this.admit(this.backlog.shift()!);
+    while (this.admitting && this.backlog.length > 0) this.admit(this.backlog.shift()!);
     // Past MAX_QUEUED the outbox has paused the client itself and resumes it on drain.
-    if (!this.holding && this.waiting === null && !this.stopped && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
+    if (this.admitting && this.backend.writableLength <= MAX_QUEUED) this.client.resume();
   }
 
   /**
@@ -396,7 +328,7 @@ export class Pump {
    * True when `chunk` is still referred to (a held call's frame and the rest, or a queued write).
    */
   private process(chunk: Buffer): boolean {
-    if (this.terminated || this.violation) return false;
+    if (this.terminating || this.violation) return false;
     let pos = 0;
     for (;;) {
       pos = this.fromClient.feed(chunk, this.clientSink, pos);
@@ -420,15 +352,19 @@ export class Pump {
     else if (this.canEnd) this.events.terminate();
     // Read nothing more, not even the client's end of stream: a client that shuts down its side
     // after Terminate still gets its answers.
-    else if (this.terminated) this.client.pause();
+    else if (this.terminating) this.client.pause();
     return queued;
   }
 
   /** After Terminate: nothing is left in flight, or the backend waits for COPY data. */
   private get canEnd(): boolean {
-    return this.terminated && (this.pending === 0 || this.copying);
+    return this.terminating && (this.pending === 0 || this.copying);
   }
 
+  // Read through getters: the sinks may set these during feed(), where the compiler cannot see.
+  private get terminating(): boolean {
+    return this.state === 'terminating';
+  }
   private currentViolation(): { type: number; length: number } | null {
     return this.violation;
   }
@@ -436,7 +372,7 @@ export class Pump {
   /** Holds the client's stream while a control call runs; what came before it goes out now. */
   private hold(held: Held, rest: Buffer | null): void {
     this.toBackend.flush();
-    this.holding = true;
+    this.setState('holding');
     if (rest) this.backlog.unshift(rest);
     this.client.pause();
     this.control!.evaluate(held).then(
@@ -446,12 +382,12 @@ export class Pump {
   }
 
   private answered(answer: Answer): void {
-    if (this.stopped) return;
+    if (this.state === 'stopped') return;
     try {
       const bytes = this.control!.emit(answer, this.pending);
       this.toBackend.add(bytes, 0, bytes.length);
       this.syncActions();
-      this.holding = false;
+      this.setState('forwarding');
       this.toBackend.flush();
       this.drainBacklog();
     } catch (err) {
@@ -472,7 +408,7 @@ export class Pump {
     }
     const queued = this.toClient.flush();
     if (this.control !== null) this.syncActions();
-    if (this.canEnd && !this.stopped) this.events.terminate();
+    if (this.canEnd) this.events.terminate();
     return queued;
   };
 

@@ -1,7 +1,7 @@
 // One connection from the engine to PostgreSQL over its private Unix socket: the startup handshake,
-// the login check and reset between client sessions (one write, see checkLogin), and the cancel side
-// channel. While a client session holds it, the session reads and writes the socket directly (see
-// pump.ts); this file only owns the phases where the engine itself talks to PostgreSQL.
+// the phases in which the engine itself talks to PostgreSQL (the login check and reset between client
+// sessions are backend-login-checks.ts's, run here as phases), and the cancel side channel. While a
+// client session holds it, the session reads and writes the socket directly (see pump.ts).
 //
 // Reads go through net's `onread` into one reused buffer per connection, handed to whoever reads the
 // backend now (a phase, the idle watch, a session's pump): no Buffer and no stream event per read.
@@ -13,40 +13,19 @@ import { Auth, Msg } from '../wire/codes.js';
 import { FrameAction, FrameScanner, Verdict, actionTable, type FrameSink } from '../wire/frame.js';
 import { parseErrorFields } from '../wire/error-response.js';
 import type { BackendAddress } from './ports.js';
-import { FULL_CHECK, FUNCTION_RESULT_AT, LOGIN_BASELINE, SNAPSHOT, columnByte, copyColumn, valueEquals } from './login-check.js';
+import { socketPath } from '../wire/socket-path.js';
+import { LOGIN_BASELINE } from './login-check.js';
+import { LoginChecks, type PhaseHandler, type PhaseRunner } from './backend-login-checks.js';
+import { BackendRefused, BackendUnreachable } from './backend-errors.js';
 import { largeReadBuffers } from './read-buffers.js';
-
-export type BackendState = 'connecting' | 'idle' | 'active' | 'resetting' | 'closed';
-
-/** PostgreSQL refused the connection with an ErrorResponse; `frame` is that message, byte for byte. */
-export class BackendRefused extends Error {
-  constructor(
-    readonly frame: Buffer,
-    readonly sqlstate: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'BackendRefused';
-  }
-}
-
-/** The socket failed or closed before PostgreSQL answered. */
-export class BackendUnreachable extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'BackendUnreachable';
-  }
-}
 
 /** Every message is read whole while the engine itself talks to PostgreSQL. */
 const ALL_WHOLE = actionTable({}, FrameAction.Whole);
 const PHASE_SCANNER = { actions: ALL_WHOLE, maxLength: 0x3fffffff, maxWholeLength: 0x3fffffff };
 
-export function socketPath(addr: BackendAddress): string {
-  return `${addr.socketDir}/.s.PGSQL.${addr.port}`;
+function socketPathOf(addr: BackendAddress): string {
+  return socketPath(addr.socketDir, addr.port);
 }
-
-type PhaseHandler = (type: number, frame: Buffer) => 'more' | 'done';
 
 /** Bytes kept for the next reader while nobody reads; more than this and the backend is dropped. */
 const MAX_UNREAD = 1 << 20;
@@ -59,7 +38,11 @@ const MAX_UNREAD = 1 << 20;
 export type BackendReader = (chunk: Buffer) => boolean;
 
 export class BackendConnection {
-  state: BackendState = 'connecting';
+  /**
+   * The connection is ending or ended (destroyed, terminated, or closed by PostgreSQL): a fact about
+   * the socket, not a pool state (the pool keeps those, pool.ts).
+   */
+  private ended = false;
   /** ParameterStatus messages as PostgreSQL last sent them, by name, byte for byte. */
   private readonly params = new Map<string, Buffer>();
   /** `params` in one buffer, as a client's greeting carries them; rebuilt after a change. */
@@ -74,31 +57,10 @@ export class BackendConnection {
   key = '';
   /** The startup packet went out: from then on the connection ends with Terminate. */
   private started = false;
-  /**
-   * What the login's defaults came from: LOGIN_BASELINE's DataRows as PostgreSQL sent them, end to end
-   * (see login-check.ts); null: unknown (the query failed), and the backend is never handed to
-   * another client.
-   */
-  private loginBaseline: Buffer | null = null;
-  private baselineRows: Buffer[] | null = null;
-  /**
-   * The login baseline's answer is still to come: the backend was handed to its first client at the
-   * login's ReadyForQuery, and the baseline's messages are read off before anything reaches that
-   * client (PostgreSQL answers in order, so they come first). `afterBaseline`: the reader to hand the
-   * socket to then.
-   */
-  private baselinePending = false;
+  /** The login baseline and the checks of each hand-out (backend-login-checks.ts). */
+  private readonly checks = new LoginChecks();
+  /** While the login baseline's answer is still to come: the reader to hand the socket to then. */
   private afterBaseline: BackendReader | null = null;
-  /** Settles when the baseline's answer has been read (or the backend failed meanwhile). */
-  private baselineRead: Promise<void> = Promise.resolve();
-  private settleBaseline: () => void = () => {};
-  /**
-   * The last session's state is still in the backend: the reset (DISCARD ALL) goes out with the next
-   * login check, in the same write, so a reuse costs one round trip (see pool.ts).
-   */
-  dirty = false;
-  /** The snapshot column of the last full check that passed without a connection limit; null: none. */
-  private verifiedSnapshot: Buffer | null = null;
   /**
    * What PostgreSQL said between AuthenticationOk and ReadyForQuery at login, in order, when that
    * included a notice (a login event trigger's, a collation warning): the first client's greeting
@@ -159,7 +121,7 @@ export class BackendConnection {
     // A closed socket while idle or resetting takes the backend out of service; while a session
     // holds it, the session's own close handler runs as well. A close or error during a phase ends it.
     socket.on('close', () => {
-      this.state = 'closed';
+      this.ended = true;
       // No read can come any more, and whoever read the last one copied what it kept.
       largeReadBuffers.give(this.readBuf);
       if (this.phase !== null) this.onPhaseEnd();
@@ -175,7 +137,7 @@ export class BackendConnection {
    * quarter of a backend's connect time (see pool.ts, prepared connections).
    */
   static prepare(addr: BackendAddress, now: number): BackendConnection {
-    return new BackendConnection(socketPath(addr), now);
+    return new BackendConnection(socketPathOf(addr), now);
   }
 
   /**
@@ -188,7 +150,7 @@ export class BackendConnection {
    */
   start(startup: Record<string, string>, key: string, baseline = true): Promise<BackendConnection> {
     const socket = this.socket;
-    if (this.state === 'closed' || socket.destroyed) {
+    if (this.ended || socket.destroyed) {
       return Promise.reject(new BackendUnreachable('PostgreSQL closed the connection before its startup'));
     }
     this.key = key;
@@ -207,7 +169,7 @@ export class BackendConnection {
       let loggedIn = false;
       this.runPhase(
         (type, frame) => {
-          if (loggedIn) return this.onBaseline(type, frame);
+          if (loggedIn) return this.checks.onBaseline(type, frame);
           switch (type) {
             case Msg.Authentication:
               if (frame.readInt32BE(5) !== Auth.Ok) {
@@ -233,12 +195,7 @@ export class BackendConnection {
             case Msg.ReadyForQuery:
               loggedIn = true;
               if (!this.loginNoticed) this.loginFrames = null;
-              this.state = 'active';
-              if (baseline) {
-                this.baselinePending = true;
-                this.baselineRows = [];
-                this.baselineRead = new Promise((settle) => (this.settleBaseline = settle));
-              }
+              if (baseline) this.checks.expectBaseline();
               resolve(this);
               return baseline ? 'more' : 'done';
             default:
@@ -250,29 +207,11 @@ export class BackendConnection {
           // Before the login's ReadyForQuery: the caller learns why. After it (the baseline failed
           // with the socket): the session holding the backend sees it close.
           this.destroy();
-          this.baselineSettled();
+          this.checks.settled();
           reject(err);
         },
       );
     });
-  }
-
-  /** The baseline query's answer: its rows are kept; an error leaves the backend unpoolable. */
-  private onBaseline(type: number, frame: Buffer): 'more' | 'done' {
-    if (type === Msg.DataRow) this.baselineRows?.push(Buffer.from(frame));
-    else if (type === Msg.ErrorResponse) this.baselineRows = null;
-    else if (type === Msg.ReadyForQuery) {
-      this.loginBaseline = this.baselineRows === null ? null : Buffer.concat(this.baselineRows);
-      this.baselineRows = null;
-      this.baselineSettled();
-      return 'done';
-    }
-    return 'more';
-  }
-
-  private baselineSettled(): void {
-    this.baselinePending = false;
-    this.settleBaseline();
   }
 
   /**
@@ -287,9 +226,19 @@ export class BackendConnection {
     return [Buffer.concat(frames.slice(0, this.keyAt)), Buffer.concat(frames.slice(this.keyAt))];
   }
 
+  /** Ending or ended: it can serve nobody any more. */
+  get closed(): boolean {
+    return this.ended;
+  }
+
   /** False when this backend must not serve another client: its login could not be checked. */
   get poolable(): boolean {
-    return this.loginBaseline !== null || this.baselinePending;
+    return this.checks.poolable;
+  }
+
+  /** The last session left its state in the backend: the next login check goes out behind DISCARD ALL. */
+  set dirty(dirty: boolean) {
+    this.checks.dirty = dirty;
   }
 
   /**
@@ -297,65 +246,21 @@ export class BackendConnection {
    * (never rejects) when it would not, or could not be told; the caller then closes it.
    */
   checkLogin(): Promise<boolean> {
-    // Its first client left before the baseline's answer came (a connect and Terminate).
-    if (this.baselinePending) return this.baselineRead.then(() => this.checkLogin());
-    if (this.loginBaseline === null || this.state === 'closed') return Promise.resolve(false);
-    return new Promise((resolve) => {
-      let verdict = false;
-      // A dirty backend answers DISCARD ALL first: its messages, up to its ReadyForQuery, are the reset's.
-      let resetting = this.dirty;
-      let resetFailed = false;
-      const reset = (type: number, frame: Buffer): 'more' | 'done' => {
-        if (type === Msg.ParameterStatus) this.recordParameter(frame);
-        else if (type === Msg.ErrorResponse) resetFailed = true;
-        else if (type === Msg.ReadyForQuery) resetting = false;
-        return 'more';
-      };
-      const full = (): void => {
-        const check = new FullCheck(this.loginBaseline!);
-        this.runPhase(
-          (type, frame) => {
-            if (resetting) return reset(type, frame);
-            if (type === Msg.ReadyForQuery) return 'done';
-            check.read(type, frame);
-            return 'more';
-          },
-          () => {
-            const passed = check.passed() && !resetFailed;
-            this.verifiedSnapshot = passed ? check.reusableSnapshot : null;
-            resolve(passed);
-          },
-          () => resolve(false),
-        );
-        this.send(FULL_CHECK);
-      };
-      if (this.verifiedSnapshot === null) return full();
-      this.runPhase(
-        (type, frame) => {
-          if (resetting) return reset(type, frame);
-          if (type === Msg.FunctionCallResponse) verdict = valueEquals(frame, FUNCTION_RESULT_AT, this.verifiedSnapshot!);
-          else if (type === Msg.ReadyForQuery) return 'done';
-          return 'more';
-        },
-        () => (resetFailed ? resolve(false) : verdict ? resolve(true) : full()),
-        () => resolve(false),
-      );
-      this.send(SNAPSHOT);
-    });
+    return this.checks.check(this.phases);
   }
 
-  /** Writes a check, behind DISCARD ALL in the same write when the backend is dirty. */
-  private send(check: Buffer): void {
-    if (!this.dirty) {
-      this.socket.write(check);
-      return;
-    }
-    this.dirty = false;
-    this.socket.cork();
-    this.socket.write(DISCARD_ALL);
-    this.socket.write(check);
-    this.socket.uncork();
-  }
+  /** What the login checks use of this connection. */
+  private readonly phases: PhaseRunner = {
+    runPhase: (handler, done, fail) => this.runPhase(handler, done, fail),
+    write: (frames) => {
+      if (frames.length === 1) return void this.socket.write(frames[0]!);
+      this.socket.cork();
+      for (const f of frames) this.socket.write(f);
+      this.socket.uncork();
+    },
+    recordParameter: (frame) => void this.recordParameter(frame),
+    closed: () => this.ended,
+  };
 
   /**
    * Ends the connection and resolves once PostgreSQL has closed it: its backend has then left the
@@ -369,7 +274,7 @@ export class BackendConnection {
         clearTimeout(timer);
         resolve();
       });
-      this.state = 'closed';
+      this.ended = true;
       if (this.socket.writable) this.socket.end(TERMINATE);
       else this.socket.destroy();
     });
@@ -377,7 +282,7 @@ export class BackendConnection {
 
   /** Sends a CancelRequest for this backend on a fresh connection, as PostgreSQL requires. */
   cancel(addr: BackendAddress): void {
-    const side = net.connect(socketPath(addr));
+    const side = net.connect(socketPathOf(addr));
     side.on('error', () => side.destroy());
     side.once('connect', () => side.end(serialize.cancel(this.pid, this.secret)));
   }
@@ -387,7 +292,7 @@ export class BackendConnection {
    * that arrive are kept in `leftover` for the next reader.
    */
   setReader(reader: BackendReader | null): void {
-    if (this.baselinePending) this.afterBaseline = reader;
+    if (this.checks.pending) this.afterBaseline = reader;
     else this.reader = reader;
   }
 
@@ -407,7 +312,7 @@ export class BackendConnection {
    * listened to at all, and one that says too much is dropped.
    */
   private keep(chunk: Buffer): void {
-    if (this.state === 'closed') return;
+    if (this.ended) return;
     const kept = this.leftover;
     if (kept !== null && kept.length + chunk.length > MAX_UNREAD) {
       this.leftover = null;
@@ -433,7 +338,7 @@ export class BackendConnection {
   };
 
   destroy(): void {
-    if (this.state !== 'closed') this.state = 'closed';
+    this.ended = true;
     if (!this.socket.destroyed) {
       // Before its startup PostgreSQL would read Terminate as a malformed startup packet and log it.
       if (this.started && this.socket.writable) this.socket.end(TERMINATE);
@@ -494,43 +399,6 @@ export class BackendConnection {
   }
 }
 
-/**
- * FULL_CHECK's answer, message by message: the verdict row of its first statement, then its second
- * statement's rows compared in order with the login's (`baseline`, the same query's rows then).
- */
-class FullCheck {
-  private verdict = -1;
-  /** The verdict row's snapshot, when no connection limit applies (the fast path may then rely on it). */
-  reusableSnapshot: Buffer | null = null;
-  /** Statements answered so far (CommandComplete). */
-  private completed = 0;
-  /** How much of `baseline` the rows so far matched; -1 once one did not. */
-  private matched = 0;
-
-  constructor(private readonly baseline: Buffer) {}
-
-  read(type: number, frame: Buffer): void {
-    if (type === Msg.CommandComplete) this.completed++;
-    else if (type === Msg.ErrorResponse) this.matched = -1;
-    else if (type !== Msg.DataRow) return;
-    else if (this.completed === 0) {
-      this.verdict = columnByte(frame, 0);
-      if (this.verdict === Y) this.reusableSnapshot = copyColumn(frame, 1);
-    } else if (this.matched >= 0) {
-      const end = this.matched + frame.length;
-      this.matched = end <= this.baseline.length && this.baseline.compare(frame, 0, frame.length, this.matched, end) === 0 ? end : -1;
-    }
-  }
-
-  /** A fresh login would pass (y or c), the role is the same, and the settings rows are the login's. */
-  passed(): boolean {
-    return (this.verdict === Y || this.verdict === C) && this.completed === 2 && this.matched === this.baseline.length;
-  }
-}
-
-const DISCARD_ALL = serialize.query('DISCARD ALL');
-const Y = 0x79;
-const C = 0x63;
 /** How long closeAndWait waits for PostgreSQL to close before destroying the socket itself. */
 const CLOSE_WAIT_MS = 2000;
 const TERMINATE = serialize.end();

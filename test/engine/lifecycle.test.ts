@@ -256,7 +256,7 @@ describe('engine: session lifecycle', function () {
         for (const pid of waiting) process.kill(pid, 'SIGTERM');
         const c = await pool.acquire('c', { ...startup, application_name: 'c' });
         expect(waiting).not.to.include(c.pid);
-        expect(c.state).to.equal('active');
+        expect(pool.stateOf(c)).to.equal('active');
       } finally {
         pool.close();
       }
@@ -272,13 +272,13 @@ describe('engine: session lifecycle', function () {
         expect(pool.stats().waiting).to.equal(1);
         pool.release(a, true);
         // No DISCARD ALL round trip first: the slot goes to the waiter in the same turn.
-        expect(a.state).to.equal('closed');
+        expect(pool.stateOf(a)).to.equal('closed');
         const b = await waiting;
         expect(b.key).to.equal('b');
         // With a waiter for the same database, a clean backend is reset and handed over instead.
         const again = pool.acquire('b', { user: 'postgres', database: 'template1' });
         pool.release(b, true);
-        expect(b.state).not.to.equal('closed');
+        expect(pool.stateOf(b)).not.to.equal('closed');
         expect(await again).to.equal(b);
       } finally {
         pool.close();
