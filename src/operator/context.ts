@@ -13,6 +13,7 @@ import type { OperatorMetrics } from './metrics.js';
 import type { PodCache } from './pod-cache.js';
 import type { OwnWrites } from './own-writes.js';
 import type { PlacementLedger } from './placement.js';
+import type { TemplateBuilds } from './template-builds.js';
 import { podApiUrl, podClient, type PodNetwork } from './pods.js';
 
 export interface Caches {
@@ -36,6 +37,8 @@ export interface OperatorContext {
   placements: PlacementLedger;
   /** The resourceVersions of the Branch controller's own writes, to recognise their watch echoes. */
   writes: OwnWrites;
+  /** The template builds made here, per Template and pod: one per spec generation, whatever status writes do. */
+  builds: TemplateBuilds;
 }
 
 export type PodApi = { ok: true; client: ApiClient } | { ok: false; reason: string; message: string };

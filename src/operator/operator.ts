@@ -23,6 +23,7 @@ import { OperatorMetrics } from './metrics.js';
 import { OwnWrites } from './own-writes.js';
 import { PodCache } from './pod-cache.js';
 import { PlacementLedger } from './placement.js';
+import { TemplateBuilds } from './template-builds.js';
 import { DEFAULT_POD_NETWORK, RUNTIME_LABEL, type PodNetwork } from './pods.js';
 import type { QueueOptions } from './queue.js';
 
@@ -98,6 +99,7 @@ export class Operator {
       pods: new PodCache(this.kube, clock),
       placements: new PlacementLedger(),
       writes: new OwnWrites(clock),
+      builds: new TemplateBuilds(),
     };
     this.runtimes = new Controller('runtime', (key) => reconcileRuntime(ctx, key), queue, this.logger, this.metrics, clock);
     this.templates = new Controller('template', (key) => reconcileTemplate(ctx, key), queue, this.logger, this.metrics, clock);

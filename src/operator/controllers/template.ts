@@ -123,25 +123,34 @@ async function syncPod(
   const api = await podApi(ctx, pod, runtime);
   if (!api.ok) return pending(api.message, api.message);
   const log = ctx.logger.child({ template: `${obj.metadata!.namespace}/${obj.metadata!.name}`, pod: podName });
+  const uid = obj.metadata!.uid!;
+  // What was built for this generation: from the status, or from this operator's own record of its
+  // builds when the status it read does not show them yet (its write conflicted, or is on its way).
+  const mine = ctx.builds.get(uid, podName, generation);
+  const current = prev?.observedGeneration === generation;
+  const failed = mine && 'failed' in mine ? mine.failed : current && prev.phase === 'Failed' ? (prev.message ?? 'failed') : undefined;
+  // A build that failed for this generation is not retried: the same script fails the same way.
+  if (failed !== undefined) return { entry: { pod: podName, phase: 'Failed', observedGeneration: generation, message: failed } };
+  const builtAs = mine && 'templateGeneration' in mine ? mine.templateGeneration : current ? prev.templateGeneration : undefined;
   try {
     const existing = (await api.client.listTemplates()).find((t) => t.name === database);
-    const current = prev?.observedGeneration === generation;
     // Built for this generation, and still the build we made (the runtime's generation of it matches).
-    if (existing && current && prev.phase !== 'Failed' && prev.templateGeneration === existing.generation) {
+    if (existing && builtAs !== undefined && builtAs === existing.generation) {
       // Someone may have unsealed it since: seal it again.
       const t = seal && !existing.sealed ? await api.client.seal(database) : existing;
+      ctx.builds.record(uid, podName, { generation, templateGeneration: t.generation });
       return { entry: entryFor(podName, t, generation) };
     }
-    // A build that failed for this generation is not retried: the same script fails the same way.
-    if (current && prev.phase === 'Failed') return { entry: prev };
     log.info('building template', { database, source: plan.kind, replace: existing !== undefined });
     const t = await build(api.client, plan, { name: database, owner, seal, replace: existing !== undefined });
+    ctx.builds.record(uid, podName, { generation, templateGeneration: t.generation });
     log.info('template built', { database, sealed: t.sealed, generation: t.generation });
     return { entry: entryFor(podName, t, generation) };
   } catch (err) {
     if (err instanceof BuildError || (err instanceof ApiClientError && err.status >= 400 && err.status < 500 && err.status !== 409 && err.status !== 429)) {
       const message = err.message;
       log.warn('template build failed', { database, error: message });
+      ctx.builds.record(uid, podName, { generation, failed: message });
       return { entry: { pod: podName, phase: 'Failed', observedGeneration: generation, message } };
     }
     const message = `cannot reach the runtime: ${err instanceof Error ? err.message : String(err)}`;
@@ -203,6 +212,7 @@ async function finalize(ctx: OperatorContext, obj: CustomObject, old: TemplateSt
     }
   }
   await removeFinalizer(ctx.kube, 'templates', obj, TEMPLATE_FINALIZER);
+  ctx.builds.forget(obj.metadata!.uid!);
   ctx.logger.info('template released', { template: `${obj.metadata!.namespace}/${obj.metadata!.name}` });
   return {};
 }
