@@ -204,6 +204,9 @@ export class Operator {
     // Branches added (or expiring) would run N Template passes, each asking every pod for its templates
     // while the pods are busy minting; one pass a little later counts them all.
     if (tpl && (kind !== 'update' || tpl.metadata?.deletionTimestamp)) this.templates.queue.addAfter(keyOf(tpl), BRANCH_COUNT_DELAY_MS);
+    // A Runtime keeps a pod past its replicas, or waits to be deleted, while Branches are on its pods.
+    const runtime = tpl ? runtimeRefOf(tpl) : undefined;
+    if (runtime && kind === 'delete') this.runtimes.queue.addAfter(`${ns}/${runtime}`, BRANCH_COUNT_DELAY_MS);
   };
 
   private readonly enqueueForPod = (pod: V1Pod): void => {

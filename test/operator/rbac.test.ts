@@ -140,6 +140,11 @@ describe('operator RBAC: what the chart and the manifests grant is what the oper
     await waitForCondition(c, 'branches', 'b1', 'Ready', 'DatabaseReady');
     await c.custom.patchNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'branches', name: 'b1', body: { spec: { limits: { memory: '32Mi' } } } }, MERGE_PATCH);
     await waitForGone(c, 'branches', 'short', 30_000);
+    // Expired and kept (expiryPolicy Retain): its database dropped and its Secret deleted.
+    await apply(c, 'branches', branch('kept', 'app', { ttl: '2s', expiryPolicy: 'Retain' }));
+    await waitForCondition(c, 'branches', 'kept', 'Expired', 'TTLExpired', 30_000);
+    await remove(c, 'branches', 'kept');
+    await waitForGone(c, 'branches', 'kept');
     // A Template in use is held (its finalizer) until its Branch goes.
     await remove(c, 'templates', 'from-cm');
     await waitForCondition(c, 'templates', 'from-cm', 'Ready', 'DeletionBlocked');
@@ -156,7 +161,7 @@ describe('operator RBAC: what the chart and the manifests grant is what the oper
     expect(used.length).to.be.greaterThan(50);
     // What the run was to cover, so that a permission missing from it is not mistaken for one not needed.
     const seen = new Set(used.map((r) => permission(r.verb, r.apiGroup, r.resource)));
-    for (const p of ['create core/secrets', 'create core/services', 'create policy/poddisruptionbudgets', 'create apps/statefulsets', 'update apps/statefulsets', 'get core/configmaps', 'delete pgx.dev/branches', 'patch pgx.dev/templates', 'create core/events', 'create coordination.k8s.io/leases', 'update coordination.k8s.io/leases']) {
+    for (const p of ['create core/secrets', 'create core/services', 'create policy/poddisruptionbudgets', 'create apps/statefulsets', 'update apps/statefulsets', 'get core/configmaps', 'delete pgx.dev/branches', 'patch pgx.dev/templates', 'patch pgx.dev/runtimes', 'delete core/secrets', 'create core/events', 'create coordination.k8s.io/leases', 'update coordination.k8s.io/leases']) {
       expect(seen, p).to.include(p);
     }
   });

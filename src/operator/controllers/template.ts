@@ -15,7 +15,7 @@ import { addFinalizer, hasFinalizer, removeFinalizer, TEMPLATE_FINALIZER } from 
 import type { CustomObject } from '../kube.js';
 import { splitKey } from '../kube.js';
 import { podReady } from '../pods.js';
-import { writeStatus } from '../status.js';
+import { commitStatus } from '../status.js';
 import type { ReconcileResult } from '../controller.js';
 import { resolveSource, type BuildPlan } from './template-source.js';
 
@@ -77,14 +77,9 @@ export async function reconcileTemplate(ctx: OperatorContext, key: string): Prom
   return transient ? { retry: transient.transient! } : {};
 }
 
-/** Writes the status, with an Event when Ready flips or its reason changes. */
-async function update(ctx: OperatorContext, obj: CustomObject, old: TemplateStatus, next: TemplateStatus): Promise<void> {
-  await writeStatus(ctx.kube, 'templates', obj, next);
-  const was = findCondition(old.conditions, 'Ready');
-  const now = findCondition(next.conditions, 'Ready');
-  if (now && (was?.status !== now.status || was?.reason !== now.reason)) {
-    await ctx.events.record(obj, now.status === 'True' ? 'Normal' : 'Warning', now.reason, now.message);
-  }
+/** Writes the status through the pipeline: an Event when Ready flips or its reason changes. */
+async function update(ctx: OperatorContext, obj: CustomObject, _old: TemplateStatus, next: TemplateStatus): Promise<void> {
+  await commitStatus(ctx, 'templates', obj, next);
 }
 
 interface PodResult {
@@ -191,8 +186,8 @@ async function finalize(ctx: OperatorContext, obj: CustomObject, old: TemplateSt
       conditions: setCondition(old.conditions, { type: 'Ready', status: 'False', reason: 'DeletionBlocked', message }, generation, ctx.clock),
     };
     const was = findCondition(old.conditions, 'Ready');
-    await writeStatus(ctx.kube, 'templates', obj, next);
-    if (was?.reason !== 'DeletionBlocked' || was.message !== message) await ctx.events.record(obj, 'Warning', 'DeletionBlocked', message);
+    // An Event also when the list of Branches it waits for changed.
+    await commitStatus(ctx, 'templates', obj, next, was?.reason !== 'DeletionBlocked' || was.message !== message ? { type: 'Warning', reason: 'DeletionBlocked', message } : null);
     return {};
   }
   // No Branch uses it: unseal it on every pod, so nobody mints from a Template that no longer exists.
