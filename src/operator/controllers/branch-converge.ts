@@ -14,7 +14,7 @@ import type { CustomObject } from '../kube.js';
 import { podEngineEndpoint, podReady } from '../pods.js';
 import { create, type CreateOutcome, type Limits } from './branch-create.js';
 import { expire } from './branch-expire.js';
-import { branchSecretName, createBranchSecret, deleteStale, secretState } from './branch-secret.js';
+import { branchSecretName, createBranchSecret, secretState } from './branch-secret.js';
 import { requeueAtExpiry, setPhase, setReady, type Pass } from './branch-status.js';
 
 /** How often a Branch whose pod is away looks again (the pod's own events requeue it sooner). */
@@ -98,21 +98,26 @@ export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promi
   // A Branch being created has no Secret yet as far as it knows: the create below finds one an earlier
   // pass made (ours), or one that is not ours. Otherwise it is looked for, and made again (with a new
   // credential) if it was lost. The credential the create call made serves; without one, one is made.
-  let state = old.phase === 'Creating' && old.secretName === undefined ? ({ kind: 'absent' } as const) : await secretState(ctx.kube, p.obj, secretName);
-  if (state.kind === 'stale') {
-    await deleteStale(ctx.kube, namespace, state.secret);
-    state = { kind: 'absent' };
-  }
+  const state = old.phase === 'Creating' && old.secretName === undefined ? ({ kind: 'absent' } as const) : await secretState(ctx.kube, p.obj, secretName);
   let madeSecret = false;
   let takenBy: string | null = state.kind === 'taken' ? state.owner : null;
-  if (state.kind === 'absent') {
+  let waiting: string | null = null;
+  if (state.kind === 'absent' || state.kind === 'stale') {
+    // A stale Secret (an earlier Branch's of this name) is replaced by createBranchSecret.
     const credential = fresh ?? (await api.client.createCredential(database, {}));
     const made = await createBranchSecret(ctx.kube, p.obj, secretName, podEngineEndpoint(pod, ctx.net), database, credential);
     if (made === 'made') madeSecret = true;
     else await api.client.revokeCredential(database, credential.user);
-    if (typeof made === 'object') takenBy = made.taken;
+    if (typeof made === 'object') {
+      if ('taken' in made) takenBy = made.taken;
+      else waiting = made.waiting;
+    }
   } else if (fresh !== null) {
     await api.client.revokeCredential(database, fresh.user);
+  }
+  if (waiting !== null) {
+    await setPhase(p, 'Pending', { reason: 'SecretDeleting', message: `database ${database} is on pod ${podName}; ${waiting}` }, spec.ttl, { pod: podName, database, createdAt });
+    return { retry: waiting };
   }
   if (takenBy !== null) {
     const { secretName: _, ...rest } = old;

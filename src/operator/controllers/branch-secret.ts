@@ -109,7 +109,7 @@ export async function createBranchSecret(
   endpoint: { host: string; port: number },
   database: string,
   credential: CredentialBody,
-): Promise<'made' | 'ours' | { taken: string }> {
+): Promise<'made' | 'ours' | { taken: string } | { waiting: string }> {
   const namespace = branch.metadata!.namespace!;
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
@@ -121,9 +121,13 @@ export async function createBranchSecret(
     const state = await secretState(kube, branch, secretName);
     if (state.kind === 'ours') return 'ours';
     if (state.kind === 'taken') return { taken: state.owner };
-    if (state.kind === 'stale') await deleteStale(kube, namespace, state.secret);
+    if (state.kind === 'stale') {
+      // Being deleted already (its finalizers, or foreground deletion, hold it): wait for it to go.
+      if (state.secret.metadata?.deletionTimestamp) return { waiting: `Secret ${secretName} of an earlier Branch ${branch.metadata!.name} is being deleted; the Branch makes its own when it is gone` };
+      await deleteStale(kube, namespace, state.secret);
+    }
   }
-  return { taken: 'another Secret that came back while it was being replaced' };
+  return { waiting: `Secret ${secretName} came back while it was being replaced; trying again` };
 }
 
 export async function deleteStale(kube: Kube, namespace: string, secret: V1Secret): Promise<void> {

@@ -28,7 +28,7 @@ export interface Pass {
 }
 
 /** Reasons of a Ready False that are progress, not trouble: their Events are Normal. */
-const PROGRESS = new Set(['Creating', 'TemplateNotReady', 'PodUnavailable', 'Expired', 'DropPending', 'DatabaseDropped']);
+const PROGRESS = new Set(['SecretDeleting', 'Creating', 'TemplateNotReady', 'PodUnavailable', 'Expired', 'DropPending', 'DatabaseDropped']);
 
 /** What a pass observed that the conditions say. */
 export type Observed =
