@@ -2,7 +2,7 @@
 // clock, the Event recorder, the pod network and the operator's logger. One object, built by
 // operator.ts, so controllers stay plain functions of (context, key).
 
-import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Pod, V1PodDisruptionBudget } from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { ApiClient } from '../api/client.js';
@@ -21,6 +21,8 @@ export interface Caches {
   templates: ResourceCache<CustomObject>;
   branches: ResourceCache<CustomObject>;
   pods: ResourceCache<V1Pod & KubernetesObject>;
+  /** The Runtimes' PodDisruptionBudgets: watched only so that one edited by hand is put back at once. */
+  disruptionBudgets: ResourceCache<V1PodDisruptionBudget & KubernetesObject>;
 }
 
 export interface OperatorContext {

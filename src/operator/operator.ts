@@ -5,7 +5,7 @@
 
 import os from 'node:os';
 import crypto from 'node:crypto';
-import type { KubeConfig, KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject, V1Pod, V1PodDisruptionBudget } from '@kubernetes/client-node';
 import { systemClock, type Clock } from '../clock.js';
 import { silentLogger, type Logger } from '../log.js';
 import { shareConnections } from './connections.js';
@@ -87,6 +87,7 @@ export class Operator {
       templates: this.customCache('templates', () => this.enqueueForTemplate),
       branches: this.customCache('branches', () => this.enqueueForBranch),
       pods: this.podCache(),
+      disruptionBudgets: this.disruptionBudgetCache(),
     };
     const ctx: OperatorContext = {
       kube: this.kube,
@@ -228,6 +229,27 @@ export class Operator {
         ? await this.kube.custom.listClusterCustomObject({ ...pgxResource(plural) })
         : await this.kube.custom.listNamespacedCustomObject({ ...pgxResource(plural), namespace: ns })) as KubernetesListObject<CustomObject>;
     return new ResourceCache<CustomObject>({ kc: this.opts.kc, path, list, onChange: (o, kind) => handler()(o, kind), logger: this.logger });
+  }
+
+  /** PodDisruptionBudgets labelled pgx.dev/runtime: a change of one (someone edited it) requeues its Runtime, which puts it back. */
+  private disruptionBudgetCache(): ResourceCache<V1PodDisruptionBudget & KubernetesObject> {
+    const ns = this.opts.namespace;
+    const path = ns === null ? '/apis/policy/v1/poddisruptionbudgets' : `/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`;
+    const list = async (): Promise<KubernetesListObject<V1PodDisruptionBudget>> =>
+      ns === null
+        ? ((await this.kube.policy.listPodDisruptionBudgetForAllNamespaces({ labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1PodDisruptionBudget>)
+        : ((await this.kube.policy.listNamespacedPodDisruptionBudget({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1PodDisruptionBudget>);
+    return new ResourceCache<V1PodDisruptionBudget & KubernetesObject>({
+      kc: this.opts.kc,
+      path,
+      list,
+      labelSelector: RUNTIME_LABEL,
+      onChange: (pdb, kind) => {
+        const runtime = pdb.metadata?.labels?.[RUNTIME_LABEL];
+        if (runtime && kind !== 'add') this.runtimes.queue.add(`${pdb.metadata!.namespace}/${runtime}`);
+      },
+      logger: this.logger,
+    });
   }
 
   private podCache(): ResourceCache<V1Pod & KubernetesObject> {

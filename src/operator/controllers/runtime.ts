@@ -10,6 +10,7 @@
 // Deletion: a finalizer holds it while Branches have databases on its pods (Ready False
 // DeletionBlocked names them), as the Template's does; children are owned by the Runtime and go with it.
 
+import { isDeepStrictEqual } from 'node:util';
 import { findCondition, setCondition } from '../conditions.js';
 import { podApi, runtimePods, type OperatorContext } from '../context.js';
 import { parseObject, runtime as runtimeSchema, type Runtime, type RuntimeStatus } from '../crds/index.js';
@@ -50,9 +51,15 @@ async function ensureObjects(ctx: OperatorContext, rt: Runtime, replicas: number
     await core.createNamespacedService({ namespace: ns, body: clientService(rt, ctx.net) });
     wrote.push(`Service ${name}`);
   }
-  if (!(await find(() => policy.readNamespacedPodDisruptionBudget({ name, namespace: ns })))) {
-    await policy.createNamespacedPodDisruptionBudget({ namespace: ns, body: disruptionBudget(rt) });
+  const budget = disruptionBudget(rt);
+  const pdb = await find(() => policy.readNamespacedPodDisruptionBudget({ name, namespace: ns }));
+  if (!pdb) {
+    await policy.createNamespacedPodDisruptionBudget({ namespace: ns, body: budget });
     wrote.push(`PodDisruptionBudget ${name}`);
+  } else if (!isDeepStrictEqual(JSON.parse(JSON.stringify({ m: pdb.spec?.maxUnavailable, s: pdb.spec?.selector, n: pdb.spec?.minAvailable ?? null })), { m: budget.spec!.maxUnavailable, s: budget.spec!.selector, n: null })) {
+    // Edited by hand (a watched object: operator.ts): put back, so drains keep taking one pod at a time.
+    await policy.replaceNamespacedPodDisruptionBudget({ name, namespace: ns, body: { ...budget, metadata: { ...budget.metadata, resourceVersion: pdb.metadata!.resourceVersion! } } });
+    wrote.push(`PodDisruptionBudget ${name} (restored)`);
   }
   const desired = statefulSet(rt, ctx.net, replicas);
   const current = await find(() => apps.readNamespacedStatefulSet({ name, namespace: ns }));
