@@ -7,6 +7,9 @@
 
 import { AppsV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import type { Operator } from '../../src/operator/operator.js';
 import { MERGE_PATCH } from '../../src/operator/kube.js';
@@ -28,7 +31,8 @@ import {
   waitForGone,
   type Cluster,
 } from './harness.js';
-import { plane } from './hooks.js';
+import { kubectl, plane } from './hooks.js';
+import { root } from '../operator/kube-tools.js';
 
 const NS = 'platform-e2e';
 const HOLD = 'test.pgx.dev/hold';
@@ -142,6 +146,28 @@ describe('operator on a real cluster: restricted pods, pods that come back, roll
     const secret = await c.core.readNamespacedSecret({ name: 'again-db', namespace: NS });
     expect(secret.metadata?.ownerReferences?.[0]?.uid).to.equal(second.metadata!.uid);
     expect(await rowsThroughSecret('again')).to.equal(2);
+  });
+
+  it("applies the Argo CD example's per-PR Branch as the ApplicationSet would (kustomize with a name suffix)", async function () {
+    // What Argo CD does for PR 42: the preview directory with nameSuffix -pr-42 and the PR label.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-argocd-'));
+    try {
+      fs.writeFileSync(
+        path.join(dir, 'kustomization.yaml'),
+        `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${path.join(root, 'manifests/examples/argocd/preview')}\nnameSuffix: -pr-42\ncommonLabels:\n  pgx.dev/pull-request: "42"\n`,
+      );
+      const rendered = kubectl('kustomize', dir);
+      fs.writeFileSync(path.join(dir, 'rendered.yaml'), rendered);
+      expect(kubectl('apply', '-n', NS, '-f', path.join(dir, 'rendered.yaml'))).to.contain('branch.pgx.dev/preview-db-pr-42 created');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    const ready = await waitForCondition(c, 'branches', 'preview-db-pr-42', 'Ready', 'DatabaseReady');
+    expect(ready.metadata?.labels?.['pgx.dev/pull-request']).to.equal('42');
+    expect((ready.spec as { expiryPolicy?: string }).expiryPolicy).to.equal('Retain');
+    expect(await rowsThroughSecret('preview-db-pr-42')).to.equal(2);
+    await remove(c, 'branches', 'preview-db-pr-42');
+    await waitForGone(c, 'branches', 'preview-db-pr-42');
   });
 
   it('holds the deletion of a Runtime while Branches are on its pods, naming them', async function () {

@@ -123,6 +123,19 @@ describe('Helm chart and kustomize manifests', function () {
     const examples = objects(kustomize('manifests/examples'));
     expect(examples.map((o) => o.kind).sort()).to.deep.equal(['Branch', 'Runtime', 'Template']);
     expect(await applyAll(examples, 'examples')).to.deep.equal([]);
+    // The Argo CD example: the ApplicationSet names the preview directory, whose Branch (with the name
+    // suffix Argo CD adds) passes the schema.
+    const appSet = objects(fs.readFileSync(path.join(root, 'manifests/examples/argocd/applicationset.yaml'), 'utf8'))[0] as unknown as {
+      kind: string;
+      spec: { generators: { pullRequest?: unknown }[]; template: { spec: { source: { path: string; kustomize: { nameSuffix: string } } } } };
+    };
+    expect(appSet.kind).to.equal('ApplicationSet');
+    expect(appSet.spec.generators[0]!.pullRequest).to.be.an('object');
+    expect(fs.existsSync(path.join(root, appSet.spec.template.spec.source.path, 'kustomization.yaml'))).to.equal(true);
+    expect(appSet.spec.template.spec.source.kustomize.nameSuffix).to.equal('-pr-{{.number}}');
+    const preview = objects(kustomize(appSet.spec.template.spec.source.path)).map((o) => ({ ...o, metadata: { ...o.metadata, name: `${o.metadata!.name}-pr-7` } }));
+    expect(preview.map((o) => [o.kind, (o as unknown as { spec: { expiryPolicy?: string } }).spec.expiryPolicy])).to.deep.equal([['Branch', 'Retain']]);
+    expect(await applyAll(preview, 'previews')).to.deep.equal([]);
     const workflow = objects(fs.readFileSync(path.join(root, 'manifests/examples/branch-per-pr.yml'), 'utf8'))[0] as unknown as { jobs: { test: { steps: { run?: string }[] } } };
     const script = workflow.jobs.test.steps.map((s) => s.run ?? '').join('\n');
     expect(script).to.contain('kubectl wait --for=condition=Ready').and.contain('DATABASE_URL').and.contain('kubectl delete branch');

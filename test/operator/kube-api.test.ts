@@ -237,7 +237,7 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
     expect(strict.message).to.contain('unknown field "spec.tll"');
     // Without Strict an unknown field is pruned, as a real API server does.
     const pruned = (await custom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('pr-5', { tll: '2h' }) })) as CustomObject;
-    expect(pruned.spec).to.deep.equal({ templateRef: { name: 'app' }, pinned: true });
+    expect(pruned.spec).to.deep.equal({ templateRef: { name: 'app' }, expiryPolicy: 'Delete', pinned: true });
 
     // templateRef is immutable (a CEL transition rule in the CRD).
     const moved = await failure(custom.patchNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', name: 'pr-1', body: { spec: { templateRef: { name: 'other' } } } }, merge));
