@@ -13,10 +13,10 @@ import { Controller } from './controller.js';
 import { reconcileBranch } from './controllers/branch.js';
 import { reconcileRuntime } from './controllers/runtime.js';
 import { reconcileTemplate } from './controllers/template.js';
-import { runtimeRefOf, templateRefOf, type Caches, type OperatorContext } from './context.js';
+import { branchesOfTemplate, runtimeRefOf, templateNamespaceOf, templateRefOf, type Caches, type OperatorContext } from './context.js';
 import { GROUP, VERSION } from './crds/index.js';
 import { EventRecorder } from './events.js';
-import { ResourceCache } from './informer.js';
+import { NamespacesCache, ResourceCache, type ObjectCache } from './informer.js';
 import { keyOf, makeKube, pgxResource, type CustomObject, type Kube } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { OperatorMetrics } from './metrics.js';
@@ -29,8 +29,8 @@ import type { QueueOptions } from './queue.js';
 
 export interface OperatorOptions {
   kc: KubeConfig;
-  /** Watch one namespace, or every namespace when null. */
-  namespace: string | null;
+  /** Watch one namespace, a list of them, or every namespace when null. */
+  namespace: string | readonly string[] | null;
   /** Where the leader-election Lease lives. */
   leaseNamespace: string;
   leaseName: string;
@@ -125,14 +125,14 @@ export class Operator {
   }
 
   async start(): Promise<void> {
-    const all = Object.values(this.caches) as ResourceCache<KubernetesObject>[];
+    const all = Object.values(this.caches) as ObjectCache<KubernetesObject>[];
     await Promise.all(all.map((c) => c.start()));
     await Promise.all(all.map((c) => c.synced));
     this.synced = true;
     this.resyncTimer = setInterval(() => this.resync(), this.resyncMs);
     this.resyncTimer.unref();
     this.elector.start();
-    this.logger.info('operator started', { namespace: this.opts.namespace ?? '(all)', lease: `${this.opts.leaseNamespace}/${this.opts.leaseName}` });
+    this.logger.info('operator started', { namespace: this.opts.namespace === null ? '(all)' : [this.opts.namespace].flat().join(','), lease: `${this.opts.leaseNamespace}/${this.opts.leaseName}` });
   }
 
   async stop(): Promise<void> {
@@ -140,7 +140,7 @@ export class Operator {
     for (const c of this.controllers()) c.queue.stop();
     await Promise.all(this.controllers().map((c) => c.queue.idle()));
     await this.elector.stop();
-    await Promise.all((Object.values(this.caches) as ResourceCache<KubernetesObject>[]).map((c) => c.stop()));
+    await Promise.all((Object.values(this.caches) as ObjectCache<KubernetesObject>[]).map((c) => c.stop()));
   }
 
   /** Resolves when no reconcile is queued or running (tests). */
@@ -193,12 +193,12 @@ export class Operator {
     if (kind === 'delete') this.templateFacts.delete(key);
     else this.templateFacts.set(key, facts);
     if (!changed) return;
-    for (const b of this.caches.branches.list(t.metadata!.namespace!)) if (templateRefOf(b) === t.metadata!.name) this.branches.queue.add(keyOf(b));
+    for (const b of branchesOfTemplate({ caches: this.caches }, t.metadata!.namespace!, t.metadata!.name!)) this.branches.queue.add(keyOf(b));
   };
 
   private readonly enqueueForBranch = (b: CustomObject, kind: 'add' | 'update' | 'delete'): void => {
     this.branches.queue.add(keyOf(b));
-    const ns = b.metadata!.namespace!;
+    const ns = templateNamespaceOf(b);
     const tplName = templateRefOf(b);
     const tpl = tplName ? this.caches.templates.get(tplName, ns) : undefined;
     // The Template counts its Branches and, while deleting, waits for them. Not at once: a burst of N
@@ -215,52 +215,72 @@ export class Operator {
     const runtime = pod.metadata?.labels?.[RUNTIME_LABEL];
     if (runtime) this.runtimes.queue.add(`${ns}/${runtime}`);
     for (const t of this.caches.templates.list(ns)) if (runtimeRefOf(t) === runtime) this.templates.queue.add(keyOf(t));
-    for (const b of this.caches.branches.list(ns)) {
+    for (const b of this.caches.branches.list()) {
+      if (templateNamespaceOf(b) !== ns) continue;
       const s = b.status as { pod?: string } | undefined;
       if (s?.pod === undefined || s.pod === pod.metadata!.name) this.branches.queue.add(keyOf(b));
     }
   };
 
-  private customCache(plural: 'runtimes' | 'templates' | 'branches', handler: () => (o: CustomObject, kind: 'add' | 'update' | 'delete') => void): ResourceCache<CustomObject> {
+  /**
+   * A cache of one resource over what the operator watches: every namespace (null), one, or a list (one
+   * list and watch per namespace). `make` gives the watch path and the list call for a namespace or all.
+   */
+  private watch<T extends KubernetesObject>(
+    make: (ns: string | null) => { path: string; list: () => Promise<KubernetesListObject<T>> },
+    onChange: (o: T, kind: 'add' | 'update' | 'delete') => void,
+    labelSelector?: string,
+  ): ObjectCache<T> {
+    const one = (ns: string | null): ResourceCache<T> => new ResourceCache<T>({ kc: this.opts.kc, ...make(ns), onChange, logger: this.logger, ...(labelSelector !== undefined ? { labelSelector } : {}) });
     const ns = this.opts.namespace;
-    const path = ns === null ? `/apis/${GROUP}/${VERSION}/${plural}` : `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`;
-    const list = async (): Promise<KubernetesListObject<CustomObject>> =>
-      (ns === null
-        ? await this.kube.custom.listClusterCustomObject({ ...pgxResource(plural) })
-        : await this.kube.custom.listNamespacedCustomObject({ ...pgxResource(plural), namespace: ns })) as KubernetesListObject<CustomObject>;
-    return new ResourceCache<CustomObject>({ kc: this.opts.kc, path, list, onChange: (o, kind) => handler()(o, kind), logger: this.logger });
+    if (ns === null || typeof ns === 'string') return one(ns);
+    return new NamespacesCache<T>(new Map(ns.map((n) => [n, one(n)])));
+  }
+
+  private customCache(plural: 'runtimes' | 'templates' | 'branches', handler: () => (o: CustomObject, kind: 'add' | 'update' | 'delete') => void): ObjectCache<CustomObject> {
+    return this.watch<CustomObject>(
+      (ns) => ({
+        path: ns === null ? `/apis/${GROUP}/${VERSION}/${plural}` : `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`,
+        list: async () =>
+          (ns === null
+            ? await this.kube.custom.listClusterCustomObject({ ...pgxResource(plural) })
+            : await this.kube.custom.listNamespacedCustomObject({ ...pgxResource(plural), namespace: ns })) as KubernetesListObject<CustomObject>,
+      }),
+      (o, kind) => handler()(o, kind),
+    );
   }
 
   /** PodDisruptionBudgets labelled pgx.dev/runtime: a change of one (someone edited it) requeues its Runtime, which puts it back. */
-  private disruptionBudgetCache(): ResourceCache<V1PodDisruptionBudget & KubernetesObject> {
-    const ns = this.opts.namespace;
-    const path = ns === null ? '/apis/policy/v1/poddisruptionbudgets' : `/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`;
-    const list = async (): Promise<KubernetesListObject<V1PodDisruptionBudget>> =>
-      ns === null
-        ? ((await this.kube.policy.listPodDisruptionBudgetForAllNamespaces({ labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1PodDisruptionBudget>)
-        : ((await this.kube.policy.listNamespacedPodDisruptionBudget({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1PodDisruptionBudget>);
-    return new ResourceCache<V1PodDisruptionBudget & KubernetesObject>({
-      kc: this.opts.kc,
-      path,
-      list,
-      labelSelector: RUNTIME_LABEL,
-      onChange: (pdb, kind) => {
+  private disruptionBudgetCache(): ObjectCache<V1PodDisruptionBudget & KubernetesObject> {
+    return this.watch<V1PodDisruptionBudget & KubernetesObject>(
+      (ns) => ({
+        path: ns === null ? '/apis/policy/v1/poddisruptionbudgets' : `/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`,
+        list: async () =>
+          (ns === null
+            ? await this.kube.policy.listPodDisruptionBudgetForAllNamespaces({ labelSelector: RUNTIME_LABEL })
+            : await this.kube.policy.listNamespacedPodDisruptionBudget({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1PodDisruptionBudget & KubernetesObject>,
+      }),
+      (pdb, kind) => {
         const runtime = pdb.metadata?.labels?.[RUNTIME_LABEL];
         if (runtime && kind !== 'add') this.runtimes.queue.add(`${pdb.metadata!.namespace}/${runtime}`);
       },
-      logger: this.logger,
-    });
+      RUNTIME_LABEL,
+    );
   }
 
-  private podCache(): ResourceCache<V1Pod & KubernetesObject> {
-    const ns = this.opts.namespace;
-    const path = ns === null ? '/api/v1/pods' : `/api/v1/namespaces/${ns}/pods`;
-    // Only runtime pods: the label selector goes on the list and (by makeInformer) on the watch.
-    const list = async (): Promise<KubernetesListObject<V1Pod>> =>
-      ns === null
-        ? ((await this.kube.core.listPodForAllNamespaces({ labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod>)
-        : ((await this.kube.core.listNamespacedPod({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod>);
-    return new ResourceCache<V1Pod & KubernetesObject>({ kc: this.opts.kc, path, list, labelSelector: RUNTIME_LABEL, onChange: (p) => this.enqueueForPod(p), logger: this.logger });
+  /** Only runtime pods: the label selector goes on the list and (by makeInformer) on the watch. */
+  private podCache(): ObjectCache<V1Pod & KubernetesObject> {
+    return this.watch<V1Pod & KubernetesObject>(
+      (ns) => ({
+        path: ns === null ? '/api/v1/pods' : `/api/v1/namespaces/${ns}/pods`,
+        list: async () =>
+          (ns === null
+            ? await this.kube.core.listPodForAllNamespaces({ labelSelector: RUNTIME_LABEL })
+            : await this.kube.core.listNamespacedPod({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod & KubernetesObject>,
+      }),
+      (p) => this.enqueueForPod(p),
+      RUNTIME_LABEL,
+    );
   }
 }
 

@@ -154,7 +154,7 @@ describe('operator on a real cluster: restricted pods, pods that come back, roll
     try {
       fs.writeFileSync(
         path.join(dir, 'kustomization.yaml'),
-        `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${path.join(root, 'manifests/examples/argocd/preview')}\nnameSuffix: -pr-42\ncommonLabels:\n  pgx.dev/pull-request: "42"\n`,
+        `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${path.relative(dir, path.join(root, 'manifests/examples/argocd/preview'))}\nnameSuffix: -pr-42\nlabels:\n  - pairs:\n      pgx.dev/pull-request: "42"\n`,
       );
       const rendered = kubectl('kustomize', dir);
       fs.writeFileSync(path.join(dir, 'rendered.yaml'), rendered);

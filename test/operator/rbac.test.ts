@@ -258,6 +258,10 @@ describe('operator RBAC: every namespace (operator.allNamespaces=true, a Cluster
     const role = ruleSet('the Role', helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-system'));
     expect(role.kind).to.equal('Role');
     const clusterRole = ruleSet('the ClusterRole', helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-system', '--set', 'operator.allNamespaces=true'));
-    expect(clusterRole.rules.map((r) => r.rule)).to.deep.equal(role.rules.map((r) => r.rule));
+    // Plus get on namespaces, cluster-scoped, which only a ClusterRole can grant: the labels a Runtime's
+    // allowedNamespaces selector matches.
+    const namespaces = { apiGroups: [''], resources: ['namespaces'], verbs: ['get'] };
+    expect(clusterRole.rules.map((r) => r.rule).filter((r) => !r.resources.includes('namespaces'))).to.deep.equal(role.rules.map((r) => r.rule));
+    expect(clusterRole.rules.map((r) => r.rule).filter((r) => r.resources.includes('namespaces'))).to.deep.equal([{ ...namespaces, resourceNames: [] }]);
   });
 });

@@ -7,7 +7,7 @@
 import { ApiClientError } from '../../api/client.js';
 import type { CredentialBody, DatabaseBody } from '../../api/contract.js';
 import { isoSeconds } from '../conditions.js';
-import { podApi, runtimeRefOf, type OperatorContext } from '../context.js';
+import { podApi, runtimeRefOf, templateNamespaceOf, type OperatorContext } from '../context.js';
 import { templateDatabaseName, type BranchSpec } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import type { CustomObject } from '../kube.js';
@@ -35,14 +35,15 @@ function sooner(p: Pass, ms: number): ReconcileResult {
 
 export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promise<ReconcileResult> {
   const { ctx, old } = p;
-  const namespace = p.obj.metadata!.namespace!;
+  // The pod, Template and Runtime are in the Template's namespace; the Secret in the Branch's.
+  const tplNamespace = templateNamespaceOf(p.obj);
   const podName = old.pod!;
   const database = old.database!;
   const tplName = spec.templateRef.name;
-  const pod = ctx.caches.pods.get(podName, namespace);
-  const runtimeName = pod?.metadata?.labels?.['pgx.dev/runtime'] ?? runtimeRefOf(ctx.caches.templates.get(tplName, namespace) ?? ({} as CustomObject));
+  const pod = ctx.caches.pods.get(podName, tplNamespace);
+  const runtimeName = pod?.metadata?.labels?.['pgx.dev/runtime'] ?? runtimeRefOf(ctx.caches.templates.get(tplName, tplNamespace) ?? ({} as CustomObject));
   if (!pod || !podReady(pod)) {
-    if (!pod && !liveRuntime(ctx, namespace, runtimeName)) {
+    if (!pod && !liveRuntime(ctx, tplNamespace, runtimeName)) {
       return setPhase(p, 'Lost', {
         reason: 'PodGone',
         message: `pod ${podName}, which held database ${database}, is gone with its Runtime ${runtimeName ?? ''}; no new database is made in its place: delete this Branch and create another`,

@@ -7,9 +7,11 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClientError, type ApiClient } from '../../api/client.js';
 import type { CreateDatabaseRequest, CreatedDatabaseBody } from '../../api/contract.js';
 import { setCondition } from '../conditions.js';
-import { podApi, runtimePods, runtimeRefOf } from '../context.js';
+import { podApi, runtimePods, runtimeRefOf, templateNamespaceOf } from '../context.js';
+import { runtimeAdmits } from '../namespaces.js';
 import { parseObject, runtime as runtimeSchema, templateDatabaseName, type BranchSpec, type TemplateStatus } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
+import { addFinalizer, hasFinalizer, RUNTIME_FINALIZER } from '../finalizer.js';
 import { keyOf } from '../kube.js';
 import { choosePod, type Candidate } from '../placement.js';
 import { podReady } from '../pods.js';
@@ -24,7 +26,8 @@ export interface Limits {
 /** Chooses a pod and writes it to status (phase Creating): null when placed, else what the reconcile returns. */
 export async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult | null> {
   const { ctx } = p;
-  const namespace = p.obj.metadata!.namespace!;
+  // The Template's namespace: its Runtime, pods and database are there; the Branch may be elsewhere.
+  const namespace = templateNamespaceOf(p.obj);
   const tplName = spec.templateRef.name;
   const pending = (reason: string, message: string) => setPhase(p, 'Pending', { reason, message }, spec.ttl);
   const tpl = ctx.caches.templates.get(tplName, namespace);
@@ -35,6 +38,10 @@ export async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult 
   const rt = rtObj ? parseObject(runtimeSchema, rtObj) : null;
   if (!runtimeName || !rt || !rt.ok) return pending('RuntimeNotFound', `Runtime ${runtimeName ?? '(none)'} of Template ${tplName} does not exist or is invalid`);
   if (rtObj!.metadata!.deletionTimestamp) return pending('RuntimeDeleting', `Runtime ${runtimeName} is being deleted; no new Branch is placed on it`);
+  const admitted = await runtimeAdmits(ctx, rt.value, p.obj.metadata!.namespace!);
+  if (!admitted.ok) return pending('NamespaceNotAllowed', admitted.message);
+  // The Runtime's deletion is held while it has Branches: its finalizer goes on before the first is placed.
+  if (!hasFinalizer(rtObj!, RUNTIME_FINALIZER)) await addFinalizer(ctx.kube, 'runtimes', rtObj!, RUNTIME_FINALIZER);
 
   const tplStatus = (tpl.status ?? {}) as TemplateStatus;
   const sealedOn = new Set((tplStatus.pods ?? []).filter((e) => e.phase === 'Sealed' && e.observedGeneration === tpl.metadata!.generation).map((e) => e.pod));
@@ -53,7 +60,8 @@ export async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult 
   const statuses = await Promise.all(pods.map((pod) => podStatus(p, pod, runtimeName)));
   // From here to ledger.record nothing is awaited: concurrent placements see each other's choices.
   const cached = new Map<string, string | undefined>();
-  for (const b of ctx.caches.branches.list(namespace)) {
+  for (const b of ctx.caches.branches.list()) {
+    if (templateNamespaceOf(b) !== namespace) continue;
     const on = (b.status as { pod?: string } | undefined)?.pod;
     cached.set(keyOf(b), on === undefined ? undefined : `${namespace}/${on}`);
   }
@@ -124,7 +132,7 @@ export async function create(p: Pass, client: ApiClient, spec: BranchSpec, limit
     // Placed by this pass on a pod whose API refused the connection (its runtime went down after the
     // status placement read): no create for this Branch ever reached it, so it may go elsewhere.
     const refused = p.placedHere === true && connectionRefused(err);
-    if (refused) p.ctx.pods.forgetStatus(p.obj.metadata!.namespace!, p.old.pod!);
+    if (refused) p.ctx.pods.forgetStatus(templateNamespaceOf(p.obj), p.old.pod!);
     if (err.status === 404 || err.status === 429 || refused) {
       // Not on this pod after all (template gone, the pod is full or down): forget the placement and choose again.
       const reason = refused ? 'PodUnreachable' : err.status === 404 ? 'TemplateNotOnPod' : 'PodFull';

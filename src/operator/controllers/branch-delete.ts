@@ -2,7 +2,7 @@
 // database (404 counts as dropped). While its pod is away but its Runtime is there, the pod comes back
 // (a StatefulSet keeps names and volumes) and the database with it: the deletion waits, saying so.
 
-import { podApi, runtimeRefOf } from '../context.js';
+import { podApi, runtimeRefOf, templateNamespaceOf } from '../context.js';
 import type { ReconcileResult } from '../controller.js';
 import { BRANCH_FINALIZER, hasFinalizer, removeFinalizer } from '../finalizer.js';
 import { kubeMessage } from '../kube.js';
@@ -14,8 +14,8 @@ const DROP_PENDING_RETRY_MS = 30_000;
 export async function finalize(p: Pass): Promise<ReconcileResult> {
   const { ctx, obj, old } = p;
   if (!hasFinalizer(obj, BRANCH_FINALIZER)) return {};
-  const namespace = obj.metadata!.namespace!;
-  const label = `${namespace}/${obj.metadata!.name}`;
+  const namespace = templateNamespaceOf(obj); // where its pod and Runtime are
+  const label = `${obj.metadata!.namespace}/${obj.metadata!.name}`;
   if (old.database && old.pod) {
     const pod = ctx.caches.pods.get(old.pod, namespace);
     const tpl = ctx.caches.templates.get((obj.spec as { templateRef?: { name?: string } } | undefined)?.templateRef?.name ?? '', namespace);

@@ -7,7 +7,7 @@
 //     and does not re-create it with an empty database. An Expired Branch stays as it is.
 
 import { ApiClientError } from '../../api/client.js';
-import { podApi, runtimeRefOf } from '../context.js';
+import { podApi, runtimeRefOf, templateNamespaceOf } from '../context.js';
 import type { BranchSpec, BranchStatus } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import { isNotFound, kubeMessage, pgxResource } from '../kube.js';
@@ -33,7 +33,7 @@ export async function expire(p: Pass, spec: Pick<BranchSpec, 'expiryPolicy' | 't
 /** Drops the database and deletes the Secret; the Branch stays, Expired, without pod, database or Secret. */
 async function retain(p: Pass, spec: Pick<BranchSpec, 'ttl'>, reason: string, message: string): Promise<ReconcileResult> {
   const { ctx, old } = p;
-  const namespace = p.obj.metadata!.namespace!;
+  const namespace = templateNamespaceOf(p.obj); // where its pod is; its Secret is in the Branch's
   if (old.database && old.pod) {
     const pod = ctx.caches.pods.get(old.pod, namespace);
     if (!pod || !podReady(pod)) return { retry: `pod ${old.pod} is away: database ${old.database} is dropped when it is back` };
@@ -46,7 +46,7 @@ async function retain(p: Pass, spec: Pick<BranchSpec, 'ttl'>, reason: string, me
       if (!(err instanceof ApiClientError && err.status === 404)) return { retry: `cannot drop ${old.database} on pod ${old.pod}: ${kubeMessage(err)}` };
     }
     ctx.pods.forgetStatus(namespace, old.pod);
-    ctx.logger.info('branch expired; database dropped, object kept (expiryPolicy Retain)', { branch: `${namespace}/${p.obj.metadata!.name}`, database: old.database });
+    ctx.logger.info('branch expired; database dropped, object kept (expiryPolicy Retain)', { branch: `${p.obj.metadata!.namespace}/${p.obj.metadata!.name}`, database: old.database });
   }
   await deleteBranchSecret(ctx.kube, p.obj, old.secretName ?? `${p.obj.metadata!.name}-db`);
   const { pod: _pod, database: _db, secretName: _secret, ...kept } = old;

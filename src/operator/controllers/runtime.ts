@@ -9,10 +9,13 @@
 // databases between pods, which the runtime cannot do, and a silent loss is worse than a held pod.
 // Deletion: a finalizer holds it while Branches have databases on its pods (Ready False
 // DeletionBlocked names them), as the Template's does; children are owned by the Runtime and go with it.
+// The finalizer is on only while Branches are: the Branch controller adds it before it places one,
+// and this controller takes it off when the last is gone, so a Runtime without Branches is deleted
+// at once even when no operator runs (helm uninstall removes the operator and the Runtime together).
 
 import { isDeepStrictEqual } from 'node:util';
 import { findCondition, setCondition } from '../conditions.js';
-import { podApi, runtimePods, type OperatorContext } from '../context.js';
+import { podApi, runtimePods, templateNamespaceOf, type OperatorContext } from '../context.js';
 import { parseObject, runtime as runtimeSchema, type Runtime, type RuntimeStatus } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import { addFinalizer, hasFinalizer, removeFinalizer, RUNTIME_FINALIZER } from '../finalizer.js';
@@ -87,10 +90,11 @@ async function ensureObjects(ctx: OperatorContext, rt: Runtime, replicas: number
 function branchesOn(ctx: OperatorContext, namespace: string, runtime: string): { name: string; ordinal: number }[] {
   const pattern = new RegExp(`^${runtime}-([0-9]+)$`);
   const out: { name: string; ordinal: number }[] = [];
-  for (const b of ctx.caches.branches.list(namespace)) {
+  for (const b of ctx.caches.branches.list()) {
+    if (templateNamespaceOf(b) !== namespace) continue;
     const s = (b.status ?? {}) as { pod?: string; database?: string };
     const m = s.pod !== undefined && s.database !== undefined ? pattern.exec(s.pod) : null;
-    if (m) out.push({ name: b.metadata!.name!, ordinal: Number(m[1]) });
+    if (m) out.push({ name: b.metadata!.namespace === namespace ? b.metadata!.name! : `${b.metadata!.namespace}/${b.metadata!.name}`, ordinal: Number(m[1]) });
   }
   return out;
 }
@@ -107,7 +111,10 @@ export async function reconcileRuntime(ctx: OperatorContext, key: string): Promi
   const old = (obj.status ?? {}) as RuntimeStatus;
   const using = branchesOn(ctx, namespace, name);
   if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, using.map((b) => b.name));
-  if (!hasFinalizer(obj, RUNTIME_FINALIZER)) obj = await addFinalizer(ctx.kube, 'runtimes', obj, RUNTIME_FINALIZER);
+  // The finalizer is there only while Branches are (the Branch controller adds it before placing one):
+  // a Runtime without Branches deletes at once, even with no operator running (helm uninstall).
+  if (using.length > 0 && !hasFinalizer(obj, RUNTIME_FINALIZER)) obj = await addFinalizer(ctx.kube, 'runtimes', obj, RUNTIME_FINALIZER);
+  else if (using.length === 0 && hasFinalizer(obj, RUNTIME_FINALIZER)) obj = await removeFinalizer(ctx.kube, 'runtimes', obj, RUNTIME_FINALIZER);
   const parsed = parseObject(runtimeSchema, obj);
   const problem = parsed.ok ? runtimeSpecProblem(parsed.value) : parsed.message;
   const invalid = async (message: string): Promise<ReconcileResult> => {

@@ -9,7 +9,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClientError, type ApiClient } from '../../api/client.js';
 import type { TemplateBody } from '../../api/contract.js';
 import { findCondition, setCondition } from '../conditions.js';
-import { podApi, runtimePods, templateRefOf, type OperatorContext } from '../context.js';
+import { branchesOfTemplate, podApi, runtimePods, type OperatorContext } from '../context.js';
 import { parseObject, template as templateSchema, templateDatabaseName, type Condition, type TemplateStatus } from '../crds/index.js';
 import { addFinalizer, hasFinalizer, removeFinalizer, TEMPLATE_FINALIZER } from '../finalizer.js';
 import type { CustomObject } from '../kube.js';
@@ -27,9 +27,10 @@ export async function reconcileTemplate(ctx: OperatorContext, key: string): Prom
   if (!obj) return {};
   const generation = obj.metadata!.generation;
   const old = (obj.status ?? {}) as TemplateStatus;
-  const branches = ctx.caches.branches.list(namespace).filter((b) => templateRefOf(b) === name);
+  // From every watched namespace: a Branch may use a Template of another namespace.
+  const branches = branchesOfTemplate(ctx, namespace, name);
 
-  if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, branches.map((b) => b.metadata!.name!));
+  if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, branches.map((b) => (b.metadata!.namespace === namespace ? b.metadata!.name! : `${b.metadata!.namespace}/${b.metadata!.name}`)));
   if (!hasFinalizer(obj, TEMPLATE_FINALIZER)) {
     await addFinalizer(ctx.kube, 'templates', obj, TEMPLATE_FINALIZER);
     return {};

@@ -2,12 +2,19 @@
 // an optional TTL (from the Branch's creation) after which it is deleted or kept as Expired. Schema only.
 
 import { z } from 'zod';
-import { API_VERSION, boundedDuration, conditions, DNS_LABEL, DNS_LABEL_WORDS, dnsLabel, localRef, objectMeta, observedGeneration, quantity } from './common.js';
+import { API_VERSION, boundedDuration, conditions, DNS_LABEL, DNS_LABEL_WORDS, dnsLabel, objectMeta, observedGeneration, quantity } from './common.js';
 import type { CustomResourceKind } from './kind.js';
 
 export const branchSpec = z
   .object({
-    templateRef: localRef('Template')
+    templateRef: z
+      .object({
+        name: dnsLabel('Template name').describe('Name of the Template.'),
+        namespace: dnsLabel('Template namespace')
+          .optional()
+          .describe("Namespace of the Template, when not the Branch's: its Runtime must allow this Branch's namespace (spec.allowedNamespaces). The database is on that Runtime's pods; the Secret is in the Branch's namespace."),
+      })
+      .strict()
       .meta({ 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'templateRef is immutable: create a new Branch from the other Template' }] })
       .describe('The Template the database is minted from.'),
     ttl: boundedDuration('ttl')

@@ -23,6 +23,17 @@ const toleration = z
   .strict()
   .describe('A toleration, as in a Pod spec.');
 
+export const labelSelector = z
+  .object({
+    matchLabels: z.record(z.string().min(1).max(316), z.string().max(63)).optional(),
+    matchExpressions: z
+      .array(z.object({ key: z.string().min(1).max(316), operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist']), values: z.array(z.string().max(63)).optional() }).strict())
+      .optional(),
+  })
+  .strict()
+  .describe('A label selector, as in a Deployment: matchLabels and matchExpressions, ANDed.');
+export type LabelSelector = z.infer<typeof labelSelector>;
+
 export const runtimeSpec = z
   .object({
     replicas: z.number().int().min(1, 'replicas must be at least 1').max(100, 'replicas must be at most 100').default(1).describe('Runtime pods. Each holds its own copy of every Template and its own Branches.'),
@@ -36,6 +47,17 @@ export const runtimeSpec = z
       .strict()
       .prefault({})
       .describe('One PersistentVolumeClaim per pod holds PostgreSQL data.'),
+    allowedNamespaces: z
+      .object({
+        from: z
+          .enum(['Same', 'All', 'Selector'])
+          .default('Same')
+          .describe('Whose Branches this Runtime takes (through its Templates): Same, only its own namespace (the default); All; Selector, namespaces whose labels match selector (as Gateway API allowedRoutes).'),
+        selector: labelSelector.optional().describe('With from: Selector, the namespaces whose Branches it takes.'),
+      })
+      .strict()
+      .prefault({})
+      .describe("Which namespaces may have Branches on this Runtime's pods (their templateRef.namespace names this namespace). The Secret is always in the Branch's namespace."),
     imagePullSecrets: z
       .array(z.object({ name: dnsSubdomain('imagePullSecrets[].name') }).strict())
       .optional()
