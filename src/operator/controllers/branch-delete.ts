@@ -26,7 +26,7 @@ export async function finalize(p: Pass): Promise<ReconcileResult> {
       const rt = runtimeName ? ctx.caches.runtimes.get(runtimeName, namespace) : undefined;
       if (rt && !rt.metadata?.deletionTimestamp) {
         const message = `waiting for pod ${old.pod} to come back to drop database ${old.database}; to let go without dropping it, remove the finalizer ${BRANCH_FINALIZER}`;
-        await setPhase(p, 'Deleting', { reason: 'DropPending', message }, undefined);
+        await setPhase(p, 'Deleting', { reason: 'DropPending', message }, (obj.spec as { ttl?: string } | undefined)?.ttl);
         return { requeueAfterMs: DROP_PENDING_RETRY_MS };
       }
       ctx.logger.warn('branch released without a drop: its runtime is gone', { branch: label, database: old.database });

@@ -63,7 +63,7 @@ export async function reconcileBranch(ctx: OperatorContext, key: string): Promis
     ctx.writes.wrote(key, p.obj.metadata?.resourceVersion);
   }
   const parsed = parseObject(branchSchema, obj);
-  if (!parsed.ok) return setPhase(p, 'Failed', { reason: 'InvalidSpec', message: `the Branch's spec is invalid: ${parsed.message}` }, undefined);
+  if (!parsed.ok) return setPhase(p, 'Failed', { reason: 'InvalidSpec', message: `the Branch's spec is invalid: ${parsed.message}` }, typeof ttl === 'string' ? ttl : undefined);
   const spec = parsed.value.spec;
   // An Expired Branch (kept by expiryPolicy Retain) stays as it is.
   if (p.old.phase === 'Expired') return {};
