@@ -102,7 +102,8 @@ describe('operator: Branch lifecycle (Secrets, ttl and expiry policy, pods that 
   });
 
   it('with expiryPolicy Retain drops the database and deletes the Secret, and keeps the Branch Expired', async function () {
-    await apply(c, 'branches', branch('kept', { ttl: '4s', expiryPolicy: 'Retain' }));
+    // Long enough to see it Ready first on a loaded machine: the ttl runs from creation, not from Ready.
+    await apply(c, 'branches', branch('kept', { ttl: '10s', expiryPolicy: 'Retain' }));
     const ready = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'kept', 'Ready', 'DatabaseReady'));
     expect(await databaseExists(ready.database!)).to.equal(true);
     const expired = await waitForCondition(c, 'branches', 'kept', 'Expired', 'TTLExpired', 30_000);
