@@ -17,7 +17,7 @@ Usage: pgx operator [options]
 
 Options:
   --kubeconfig FILE      use this kubeconfig (default: in cluster when run in a pod, else $KUBECONFIG or ~/.kube/config)
-  --namespace NS         watch only this namespace (default: the pod's namespace, else the kubeconfig context's)
+  --namespace NS[,NS..]  watch only these namespaces (default: the pod's namespace, else the kubeconfig context's)
   --all-namespaces       watch every namespace
   --lease-name NAME      the coordination.k8s.io Lease for leader election (default pgx-operator)
   --lease-namespace NS   where the Lease lives (default: the watched namespace, or the pod's)
@@ -92,8 +92,12 @@ export async function runOperator(argv: string[]): Promise<number> {
   else kc.loadFromDefault();
   const podNamespace = inCluster ? fs.readFileSync(SA_NAMESPACE, 'utf8').trim() : undefined;
   const contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
-  const home = values.namespace ?? podNamespace ?? contextNamespace ?? 'default';
-  const namespace = values['all-namespaces'] ? null : home;
+  const listed = values.namespace?.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  if (listed !== undefined && (listed.length === 0 || listed.some((n) => !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(n) || n.length > 63))) {
+    return usage('--namespace takes namespace names separated by commas, e.g. --namespace previews,team-a');
+  }
+  const home = listed?.[0] ?? podNamespace ?? contextNamespace ?? 'default';
+  const namespace = values['all-namespaces'] ? null : listed !== undefined && listed.length > 1 ? [...new Set(listed)] : home;
 
   const logger = createLogger({
     ...(values['log-format'] !== undefined ? { format: values['log-format'] as LogFormat } : {}),

@@ -2,24 +2,27 @@
 // clock, the Event recorder, the pod network and the operator's logger. One object, built by
 // operator.ts, so controllers stay plain functions of (context, key).
 
-import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Pod, V1PodDisruptionBudget } from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { ApiClient } from '../api/client.js';
 import type { EventRecorder } from './events.js';
-import type { ResourceCache } from './informer.js';
+import type { ObjectCache } from './informer.js';
 import type { CustomObject, Kube } from './kube.js';
 import type { OperatorMetrics } from './metrics.js';
 import type { PodCache } from './pod-cache.js';
 import type { OwnWrites } from './own-writes.js';
 import type { PlacementLedger } from './placement.js';
+import type { TemplateBuilds } from './template-builds.js';
 import { podApiUrl, podClient, type PodNetwork } from './pods.js';
 
 export interface Caches {
-  runtimes: ResourceCache<CustomObject>;
-  templates: ResourceCache<CustomObject>;
-  branches: ResourceCache<CustomObject>;
-  pods: ResourceCache<V1Pod & KubernetesObject>;
+  runtimes: ObjectCache<CustomObject>;
+  templates: ObjectCache<CustomObject>;
+  branches: ObjectCache<CustomObject>;
+  pods: ObjectCache<V1Pod & KubernetesObject>;
+  /** The Runtimes' PodDisruptionBudgets: watched only so that one edited by hand is put back at once. */
+  disruptionBudgets: ObjectCache<V1PodDisruptionBudget & KubernetesObject>;
 }
 
 export interface OperatorContext {
@@ -36,6 +39,8 @@ export interface OperatorContext {
   placements: PlacementLedger;
   /** The resourceVersions of the Branch controller's own writes, to recognise their watch echoes. */
   writes: OwnWrites;
+  /** The template builds made here, per Template and pod: one per spec generation, whatever status writes do. */
+  builds: TemplateBuilds;
 }
 
 export type PodApi = { ok: true; client: ApiClient } | { ok: false; reason: string; message: string };
@@ -63,6 +68,19 @@ export function runtimePods(ctx: OperatorContext, namespace: string, runtime: st
 /** The Template a Branch names, read loosely: used to map events before the Branch is parsed. */
 export function templateRefOf(branch: CustomObject): string | undefined {
   return (branch.spec as { templateRef?: { name?: string } } | undefined)?.templateRef?.name;
+}
+
+/**
+ * Where a Branch's Template (and so its Runtime, its pod and its database) lives: templateRef.namespace,
+ * or the Branch's own namespace. The Branch's Secret is always in the Branch's namespace.
+ */
+export function templateNamespaceOf(branch: CustomObject): string {
+  return (branch.spec as { templateRef?: { namespace?: string } } | undefined)?.templateRef?.namespace ?? branch.metadata!.namespace!;
+}
+
+/** The Branches whose Template is `template` in `namespace`, from every watched namespace. */
+export function branchesOfTemplate(ctx: Pick<OperatorContext, 'caches'>, namespace: string, template: string): CustomObject[] {
+  return ctx.caches.branches.list().filter((b) => templateRefOf(b) === template && templateNamespaceOf(b) === namespace);
 }
 
 export function runtimeRefOf(template: CustomObject): string | undefined {

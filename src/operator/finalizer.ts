@@ -7,13 +7,15 @@ import { MERGE_PATCH, pgxResource } from './kube.js';
 
 export const TEMPLATE_FINALIZER = 'pgx.dev/template-in-use';
 export const BRANCH_FINALIZER = 'pgx.dev/drop-database';
+/** Holds a Runtime's deletion while Branches have databases on its pods (deleting it would strand them). */
+export const RUNTIME_FINALIZER = 'pgx.dev/runtime-in-use';
 
 export function hasFinalizer(obj: CustomObject, finalizer: string): boolean {
   return obj.metadata?.finalizers?.includes(finalizer) ?? false;
 }
 
 /** Sets the finalizers; the object as stored after the patch (its new resourceVersion). */
-async function setFinalizers(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizers: string[]): Promise<CustomObject> {
+async function setFinalizers(kube: Kube, plural: 'runtimes' | 'templates' | 'branches', obj: CustomObject, finalizers: string[]): Promise<CustomObject> {
   return (await kube.custom.patchNamespacedCustomObject(
     {
       ...pgxResource(plural),
@@ -26,10 +28,10 @@ async function setFinalizers(kube: Kube, plural: 'templates' | 'branches', obj: 
 }
 
 /** Adds the finalizer; the object as stored after (a controller may go on with it in the same pass). */
-export async function addFinalizer(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<CustomObject> {
+export async function addFinalizer(kube: Kube, plural: 'runtimes' | 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<CustomObject> {
   return setFinalizers(kube, plural, obj, [...(obj.metadata?.finalizers ?? []), finalizer]);
 }
 
-export async function removeFinalizer(kube: Kube, plural: 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<CustomObject> {
+export async function removeFinalizer(kube: Kube, plural: 'runtimes' | 'templates' | 'branches', obj: CustomObject, finalizer: string): Promise<CustomObject> {
   return setFinalizers(kube, plural, obj, (obj.metadata?.finalizers ?? []).filter((f) => f !== finalizer));
 }

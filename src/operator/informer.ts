@@ -19,7 +19,7 @@ export interface CacheOptions<T extends KubernetesObject> {
   maxRestartDelayMs?: number;
 }
 
-export class ResourceCache<T extends KubernetesObject> {
+export class ResourceCache<T extends KubernetesObject> implements ObjectCache<T> {
   private readonly informer;
   private stopped = false;
   private restartDelayMs = 0;
@@ -77,5 +77,49 @@ export class ResourceCache<T extends KubernetesObject> {
       if (!this.stopped) this.informer.start().catch((e: unknown) => this.restart(e));
     }, this.restartDelayMs);
     this.restartTimer.unref();
+  }
+}
+
+/** What the controllers and the operator use of a cache: one namespace, all, or a list of them. */
+export interface ObjectCache<T extends KubernetesObject> {
+  readonly synced: Promise<void>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  get(name: string, namespace: string): T | undefined;
+  list(namespace?: string): T[];
+  resync(): void;
+}
+
+/**
+ * One cache per namespace behind the interface of one, for an operator watching a list of namespaces
+ * (--namespace a,b,c): each is a list and watch of that namespace only, so the operator needs rights
+ * in those namespaces and nowhere else.
+ */
+export class NamespacesCache<T extends KubernetesObject> implements ObjectCache<T> {
+  readonly synced: Promise<void>;
+
+  constructor(private readonly caches: ReadonlyMap<string, ResourceCache<T>>) {
+    this.synced = Promise.all([...caches.values()].map((c) => c.synced)).then(() => undefined);
+  }
+
+  async start(): Promise<void> {
+    await Promise.all([...this.caches.values()].map((c) => c.start()));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([...this.caches.values()].map((c) => c.stop()));
+  }
+
+  get(name: string, namespace: string): T | undefined {
+    return this.caches.get(namespace)?.get(name, namespace);
+  }
+
+  list(namespace?: string): T[] {
+    if (namespace !== undefined) return this.caches.get(namespace)?.list(namespace) ?? [];
+    return [...this.caches.values()].flatMap((c) => c.list());
+  }
+
+  resync(): void {
+    for (const c of this.caches.values()) c.resync();
   }
 }

@@ -5,6 +5,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** What every operator metric name starts with. */
+export const METRIC_PREFIX = 'pgx_operator_';
+
 export class OperatorMetrics {
   readonly registry = new Registry();
   private readonly reconciles = new Counter({ name: 'pgx_operator_reconciles_total', help: 'Reconciles by controller and result (ok, requeue, conflict, error).', labelNames: ['controller', 'result'], registers: [this.registry] });
@@ -13,7 +16,9 @@ export class OperatorMetrics {
   readonly branchesDeleted = new Counter({ name: 'pgx_operator_branches_expired_total', help: 'Branches deleted because their TTL ran out or their database was dropped when idle.', registers: [this.registry] });
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
-    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'pgx_operator_process_' });
+    // prom-client's default metrics are already named process_* and nodejs_*: the prefix is the
+    // operator's alone (pgx_operator_process_cpu_seconds_total, not ..._process_process_...).
+    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
   }
 
   reconciled(controller: string, result: string, seconds: number): void {

@@ -5,7 +5,7 @@
 
 import os from 'node:os';
 import crypto from 'node:crypto';
-import type { KubeConfig, KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject, V1Pod, V1PodDisruptionBudget } from '@kubernetes/client-node';
 import { systemClock, type Clock } from '../clock.js';
 import { silentLogger, type Logger } from '../log.js';
 import { shareConnections } from './connections.js';
@@ -13,23 +13,24 @@ import { Controller } from './controller.js';
 import { reconcileBranch } from './controllers/branch.js';
 import { reconcileRuntime } from './controllers/runtime.js';
 import { reconcileTemplate } from './controllers/template.js';
-import { runtimeRefOf, templateRefOf, type Caches, type OperatorContext } from './context.js';
+import { branchesOfTemplate, runtimeRefOf, templateNamespaceOf, templateRefOf, type Caches, type OperatorContext } from './context.js';
 import { GROUP, VERSION } from './crds/index.js';
 import { EventRecorder } from './events.js';
-import { ResourceCache } from './informer.js';
+import { NamespacesCache, ResourceCache, type ObjectCache } from './informer.js';
 import { keyOf, makeKube, pgxResource, type CustomObject, type Kube } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { OperatorMetrics } from './metrics.js';
 import { OwnWrites } from './own-writes.js';
 import { PodCache } from './pod-cache.js';
 import { PlacementLedger } from './placement.js';
+import { TemplateBuilds } from './template-builds.js';
 import { DEFAULT_POD_NETWORK, RUNTIME_LABEL, type PodNetwork } from './pods.js';
 import type { QueueOptions } from './queue.js';
 
 export interface OperatorOptions {
   kc: KubeConfig;
-  /** Watch one namespace, or every namespace when null. */
-  namespace: string | null;
+  /** Watch one namespace, a list of them, or every namespace when null. */
+  namespace: string | readonly string[] | null;
   /** Where the leader-election Lease lives. */
   leaseNamespace: string;
   leaseName: string;
@@ -86,6 +87,7 @@ export class Operator {
       templates: this.customCache('templates', () => this.enqueueForTemplate),
       branches: this.customCache('branches', () => this.enqueueForBranch),
       pods: this.podCache(),
+      disruptionBudgets: this.disruptionBudgetCache(),
     };
     const ctx: OperatorContext = {
       kube: this.kube,
@@ -98,6 +100,7 @@ export class Operator {
       pods: new PodCache(this.kube, clock),
       placements: new PlacementLedger(),
       writes: new OwnWrites(clock),
+      builds: new TemplateBuilds(),
     };
     this.runtimes = new Controller('runtime', (key) => reconcileRuntime(ctx, key), queue, this.logger, this.metrics, clock);
     this.templates = new Controller('template', (key) => reconcileTemplate(ctx, key), queue, this.logger, this.metrics, clock);
@@ -122,14 +125,14 @@ export class Operator {
   }
 
   async start(): Promise<void> {
-    const all = Object.values(this.caches) as ResourceCache<KubernetesObject>[];
+    const all = Object.values(this.caches) as ObjectCache<KubernetesObject>[];
     await Promise.all(all.map((c) => c.start()));
     await Promise.all(all.map((c) => c.synced));
     this.synced = true;
     this.resyncTimer = setInterval(() => this.resync(), this.resyncMs);
     this.resyncTimer.unref();
     this.elector.start();
-    this.logger.info('operator started', { namespace: this.opts.namespace ?? '(all)', lease: `${this.opts.leaseNamespace}/${this.opts.leaseName}` });
+    this.logger.info('operator started', { namespace: this.opts.namespace === null ? '(all)' : [this.opts.namespace].flat().join(','), lease: `${this.opts.leaseNamespace}/${this.opts.leaseName}` });
   }
 
   async stop(): Promise<void> {
@@ -137,7 +140,7 @@ export class Operator {
     for (const c of this.controllers()) c.queue.stop();
     await Promise.all(this.controllers().map((c) => c.queue.idle()));
     await this.elector.stop();
-    await Promise.all((Object.values(this.caches) as ResourceCache<KubernetesObject>[]).map((c) => c.stop()));
+    await Promise.all((Object.values(this.caches) as ObjectCache<KubernetesObject>[]).map((c) => c.stop()));
   }
 
   /** Resolves when no reconcile is queued or running (tests). */
@@ -190,18 +193,21 @@ export class Operator {
     if (kind === 'delete') this.templateFacts.delete(key);
     else this.templateFacts.set(key, facts);
     if (!changed) return;
-    for (const b of this.caches.branches.list(t.metadata!.namespace!)) if (templateRefOf(b) === t.metadata!.name) this.branches.queue.add(keyOf(b));
+    for (const b of branchesOfTemplate({ caches: this.caches }, t.metadata!.namespace!, t.metadata!.name!)) this.branches.queue.add(keyOf(b));
   };
 
   private readonly enqueueForBranch = (b: CustomObject, kind: 'add' | 'update' | 'delete'): void => {
     this.branches.queue.add(keyOf(b));
-    const ns = b.metadata!.namespace!;
+    const ns = templateNamespaceOf(b);
     const tplName = templateRefOf(b);
     const tpl = tplName ? this.caches.templates.get(tplName, ns) : undefined;
     // The Template counts its Branches and, while deleting, waits for them. Not at once: a burst of N
     // Branches added (or expiring) would run N Template passes, each asking every pod for its templates
     // while the pods are busy minting; one pass a little later counts them all.
     if (tpl && (kind !== 'update' || tpl.metadata?.deletionTimestamp)) this.templates.queue.addAfter(keyOf(tpl), BRANCH_COUNT_DELAY_MS);
+    // A Runtime keeps a pod past its replicas, or waits to be deleted, while Branches are on its pods.
+    const runtime = tpl ? runtimeRefOf(tpl) : undefined;
+    if (runtime && kind === 'delete') this.runtimes.queue.addAfter(`${ns}/${runtime}`, BRANCH_COUNT_DELAY_MS);
   };
 
   private readonly enqueueForPod = (pod: V1Pod): void => {
@@ -209,31 +215,72 @@ export class Operator {
     const runtime = pod.metadata?.labels?.[RUNTIME_LABEL];
     if (runtime) this.runtimes.queue.add(`${ns}/${runtime}`);
     for (const t of this.caches.templates.list(ns)) if (runtimeRefOf(t) === runtime) this.templates.queue.add(keyOf(t));
-    for (const b of this.caches.branches.list(ns)) {
+    for (const b of this.caches.branches.list()) {
+      if (templateNamespaceOf(b) !== ns) continue;
       const s = b.status as { pod?: string } | undefined;
       if (s?.pod === undefined || s.pod === pod.metadata!.name) this.branches.queue.add(keyOf(b));
     }
   };
 
-  private customCache(plural: 'runtimes' | 'templates' | 'branches', handler: () => (o: CustomObject, kind: 'add' | 'update' | 'delete') => void): ResourceCache<CustomObject> {
+  /**
+   * A cache of one resource over what the operator watches: every namespace (null), one, or a list (one
+   * list and watch per namespace). `make` gives the watch path and the list call for a namespace or all.
+   */
+  private watch<T extends KubernetesObject>(
+    make: (ns: string | null) => { path: string; list: () => Promise<KubernetesListObject<T>> },
+    onChange: (o: T, kind: 'add' | 'update' | 'delete') => void,
+    labelSelector?: string,
+  ): ObjectCache<T> {
+    const one = (ns: string | null): ResourceCache<T> => new ResourceCache<T>({ kc: this.opts.kc, ...make(ns), onChange, logger: this.logger, ...(labelSelector !== undefined ? { labelSelector } : {}) });
     const ns = this.opts.namespace;
-    const path = ns === null ? `/apis/${GROUP}/${VERSION}/${plural}` : `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`;
-    const list = async (): Promise<KubernetesListObject<CustomObject>> =>
-      (ns === null
-        ? await this.kube.custom.listClusterCustomObject({ ...pgxResource(plural) })
-        : await this.kube.custom.listNamespacedCustomObject({ ...pgxResource(plural), namespace: ns })) as KubernetesListObject<CustomObject>;
-    return new ResourceCache<CustomObject>({ kc: this.opts.kc, path, list, onChange: (o, kind) => handler()(o, kind), logger: this.logger });
+    if (ns === null || typeof ns === 'string') return one(ns);
+    return new NamespacesCache<T>(new Map(ns.map((n) => [n, one(n)])));
   }
 
-  private podCache(): ResourceCache<V1Pod & KubernetesObject> {
-    const ns = this.opts.namespace;
-    const path = ns === null ? '/api/v1/pods' : `/api/v1/namespaces/${ns}/pods`;
-    // Only runtime pods: the label selector goes on the list and (by makeInformer) on the watch.
-    const list = async (): Promise<KubernetesListObject<V1Pod>> =>
-      ns === null
-        ? ((await this.kube.core.listPodForAllNamespaces({ labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod>)
-        : ((await this.kube.core.listNamespacedPod({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod>);
-    return new ResourceCache<V1Pod & KubernetesObject>({ kc: this.opts.kc, path, list, labelSelector: RUNTIME_LABEL, onChange: (p) => this.enqueueForPod(p), logger: this.logger });
+  private customCache(plural: 'runtimes' | 'templates' | 'branches', handler: () => (o: CustomObject, kind: 'add' | 'update' | 'delete') => void): ObjectCache<CustomObject> {
+    return this.watch<CustomObject>(
+      (ns) => ({
+        path: ns === null ? `/apis/${GROUP}/${VERSION}/${plural}` : `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`,
+        list: async () =>
+          (ns === null
+            ? await this.kube.custom.listClusterCustomObject({ ...pgxResource(plural) })
+            : await this.kube.custom.listNamespacedCustomObject({ ...pgxResource(plural), namespace: ns })) as KubernetesListObject<CustomObject>,
+      }),
+      (o, kind) => handler()(o, kind),
+    );
+  }
+
+  /** PodDisruptionBudgets labelled pgx.dev/runtime: a change of one (someone edited it) requeues its Runtime, which puts it back. */
+  private disruptionBudgetCache(): ObjectCache<V1PodDisruptionBudget & KubernetesObject> {
+    return this.watch<V1PodDisruptionBudget & KubernetesObject>(
+      (ns) => ({
+        path: ns === null ? '/apis/policy/v1/poddisruptionbudgets' : `/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`,
+        list: async () =>
+          (ns === null
+            ? await this.kube.policy.listPodDisruptionBudgetForAllNamespaces({ labelSelector: RUNTIME_LABEL })
+            : await this.kube.policy.listNamespacedPodDisruptionBudget({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1PodDisruptionBudget & KubernetesObject>,
+      }),
+      (pdb, kind) => {
+        const runtime = pdb.metadata?.labels?.[RUNTIME_LABEL];
+        if (runtime && kind !== 'add') this.runtimes.queue.add(`${pdb.metadata!.namespace}/${runtime}`);
+      },
+      RUNTIME_LABEL,
+    );
+  }
+
+  /** Only runtime pods: the label selector goes on the list and (by makeInformer) on the watch. */
+  private podCache(): ObjectCache<V1Pod & KubernetesObject> {
+    return this.watch<V1Pod & KubernetesObject>(
+      (ns) => ({
+        path: ns === null ? '/api/v1/pods' : `/api/v1/namespaces/${ns}/pods`,
+        list: async () =>
+          (ns === null
+            ? await this.kube.core.listPodForAllNamespaces({ labelSelector: RUNTIME_LABEL })
+            : await this.kube.core.listNamespacedPod({ namespace: ns, labelSelector: RUNTIME_LABEL })) as KubernetesListObject<V1Pod & KubernetesObject>,
+      }),
+      (p) => this.enqueueForPod(p),
+      RUNTIME_LABEL,
+    );
   }
 }
 

@@ -41,10 +41,10 @@ export interface Cluster {
 const WRITE_VERBS = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
 
 /** A namespace with the chart's RBAC in it, and the operator's credentials (on the suite's control plane, or `cp`). */
-export async function startCluster(ns: string, cp: ControlPlane = plane().cp): Promise<Cluster> {
+export async function startCluster(ns: string, cp: ControlPlane = plane().cp, labels: Record<string, string> = {}): Promise<Cluster> {
   const kc = cp.kubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
-  await core.createNamespace({ body: { metadata: { name: ns } } });
+  await core.createNamespace({ body: { metadata: { name: ns, labels } } });
   const rendered = yamlObjects(helm('template', 'pgx', 'charts/pgx', '--namespace', ns));
   const rbac = rendered.filter((o) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(String(o.kind)));
   const objects = KubernetesObjectApi.makeApiClient(kc);
@@ -128,6 +128,9 @@ export interface RuntimeSpec {
   replicas: number;
   poolSize?: number;
 }
+
+/** The label that makes the API server's PodSecurity admission enforce the restricted profile in a namespace. */
+export const RESTRICTED_NAMESPACE = { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' };
 
 /** Applies a Runtime and waits for the operator's StatefulSet's Pods to be Ready on the test node (and the Runtime to say so). */
 export async function makeRuntime(c: Cluster, name: string, spec: RuntimeSpec, timeoutMs = 180_000): Promise<void> {

@@ -5,6 +5,7 @@
 // conditions, Secrets that connect, Events, and databases appearing and disappearing on the pods.
 
 import { expect } from 'chai';
+import { AppsV1Api } from '@kubernetes/client-node';
 import pg from 'pg';
 import { ApiClient, ApiClientError } from '../../src/api/client.js';
 import type { Operator } from '../../src/operator/operator.js';
@@ -127,7 +128,8 @@ describe('operator end to end (real control plane, chart RBAC, runtime pods on t
 
     const secret = await c.core.readNamespacedSecret({ name: 'pr-1-db', namespace: NS });
     const data = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
-    expect(Object.keys(data).sort()).to.deep.equal(['DATABASE_URL', 'dbname', 'host', 'password', 'port', 'user']);
+    expect(Object.keys(data).sort()).to.deep.equal(['DATABASE_URL', 'database', 'dbname', 'host', 'jdbc-uri', 'password', 'pgpass', 'port', 'provider', 'sslmode', 'type', 'uri', 'user', 'username']);
+    expect(secret.type).to.equal('servicebinding.io/postgresql');
     expect(data.dbname).to.equal(s.database);
     expect(secret.metadata?.ownerReferences?.[0]).to.include({ kind: 'Branch', name: 'pr-1', uid: created.metadata!.uid, controller: true });
     // The Secret names the pod's DNS name under the headless Service, as a client in the cluster uses it.
@@ -172,10 +174,12 @@ describe('operator end to end (real control plane, chart RBAC, runtime pods on t
   });
 
   it('deletes a Branch whose ttl ran out, and drops its database on its pod', async function () {
-    await apply(c, 'branches', branchBody('short', 'app', { ttl: '3s' }));
+    // Long enough to see it Ready first on a loaded machine: the ttl runs from creation, not from Ready.
+    const created = await apply(c, 'branches', branchBody('short', 'app', { ttl: '10s' }));
     const ready = await waitForCondition(c, 'branches', 'short', 'Ready', 'DatabaseReady');
     const s = statusOf<BranchStatus>(ready);
-    expect(Date.parse(s.expiresAt!) - Date.parse(s.createdAt!)).to.equal(3_000);
+    // From the Branch's creation, not its database's: a Branch that never becomes Ready expires too.
+    expect(Date.parse(s.expiresAt!) - Date.parse(String(created.metadata!.creationTimestamp))).to.equal(10_000);
     expect(condition(ready, 'Expired')).to.include({ status: 'False', reason: 'NotExpired' });
     expect(await databaseExists(s.pod!, s.database!)).to.equal(true);
     await waitForGone(c, 'branches', 'short', 30_000);
@@ -308,28 +312,35 @@ describe('operator end to end (real control plane, chart RBAC, runtime pods on t
     await waitForGone(c, 'templates', 'broken');
   });
 
-  it('says a Branch is Lost when its pod is gone (Runtime scaled down), and drops its database when the pod is back', async function () {
-    await apply(c, 'branches', branchBody('lost', 'app', { affinity: { pod: 'main-1' } }));
-    const ready = await waitForCondition(c, 'branches', 'lost', 'Ready', 'DatabaseReady');
+  it('holds a scale-down past a pod with Branches (the pod stays, the Runtime says why), and scales down once they are gone', async function () {
+    await apply(c, 'branches', branchBody('held', 'app', { affinity: { pod: 'main-1' } }));
+    const ready = await waitForCondition(c, 'branches', 'held', 'Ready', 'DatabaseReady');
     expect(statusOf<BranchStatus>(ready).pod).to.equal('main-1');
-    const databasesBefore = (await (await apiOf('main-0')).listDatabases()).length;
-    // The StatefulSet re-creates a deleted Pod at once; a Pod that stays gone is one scaled away.
-    const scale = (replicas: number) => c.custom.patchNamespacedCustomObject({ group: 'pgx.dev', version: 'v1alpha1', namespace: NS, plural: 'runtimes', name: 'main', body: { spec: { replicas } } }, MERGE_PATCH);
+    const apps = c.kc.makeApiClient(AppsV1Api);
+    const replicas = async () => (await apps.readNamespacedStatefulSet({ name: 'main', namespace: NS })).spec?.replicas;
+    const scale = (n: number) => c.custom.patchNamespacedCustomObject({ group: 'pgx.dev', version: 'v1alpha1', namespace: NS, plural: 'runtimes', name: 'main', body: { spec: { replicas: n } } }, MERGE_PATCH);
     await scale(1);
-    const lost = await waitForCondition(c, 'branches', 'lost', 'Ready', 'PodGone', 120_000);
-    expect(statusOf<BranchStatus>(lost).phase).to.equal('Lost');
-    expect(condition(lost, 'Ready')?.message).to.contain('no new database');
+    // Held: a Branch on main-1 would be stranded (its kubectl delete waiting for a pod that never comes back).
+    const held = await waitForCondition(c, 'runtimes', 'main', 'ScaleDownHeld', 'BranchesOnPods');
+    expect(condition(held, 'ScaleDownHeld')?.message).to.contain('held');
     await op.idle();
-    expect((await (await apiOf('main-0')).listDatabases()).length).to.equal(databasesBefore);
-    // Deleting it while main-1 is away waits for the pod: its volume (and the database) is kept.
-    await remove(c, 'branches', 'lost');
-    await waitForCondition(c, 'branches', 'lost', 'Ready', 'DropPending');
-    // Back (same name, same claim data-main-1): the finalizer drops the database there.
-    await scale(2);
-    await waitForGone(c, 'branches', 'lost', 180_000);
+    expect(await replicas()).to.equal(2);
+    expect(condition(await read(c, 'branches', 'held'), 'Ready')?.reason).to.equal('DatabaseReady');
+    await waitForEvents(c, 'main', ['ScaleDownHeld']);
+    // Gone, the pod goes (the StatefulSet controller deletes main-1; its claim stays).
+    await remove(c, 'branches', 'held');
+    await waitForGone(c, 'branches', 'held');
     expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(false);
-    await waitForCondition(c, 'runtimes', 'main', 'Ready', 'AllPodsReady', 120_000);
-    await waitForCondition(c, 'templates', 'app', 'Ready', 'Sealed', 120_000);
+    await waitFor('the StatefulSet scaled to 1', async () => ((await replicas()) === 1 ? true : null));
+    await waitForCondition(c, 'runtimes', 'main', 'ScaleDownHeld', 'NoBranchesOnRemovedPods');
+    await waitFor('main-1 gone', async () => ((await c.core.listNamespacedPod({ namespace: NS, labelSelector: 'pgx.dev/runtime=main' })).items.length === 1 ? true : null), 120_000);
+    await scale(2);
+    await waitFor('both pods ready again', async () => (statusOf<{ readyReplicas?: number }>(await read(c, 'runtimes', 'main')).readyReplicas === 2 ? true : null), 120_000);
+    await waitFor('app sealed on both pods', async () => {
+      const t = await read(c, 'templates', 'app');
+      const entries = statusOf<{ pods?: { phase: string }[] }>(t).pods ?? [];
+      return condition(t, 'Ready')?.reason === 'Sealed' && entries.length === 2 ? true : null;
+    }, 120_000);
   });
 
   it('rebuilds the Template on every pod when its spec changes; new Branches see the new rows', async function () {

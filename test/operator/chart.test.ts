@@ -10,7 +10,7 @@ import { CustomObjectsApi, KubernetesObjectApi, type KubernetesObject } from '@k
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { renderCrdFiles } from '../../src/operator/crds/index.js';
+import { renderChartCrdFiles, renderCrdFiles } from '../../src/operator/crds/index.js';
 import { startKubeApi, type KubeApi } from '../helpers/kube-api/index.js';
 import { helm, kustomize, root, yamlObjects } from './kube-tools.js';
 
@@ -56,22 +56,59 @@ describe('Helm chart and kustomize manifests', function () {
   it('lints, and renders with defaults and with every option on', async () => {
     expect(helm('lint', 'charts/pgx', '--strict')).to.contain('0 chart(s) failed');
     const plain = objects(helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-system'));
-    expect(plain.map((o) => o.kind).sort()).to.deep.equal(['Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
+    expect(plain.map((o) => o.kind).sort()).to.deep.equal(['CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
     const deployment = plain.find((o) => o.kind === 'Deployment') as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } } & KubernetesObject;
     expect(deployment.spec.template.spec.containers[0]!.args).to.include.members(['operator', '--namespace=pgx-system', '--lease-name=pgx-operator']);
     expect(await applyAll(plain, 'pgx-system')).to.deep.equal([]);
 
-    const all = objects(helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-other', '--include-crds', '--set', 'runtime.create=true', '--set', 'storageClass.create=true', '--set', 'operator.allNamespaces=true', '--set', 'runtime.storage.storageClassName=pgx-zfs'));
-    expect(all.map((o) => o.kind).sort()).to.deep.equal(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Runtime', 'Service', 'ServiceAccount', 'StorageClass']);
+    const all = objects(
+      helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-other', '--set', 'runtime.create=true', '--set', 'storageClass.create=true', '--set', 'operator.allNamespaces=true', '--set', 'runtime.storage.storageClassName=pgx-zfs',
+        '--set', 'imagePullSecrets[0].name=registry', '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'metrics.podMonitor.enabled=true'),
+    );
+    expect(all.map((o) => o.kind).sort()).to.deep.equal(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'PodDisruptionBudget', 'PodMonitor', 'Runtime', 'Service', 'ServiceAccount', 'ServiceMonitor', 'StorageClass']);
     expect(all.find((o) => o.kind === 'ClusterRole')?.metadata?.namespace).to.equal(undefined);
+    // imagePullSecrets reach the operator's pods and the chart's Runtime (and so its pods).
+    expect((all.find((o) => o.kind === 'Deployment') as unknown as { spec: { template: { spec: { imagePullSecrets: unknown } } } }).spec.template.spec.imagePullSecrets).to.deep.equal([{ name: 'registry' }]);
+    expect((all.find((o) => o.kind === 'Runtime') as unknown as { spec: { imagePullSecrets: unknown } }).spec.imagePullSecrets).to.deep.equal([{ name: 'registry' }]);
     // The chart's Runtime passes the CRD's schema (Strict: no unknown field).
-    expect(await applyAll(all, 'pgx-other')).to.deep.equal(['StorageClass']);
+    expect(await applyAll(all, 'pgx-other')).to.deep.equal(['PodMonitor', 'ServiceMonitor', 'StorageClass']);
+    // One operator replica: no PodDisruptionBudget (it would block every drain).
+    expect(objects(helm('template', 'pgx', 'charts/pgx', '--set', 'operator.replicas=1')).map((o) => o.kind)).to.not.include('PodDisruptionBudget');
+  });
+
+  it('refuses values the schema does not know or cannot take (values.schema.json)', () => {
+    const refused = (...set: string[]): string => {
+      try {
+        helm('template', 'pgx', 'charts/pgx', ...set.flatMap((s) => ['--set', s]));
+        return '';
+      } catch (err) {
+        return String((err as Error).message);
+      }
+    };
+    expect(refused('operator.replica=2')).to.contain('operator').and.contain('replica');
+    expect(refused('image.pullPolicy=Sometimes')).to.contain('pullPolicy');
+    expect(refused('runtime.engine.grace=soon')).to.contain('grace');
+    expect(refused('operator.replicas=2')).to.equal('');
+  });
+
+  it('ships the CRDs as templates that helm upgrade upgrades and helm uninstall keeps', () => {
+    const crds = objects(helm('template', 'pgx', 'charts/pgx')).filter((o) => o.kind === 'CustomResourceDefinition');
+    expect(crds.map((o) => o.metadata?.name).sort()).to.deep.equal(['branches.pgx.dev', 'runtimes.pgx.dev', 'templates.pgx.dev']);
+    for (const crd of crds) {
+      expect(crd.metadata?.annotations?.['helm.sh/resource-policy'], crd.metadata?.name).to.equal('keep');
+      // The same schema as crds/ (what kubectl apply -f crds/ installs).
+      const onDisk = objects(fs.readFileSync(path.join(root, 'crds', `${crd.metadata!.name}.yaml`), 'utf8'))[0]!;
+      expect(crd.spec).to.deep.equal(onDisk.spec);
+    }
+    // Not in crds/, which Helm installs once and never upgrades.
+    expect(fs.existsSync(path.join(root, 'charts/pgx/crds'))).to.equal(false);
+    // Left to another tool when asked.
+    expect(objects(helm('template', 'pgx', 'charts/pgx', '--set', 'crds.install=false')).map((o) => o.kind)).to.not.include('CustomResourceDefinition');
   });
 
   it('ships the CRDs `npm run crds` writes, in the chart and in the kustomize base', () => {
-    for (const dir of ['charts/pgx/crds', 'manifests/base/crds']) {
+    for (const [dir, generated] of [['charts/pgx/templates/crds', renderChartCrdFiles()], ['manifests/base/crds', renderCrdFiles()]] as const) {
       const files = fs.readdirSync(path.join(root, dir)).sort();
-      const generated = renderCrdFiles();
       expect(files, dir).to.deep.equal(generated.map((g) => g.file).sort());
       for (const g of generated) expect(fs.readFileSync(path.join(root, dir, g.file), 'utf8'), `${dir}/${g.file} is stale: run npm run crds`).to.equal(g.text);
     }
@@ -86,6 +123,19 @@ describe('Helm chart and kustomize manifests', function () {
     const examples = objects(kustomize('manifests/examples'));
     expect(examples.map((o) => o.kind).sort()).to.deep.equal(['Branch', 'Runtime', 'Template']);
     expect(await applyAll(examples, 'examples')).to.deep.equal([]);
+    // The Argo CD example: the ApplicationSet names the preview directory, whose Branch (with the name
+    // suffix Argo CD adds) passes the schema.
+    const appSet = objects(fs.readFileSync(path.join(root, 'manifests/examples/argocd/applicationset.yaml'), 'utf8'))[0] as unknown as {
+      kind: string;
+      spec: { generators: { pullRequest?: unknown }[]; template: { spec: { source: { path: string; kustomize: { nameSuffix: string } } } } };
+    };
+    expect(appSet.kind).to.equal('ApplicationSet');
+    expect(appSet.spec.generators[0]!.pullRequest).to.be.an('object');
+    expect(fs.existsSync(path.join(root, appSet.spec.template.spec.source.path, 'kustomization.yaml'))).to.equal(true);
+    expect(appSet.spec.template.spec.source.kustomize.nameSuffix).to.equal('-pr-{{.number}}');
+    const preview = objects(kustomize(appSet.spec.template.spec.source.path)).map((o) => ({ ...o, metadata: { ...o.metadata, name: `${o.metadata!.name}-pr-7` } }));
+    expect(preview.map((o) => [o.kind, (o as unknown as { spec: { expiryPolicy?: string } }).spec.expiryPolicy])).to.deep.equal([['Branch', 'Retain']]);
+    expect(await applyAll(preview, 'previews')).to.deep.equal([]);
     const workflow = objects(fs.readFileSync(path.join(root, 'manifests/examples/branch-per-pr.yml'), 'utf8'))[0] as unknown as { jobs: { test: { steps: { run?: string }[] } } };
     const script = workflow.jobs.test.steps.map((s) => s.run ?? '').join('\n');
     expect(script).to.contain('kubectl wait --for=condition=Ready').and.contain('DATABASE_URL').and.contain('kubectl delete branch');

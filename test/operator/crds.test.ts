@@ -138,13 +138,13 @@ describe('pgx.dev/v1alpha1 schemas', () => {
 
   it('accept a good Branch and fill in defaults', () => {
     const r = parseObject(branch, goodBranch);
-    expect(r).to.deep.equal({ ok: true, value: { ...goodBranch, spec: { templateRef: { name: 'app' }, ttl: '2h', pinned: true } } });
+    expect(r).to.deep.equal({ ok: true, value: { ...goodBranch, spec: { templateRef: { name: 'app' }, ttl: '2h', expiryPolicy: 'Delete', pinned: true } } });
   });
 
   it('fill in a Runtime\'s nested defaults from an almost empty spec', () => {
     const r = parseObject(runtime, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main' }, spec: { image: 'pgx:dev' } });
     expect(r.ok).to.equal(true);
-    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, engine: { prefix: 'tdb_', grace: '15s', poolSize: 2 } });
+    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, allowedNamespaces: { from: 'Same' }, sharedMemory: '256Mi', startupTimeout: '10m', engine: { prefix: 'tdb_', grace: '15s', poolSize: 2 } });
   });
 
   it('refuse unknown fields, naming them', () => {
@@ -153,9 +153,26 @@ describe('pgx.dev/v1alpha1 schemas', () => {
   });
 
   it('refuse a negative ttl, saying what a duration looks like', () => {
+    const message = 'spec.ttl: ttl must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m, each number at most 5 digits';
     const r = parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '-1h' } });
-    expect(r).to.deep.equal({ ok: false, message: 'spec.ttl: ttl must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m' });
-    expect(parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '0s' } })).to.deep.equal({ ok: false, message: 'spec.ttl: ttl must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m' });
+    expect(r).to.deep.equal({ ok: false, message });
+    expect(parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '0s' } })).to.deep.equal({ ok: false, message });
+  });
+
+  it('refuse an unbounded ttl (300000000d made "Invalid time value" and a Branch stuck in Creating)', () => {
+    const message = 'spec.ttl: ttl must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m, each number at most 5 digits';
+    expect(parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '300000000d' } })).to.deep.equal({ ok: false, message });
+    expect(parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '1d'.repeat(13) } })).to.deep.equal({ ok: false, message: 'spec.ttl: ttl must be at most 24 characters' });
+    // The largest a ttl can be still makes a valid date.
+    const r = parseObject(branch, { ...goodBranch, spec: { ...goodBranch.spec, ttl: '99999d99999d99999d99999d' } });
+    expect(r.ok).to.equal(true);
+    expect(Number.isFinite(new Date(Date.now() + parseDuration('99999d99999d99999d99999d')!).getTime())).to.equal(true);
+    // And the CRD says the same, so the API server refuses it at apply time.
+    const schema = (((crdFromDisk('branches.pgx.dev.yaml').spec as JsonObject).versions as JsonObject[])[0]!.schema as JsonObject).openAPIV3Schema as JsonObject;
+    const ttl = (((schema.properties as JsonObject).spec as JsonObject).properties as JsonObject).ttl as JsonObject;
+    expect(ttl).to.deep.include({ maxLength: 24 });
+    expect(new RegExp(String(ttl.pattern)).test('300000000d')).to.equal(false);
+    expect(new RegExp(String(ttl.pattern)).test('1h30m')).to.equal(true);
   });
 
   it('refuse a name over 63 bytes, and a Template name that would not fit a database name', () => {

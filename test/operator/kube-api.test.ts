@@ -218,13 +218,13 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
 
   it('defaults and validates custom objects against the CRD schema (422 Invalid, 400 for unknown fields under Strict)', async () => {
     const created = (await custom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('pr-1', { ttl: '2h' }) })) as CustomObject;
-    expect(created.spec).to.deep.equal({ templateRef: { name: 'app' }, ttl: '2h', pinned: true });
+    expect(created.spec).to.deep.equal({ templateRef: { name: 'app' }, ttl: '2h', expiryPolicy: 'Delete', pinned: true });
     expect(created.metadata?.generation).to.equal(1);
 
     const badTtl = await failure(custom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('pr-2', { ttl: '-1h' }) }));
     expect(badTtl.code).to.equal(422);
     expect(badTtl.reason).to.equal('Invalid');
-    expect(badTtl.message).to.equal(`Branch.pgx.dev "pr-2" is invalid: spec.ttl: Invalid value: "-1h": spec.ttl in body should match '^([0-9]+[smhd])*0*[1-9][0-9]*[smhd]([0-9]+[smhd])*$'`);
+    expect(badTtl.message).to.equal(`Branch.pgx.dev "pr-2" is invalid: spec.ttl: Invalid value: "-1h": spec.ttl in body should match '^([0-9]{1,5}[smhd])*0{0,4}[1-9][0-9]{0,4}[smhd]([0-9]{1,5}[smhd])*$'`);
 
     const badMemory = await failure(custom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('pr-3', { limits: { memory: 'lots' } }) }));
     expect(badMemory.message).to.contain('spec.limits.memory: Invalid value: "lots"');
@@ -237,7 +237,7 @@ describe('Kubernetes API double (with @kubernetes/client-node)', () => {
     expect(strict.message).to.contain('unknown field "spec.tll"');
     // Without Strict an unknown field is pruned, as a real API server does.
     const pruned = (await custom.createNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', body: branchBody('pr-5', { tll: '2h' }) })) as CustomObject;
-    expect(pruned.spec).to.deep.equal({ templateRef: { name: 'app' }, pinned: true });
+    expect(pruned.spec).to.deep.equal({ templateRef: { name: 'app' }, expiryPolicy: 'Delete', pinned: true });
 
     // templateRef is immutable (a CEL transition rule in the CRD).
     const moved = await failure(custom.patchNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', name: 'pr-1', body: { spec: { templateRef: { name: 'other' } } } }, merge));

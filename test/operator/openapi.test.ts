@@ -105,7 +105,7 @@ describe(`OpenAPI validation against Kubernetes ${KUBERNETES_RELEASE} and our CR
       expect(await allProblems(objs), label).to.deep.equal([]);
     }
     expect([...seen].sort()).to.deep.equal([
-      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Runtime', 'Service', 'ServiceAccount', 'StorageClass',
+      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Runtime', 'Service', 'ServiceAccount', 'StorageClass',
     ]);
   });
 

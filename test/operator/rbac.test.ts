@@ -8,7 +8,7 @@
 // grant nothing the run did not use, unless a comment on the rule says why it is needed, in the form
 // `# Unused (VERB, ...): why` (a comment that names a verb the run did use is stale, and fails too).
 
-import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, PolicyV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { parseAllDocuments, isMap, isSeq, type Node } from 'yaml';
 import { MERGE_PATCH } from '../../src/operator/kube.js';
@@ -126,6 +126,14 @@ describe('operator RBAC: what the chart and the manifests grant is what the oper
       return s.metadata?.resourceVersion !== first.metadata?.resourceVersion ? s : null;
     });
 
+    // Its PodDisruptionBudget edited by hand is put back.
+    const policy = c.kc.makeApiClient(PolicyV1Api);
+    // Twice: the second "Applied" Event is the first's again, aggregated (a patch of its count).
+    for (let i = 0; i < 2; i++) {
+      await policy.patchNamespacedPodDisruptionBudget({ name: 'main', namespace: NS, body: { spec: { maxUnavailable: 2 } } }, MERGE_PATCH);
+      await waitFor('the PodDisruptionBudget put back', async () => ((await policy.readNamespacedPodDisruptionBudget({ name: 'main', namespace: NS })).spec?.maxUnavailable === 1 ? true : null));
+    }
+
     // Templates from SQL and from a ConfigMap.
     await apply(c, 'templates', { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name: 'app' }, spec: { runtimeRef: { name: 'main' }, source: { sql: 'CREATE TABLE t (x int);' } } });
     await c.core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'schema' }, data: { 'schema.sql': 'CREATE TABLE u (y int);' } } });
@@ -140,6 +148,11 @@ describe('operator RBAC: what the chart and the manifests grant is what the oper
     await waitForCondition(c, 'branches', 'b1', 'Ready', 'DatabaseReady');
     await c.custom.patchNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'branches', name: 'b1', body: { spec: { limits: { memory: '32Mi' } } } }, MERGE_PATCH);
     await waitForGone(c, 'branches', 'short', 30_000);
+    // Expired and kept (expiryPolicy Retain): its database dropped and its Secret deleted.
+    await apply(c, 'branches', branch('kept', 'app', { ttl: '2s', expiryPolicy: 'Retain' }));
+    await waitForCondition(c, 'branches', 'kept', 'Expired', 'TTLExpired', 30_000);
+    await remove(c, 'branches', 'kept');
+    await waitForGone(c, 'branches', 'kept');
     // A Template in use is held (its finalizer) until its Branch goes.
     await remove(c, 'templates', 'from-cm');
     await waitForCondition(c, 'templates', 'from-cm', 'Ready', 'DeletionBlocked');
@@ -156,7 +169,7 @@ describe('operator RBAC: what the chart and the manifests grant is what the oper
     expect(used.length).to.be.greaterThan(50);
     // What the run was to cover, so that a permission missing from it is not mistaken for one not needed.
     const seen = new Set(used.map((r) => permission(r.verb, r.apiGroup, r.resource)));
-    for (const p of ['create core/secrets', 'create core/services', 'create policy/poddisruptionbudgets', 'create apps/statefulsets', 'update apps/statefulsets', 'get core/configmaps', 'delete pgx.dev/branches', 'patch pgx.dev/templates', 'create core/events', 'create coordination.k8s.io/leases', 'update coordination.k8s.io/leases']) {
+    for (const p of ['create core/secrets', 'create core/services', 'create policy/poddisruptionbudgets', 'create apps/statefulsets', 'update apps/statefulsets', 'get core/configmaps', 'delete pgx.dev/branches', 'patch pgx.dev/templates', 'patch pgx.dev/runtimes', 'delete core/secrets', 'update policy/poddisruptionbudgets', 'patch core/events', 'create core/events', 'create coordination.k8s.io/leases', 'update coordination.k8s.io/leases']) {
       expect(seen, p).to.include(p);
     }
   });
@@ -239,12 +252,16 @@ describe('operator RBAC: every namespace (operator.allNamespaces=true, a Cluster
     expect(forbidden(c)).to.deep.equal([]);
     const ops = api.requests.filter((r) => r.user === c!.operatorUser);
     const acrossNamespaces = [...new Set(ops.filter((r) => r.namespace === null).map((r) => permission(r.verb, r.apiGroup, r.resource)))].sort();
-    expect(acrossNamespaces).to.deep.equal(['list core/pods', 'list pgx.dev/branches', 'list pgx.dev/runtimes', 'list pgx.dev/templates', 'watch core/pods', 'watch pgx.dev/branches', 'watch pgx.dev/runtimes', 'watch pgx.dev/templates']);
+    expect(acrossNamespaces).to.deep.equal(['list core/pods', 'list pgx.dev/branches', 'list pgx.dev/runtimes', 'list pgx.dev/templates', 'list policy/poddisruptionbudgets', 'watch core/pods', 'watch pgx.dev/branches', 'watch pgx.dev/runtimes', 'watch pgx.dev/templates', 'watch policy/poddisruptionbudgets']);
     // The same rules as the Role of the default install, which grants in its namespace only (a list across
     // namespaces is refused with it: the first test above).
     const role = ruleSet('the Role', helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-system'));
     expect(role.kind).to.equal('Role');
     const clusterRole = ruleSet('the ClusterRole', helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-system', '--set', 'operator.allNamespaces=true'));
-    expect(clusterRole.rules.map((r) => r.rule)).to.deep.equal(role.rules.map((r) => r.rule));
+    // Plus get on namespaces, cluster-scoped, which only a ClusterRole can grant: the labels a Runtime's
+    // allowedNamespaces selector matches.
+    const namespaces = { apiGroups: [''], resources: ['namespaces'], verbs: ['get'] };
+    expect(clusterRole.rules.map((r) => r.rule).filter((r) => !r.resources.includes('namespaces'))).to.deep.equal(role.rules.map((r) => r.rule));
+    expect(clusterRole.rules.map((r) => r.rule).filter((r) => r.resources.includes('namespaces'))).to.deep.equal([{ ...namespaces, resourceNames: [] }]);
   });
 });

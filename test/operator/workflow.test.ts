@@ -23,6 +23,7 @@ interface Step {
 }
 
 const PR = '123';
+const RUN = '9001';
 const ATTEMPT = '1';
 
 describe('the GitHub Actions example, run against the API double and the operator', function () {
@@ -65,12 +66,19 @@ describe('the GitHub Actions example, run against the API double and the operato
     expect(applied, applied.out).to.include({ code: 0 });
     await waitForCondition(c, 'templates', 'app', 'Ready', 'Sealed');
 
-    const workflow = parseYaml(fs.readFileSync(path.join(root, 'manifests/examples/branch-per-pr.yml'), 'utf8')) as { jobs: { test: { env: Record<string, string>; steps: Step[] } } };
+    const workflow = parseYaml(fs.readFileSync(path.join(root, 'manifests/examples/branch-per-pr.yml'), 'utf8')) as {
+      concurrency: { group: string; 'cancel-in-progress': boolean };
+      jobs: { test: { env: Record<string, string>; steps: Step[] }; cleanup: { env: Record<string, string>; steps: Step[] } };
+    };
     const job = workflow.jobs.test;
-    const expr = (s: string): string => s.replaceAll('${{ github.event.pull_request.number }}', PR).replaceAll('${{ github.run_attempt }}', ATTEMPT);
+    const expr = (s: string, run = RUN): string => s.replaceAll('${{ github.event.pull_request.number }}', PR).replaceAll('${{ github.run_id }}', run).replaceAll('${{ github.run_attempt }}', ATTEMPT);
     const env = Object.fromEntries(Object.entries(job.env).map(([k, v]) => [k, expr(v)]));
     const branch = env.BRANCH!;
-    expect(branch).to.equal(`pr-${PR}-${ATTEMPT}`);
+    // A Branch per run (two pushes to one PR never share one), one run per PR at a time.
+    expect(branch).to.equal(`pr-${PR}-${RUN}-${ATTEMPT}`);
+    expect(Object.fromEntries(Object.entries(job.env).map(([k, v]) => [k, expr(v, '9002')])).BRANCH).to.not.equal(branch);
+    expect(expr(workflow.concurrency.group)).to.equal(`pr-database-${PR}`);
+    expect(workflow.concurrency['cancel-in-progress']).to.equal(true);
     const urlFile = path.join(home, 'database-url');
 
     const ran: string[] = [];
@@ -105,5 +113,14 @@ describe('the GitHub Actions example, run against the API double and the operato
     // Deleting again (a re-run of the `always()` step) is fine: --ignore-not-found.
     const again = await bash(expr(job.steps.find((s) => s.name === 'delete the Branch')!.run!), env);
     expect(again, again.out).to.include({ code: 0 });
+
+    // A run cancelled before its delete step left a Branch: closing the PR deletes it, by label.
+    const leftover = await bash(expr(job.steps.find((s) => s.name === 'create the Branch')!.run!, '9003'), { ...env, BRANCH: `pr-${PR}-9003-1` });
+    expect(leftover, leftover.out).to.include({ code: 0 });
+    const cleanupEnv = Object.fromEntries(Object.entries(workflow.jobs.cleanup.env).map(([k, v]) => [k, expr(v)]));
+    const cleanup = await bash(expr(workflow.jobs.cleanup.steps.find((s) => s.name === "delete the pull request's Branches")!.run!), cleanupEnv);
+    expect(cleanup, cleanup.out).to.include({ code: 0 });
+    expect(cleanup.out).to.contain(`branch.pgx.dev "pr-${PR}-9003-1" deleted`);
+    await waitForGone(c, 'branches', `pr-${PR}-9003-1`);
   });
 });

@@ -1,26 +1,54 @@
-// A Branch's connection Secret: host, port, dbname, user, password and DATABASE_URL, owned by the
-// Branch (so Kubernetes deletes it with the Branch) and labelled with its name. The password exists
-// only here and in the runtime's SCRAM verifier: if the Secret is lost, a new credential is made.
+// A Branch's connection Secret, owned by the Branch (so Kubernetes deletes it with the Branch) and
+// labelled with its name. Keys: host, port, dbname, user, password and DATABASE_URL (the first ones),
+// and what apps and CloudNativePG users expect besides: username, uri, jdbc-uri, pgpass, sslmode. Its
+// type, servicebinding.io/postgresql (with the keys type and provider), is what Service Binding
+// aware libraries detect. The password exists only here and in the runtime's SCRAM verifier: if the
+// Secret is lost, a new credential is made.
+//
+// The operator never writes into, nor reports, a Secret the Branch does not own: a name already taken
+// by another object is a condition naming the owner. One exception, safe by construction: a Secret
+// owned by an earlier Branch of the same name (deleted and re-created before the garbage collector got
+// to its Secret) is garbage, and is deleted (with its uid as a precondition) so the new Branch gets its own.
 
-import type { V1Secret } from '@kubernetes/client-node';
+import type { V1OwnerReference, V1Secret } from '@kubernetes/client-node';
 import type { CredentialBody } from '../../api/contract.js';
 import type { CustomObject, Kube } from '../kube.js';
 import { isConflict, isNotFound } from '../kube.js';
 
 export const BRANCH_LABEL = 'pgx.dev/branch';
+/** The Service Binding type for PostgreSQL (servicebinding.io spec, "Well-known Secret Entries"). */
+export const BRANCH_SECRET_TYPE = 'servicebinding.io/postgresql';
+/** PGX runtime pods do not offer TLS to clients yet: clients are told so rather than left to try. */
+export const SSLMODE = 'disable';
 
 export function branchSecretName(branch: string): string {
   return `${branch}-db`;
 }
 
-export async function secretExists(kube: Kube, namespace: string, name: string): Promise<boolean> {
+/** The Secret under the Branch's name: absent, the Branch's own, or another's (who owns it, for a person). */
+export type SecretState = { kind: 'absent' } | { kind: 'ours' } | { kind: 'taken'; owner: string } | { kind: 'stale'; secret: V1Secret };
+
+export async function secretState(kube: Kube, branch: CustomObject, name: string): Promise<SecretState> {
+  let secret: V1Secret;
   try {
-    await kube.core.readNamespacedSecret({ name, namespace });
-    return true;
+    secret = await kube.core.readNamespacedSecret({ name, namespace: branch.metadata!.namespace! });
   } catch (err) {
-    if (isNotFound(err)) return false;
+    if (isNotFound(err)) return { kind: 'absent' };
     throw err;
   }
+  const owner = secret.metadata?.ownerReferences?.find((r) => r.controller) ?? secret.metadata?.ownerReferences?.[0];
+  if (owner?.uid === branch.metadata!.uid) return { kind: 'ours' };
+  // An earlier Branch of this name (deleted; its uid is not this one's): its Secret waits for the garbage collector.
+  if (owner && owner.kind === 'Branch' && owner.apiVersion === branch.apiVersion && owner.name === branch.metadata!.name) return { kind: 'stale', secret };
+  return { kind: 'taken', owner: describeOwner(owner) };
+}
+
+function describeOwner(owner: V1OwnerReference | undefined): string {
+  return owner ? `${owner.kind} ${owner.name}` : 'no owner (made by hand or by another tool)';
+}
+
+function pgpassField(v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/:/g, '\\:');
 }
 
 export function connectionUrl(c: { user: string; password: string; host: string; port: number; database: string }): string {
@@ -36,7 +64,10 @@ export function branchSecret(
   database: string,
   credential: CredentialBody,
 ): V1Secret {
-  const url = connectionUrl({ user: credential.user, password: credential.password, host: endpoint.host, port: endpoint.port, database });
+  const c = { user: credential.user, password: credential.password, host: endpoint.host, port: endpoint.port, database };
+  const url = connectionUrl(c);
+  const host = c.host.includes(':') ? `[${c.host}]` : c.host;
+  const jdbc = `jdbc:postgresql://${host}:${c.port}/${encodeURIComponent(database)}?user=${encodeURIComponent(c.user)}&password=${encodeURIComponent(c.password)}&sslmode=${SSLMODE}`;
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -46,19 +77,31 @@ export function branchSecret(
       labels: { [BRANCH_LABEL]: branch.metadata!.name!, 'app.kubernetes.io/managed-by': 'pgx-operator' },
       ownerReferences: [{ apiVersion: branch.apiVersion!, kind: branch.kind!, name: branch.metadata!.name!, uid: branch.metadata!.uid!, controller: true, blockOwnerDeletion: true }],
     },
-    type: 'Opaque',
+    type: BRANCH_SECRET_TYPE,
     stringData: {
+      type: 'postgresql',
+      provider: 'pgx',
       host: endpoint.host,
       port: String(endpoint.port),
       dbname: database,
+      database,
       user: credential.user,
+      username: credential.user,
       password: credential.password,
       DATABASE_URL: url,
+      uri: url,
+      'jdbc-uri': jdbc,
+      pgpass: `${[endpoint.host, String(endpoint.port), database, credential.user, credential.password].map(pgpassField).join(':')}\n`,
+      sslmode: SSLMODE,
     },
   };
 }
 
-/** Creates the Secret (true); an existing one (an earlier pass made it) is left as it is (false). */
+/**
+ * Makes the Branch's Secret: 'made'; 'ours' when it is there already (an earlier pass made it); or
+ * who owns the Secret that holds the name. A stale Secret of an earlier Branch of the same name is
+ * deleted first (precondition: its uid, so nothing newer is deleted).
+ */
 export async function createBranchSecret(
   kube: Kube,
   branch: CustomObject,
@@ -66,12 +109,42 @@ export async function createBranchSecret(
   endpoint: { host: string; port: number },
   database: string,
   credential: CredentialBody,
-): Promise<boolean> {
+): Promise<'made' | 'ours' | { taken: string } | { waiting: string }> {
+  const namespace = branch.metadata!.namespace!;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await kube.core.createNamespacedSecret({ namespace, body: branchSecret(branch, secretName, endpoint, database, credential) });
+      return 'made';
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+    }
+    const state = await secretState(kube, branch, secretName);
+    if (state.kind === 'ours') return 'ours';
+    if (state.kind === 'taken') return { taken: state.owner };
+    if (state.kind === 'stale') {
+      // Being deleted already (its finalizers, or foreground deletion, hold it): wait for it to go.
+      if (state.secret.metadata?.deletionTimestamp) return { waiting: `Secret ${secretName} of an earlier Branch ${branch.metadata!.name} is being deleted; the Branch makes its own when it is gone` };
+      await deleteStale(kube, namespace, state.secret);
+    }
+  }
+  return { waiting: `Secret ${secretName} came back while it was being replaced; trying again` };
+}
+
+export async function deleteStale(kube: Kube, namespace: string, secret: V1Secret): Promise<void> {
   try {
-    await kube.core.createNamespacedSecret({ namespace: branch.metadata!.namespace!, body: branchSecret(branch, secretName, endpoint, database, credential) });
-    return true;
+    await kube.core.deleteNamespacedSecret({ name: secret.metadata!.name!, namespace, body: { preconditions: { uid: secret.metadata!.uid! } } });
   } catch (err) {
-    if (!isConflict(err)) throw err;
-    return false;
+    if (!isNotFound(err) && !isConflict(err)) throw err;
+  }
+}
+
+/** Deletes the Branch's own Secret (expiry with Retain: the database it names is gone). */
+export async function deleteBranchSecret(kube: Kube, branch: CustomObject, name: string): Promise<void> {
+  const state = await secretState(kube, branch, name);
+  if (state.kind !== 'ours') return;
+  try {
+    await kube.core.deleteNamespacedSecret({ name, namespace: branch.metadata!.namespace! });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
   }
 }

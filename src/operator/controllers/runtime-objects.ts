@@ -4,14 +4,14 @@
 // object is owned by the Runtime, so Kubernetes deletes them with it.
 
 import crypto from 'node:crypto';
-import type { V1OwnerReference, V1PodDisruptionBudget, V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1Affinity, V1TopologySpreadConstraint, V1OwnerReference, V1PodDisruptionBudget, V1Secret, V1SecurityContext, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import type { Runtime } from '../crds/index.js';
 import { memoryLimitMb, parseDuration } from '../crds/index.js';
 import { API_TOKEN_KEY, headlessServiceName, RUNTIME_LABEL, runtimeSecretName, type PodNetwork } from '../pods.js';
 
 export const ADMIN_PASSWORD_KEY = 'admin-password';
 export const CONFIG_KEY = 'config.json';
-/** Hash of the StatefulSet's desired spec: a change of it is what makes the controller replace it. */
+/** Hash of the StatefulSet's desired spec: a change of it is what makes the controller update it (a rolling update). */
 export const SPEC_HASH_ANNOTATION = 'pgx.dev/spec-hash';
 /** Where each pod's PersistentVolumeClaim is mounted; PostgreSQL's data is the data/ directory in it. */
 export const DATA_DIR = '/var/lib/pgx';
@@ -103,7 +103,25 @@ export function runtimeSpecProblem(rt: Runtime): string | null {
   return r.ok ? null : r.message;
 }
 
-export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
+/**
+ * The container's security context: what the "restricted" Pod Security Standard requires of every
+ * container (no privilege escalation, every capability dropped, a non-root user, the runtime's default
+ * seccomp profile), so runtime pods run in a namespace labelled
+ * pod-security.kubernetes.io/enforce=restricted. PostgreSQL needs none of what is taken away.
+ */
+export function restrictedContainer(): V1SecurityContext {
+  return { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } };
+}
+
+/** How often the startupProbe asks /healthz while a pod starts; startupTimeout / this is its failureThreshold. */
+const STARTUP_PERIOD_S = 5;
+
+/**
+ * The StatefulSet, with `replicas` pods (the spec's, or more while a pod past it holds Branches: see
+ * runtime.ts). Pods are independent (each its own data): started and stopped together (Parallel), and
+ * a spec change rolls them one at a time (RollingUpdate), each coming back with the same name and volume.
+ */
+export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.replicas): V1StatefulSet {
   const s = rt.spec;
   const secret = runtimeSecretName(rt.metadata.name);
   const graceSeconds = Math.round((parseDuration(s.engine.grace) ?? 15_000) / 1000);
@@ -126,6 +144,7 @@ export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
     ...(s.engine.databaseDefaults?.connections !== undefined ? ['--max-sessions-per-db', String(s.engine.databaseDefaults.connections)] : []),
     ...(s.engine.databaseDefaults?.memory !== undefined ? ['--database-memory-limit', String(databaseMemoryDefaultMb(rt)!)] : []),
   ];
+  const startupFailures = Math.max(1, Math.ceil((parseDuration(s.startupTimeout) ?? 600_000) / 1000 / STARTUP_PERIOD_S));
   const resources = s.resources ? { ...(s.resources.requests ? { requests: stringify(s.resources.requests) } : {}), ...(s.resources.limits ? { limits: stringify(s.resources.limits) } : {}) } : undefined;
   const set: V1StatefulSet = {
     apiVersion: 'apps/v1',
@@ -133,15 +152,24 @@ export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
     metadata: { name: rt.metadata.name, namespace: rt.metadata.namespace, labels: labels(rt), ownerReferences: [ownerRef(rt)], annotations: {} },
     spec: {
       serviceName: headlessServiceName(rt.metadata.name),
-      replicas: s.replicas,
+      replicas,
       // Pods are independent (each its own data): start and stop them together, not one by one.
       podManagementPolicy: 'Parallel',
+      updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } },
+      // A pod's volume holds its Branches' databases: kept when the pod goes, and when the Runtime does.
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Retain', whenScaled: 'Retain' },
       selector: { matchLabels: { [RUNTIME_LABEL]: rt.metadata.name } },
       template: {
         metadata: { labels: labels(rt) },
         spec: {
-          securityContext: { runAsNonRoot: true, runAsUser: RUNTIME_UID, runAsGroup: RUNTIME_UID, fsGroup: RUNTIME_UID },
+          securityContext: { runAsNonRoot: true, runAsUser: RUNTIME_UID, runAsGroup: RUNTIME_UID, fsGroup: RUNTIME_UID, seccompProfile: { type: 'RuntimeDefault' } },
           terminationGracePeriodSeconds: 60,
+          ...(s.imagePullSecrets ? { imagePullSecrets: s.imagePullSecrets } : {}),
+          ...(s.nodeSelector ? { nodeSelector: s.nodeSelector } : {}),
+          ...(s.tolerations ? { tolerations: s.tolerations } : {}),
+          // As written: the API server checks them when it stores the StatefulSet (runtime.ts reports a refusal).
+          ...(s.affinity ? { affinity: s.affinity as V1Affinity } : {}),
+          ...(s.topologySpreadConstraints ? { topologySpreadConstraints: s.topologySpreadConstraints as unknown as V1TopologySpreadConstraint[] } : {}),
           containers: [
             {
               name: 'runtime',
@@ -153,16 +181,25 @@ export function statefulSet(rt: Runtime, net: PodNetwork): V1StatefulSet {
                 { name: 'postgres', containerPort: net.enginePort },
                 { name: 'api', containerPort: net.apiPort },
               ],
+              securityContext: restrictedContainer(),
+              // /healthz answers only after PostgreSQL's recovery: the startupProbe gives a start
+              // startupTimeout, and liveness (60 s of silence) applies only once it has answered.
+              startupProbe: { httpGet: { path: '/healthz', port: net.apiPort }, periodSeconds: STARTUP_PERIOD_S, failureThreshold: startupFailures },
               readinessProbe: { httpGet: { path: '/readyz', port: net.apiPort }, periodSeconds: 5, failureThreshold: 3 },
               livenessProbe: { httpGet: { path: '/healthz', port: net.apiPort }, periodSeconds: 10, failureThreshold: 6 },
               ...(resources ? { resources } : {}),
               volumeMounts: [
                 { name: 'data', mountPath: DATA_DIR },
                 { name: 'secret', mountPath: '/etc/pgx', readOnly: true },
+                { name: 'shm', mountPath: '/dev/shm' },
               ],
             },
           ],
-          volumes: [{ name: 'secret', secret: { secretName: secret, defaultMode: 0o400 } }],
+          volumes: [
+            { name: 'secret', secret: { secretName: secret, defaultMode: 0o400 } },
+            // The container runtime's /dev/shm is 64 MB: PostgreSQL's parallel queries need more.
+            { name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: String(s.sharedMemory) } },
+          ],
         },
       },
       volumeClaimTemplates: [

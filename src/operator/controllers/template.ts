@@ -9,13 +9,13 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClientError, type ApiClient } from '../../api/client.js';
 import type { TemplateBody } from '../../api/contract.js';
 import { findCondition, setCondition } from '../conditions.js';
-import { podApi, runtimePods, templateRefOf, type OperatorContext } from '../context.js';
+import { branchesOfTemplate, podApi, runtimePods, type OperatorContext } from '../context.js';
 import { parseObject, template as templateSchema, templateDatabaseName, type Condition, type TemplateStatus } from '../crds/index.js';
 import { addFinalizer, hasFinalizer, removeFinalizer, TEMPLATE_FINALIZER } from '../finalizer.js';
 import type { CustomObject } from '../kube.js';
 import { splitKey } from '../kube.js';
 import { podReady } from '../pods.js';
-import { writeStatus } from '../status.js';
+import { commitStatus } from '../status.js';
 import type { ReconcileResult } from '../controller.js';
 import { resolveSource, type BuildPlan } from './template-source.js';
 
@@ -27,9 +27,10 @@ export async function reconcileTemplate(ctx: OperatorContext, key: string): Prom
   if (!obj) return {};
   const generation = obj.metadata!.generation;
   const old = (obj.status ?? {}) as TemplateStatus;
-  const branches = ctx.caches.branches.list(namespace).filter((b) => templateRefOf(b) === name);
+  // From every watched namespace: a Branch may use a Template of another namespace.
+  const branches = branchesOfTemplate(ctx, namespace, name);
 
-  if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, branches.map((b) => b.metadata!.name!));
+  if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, branches.map((b) => (b.metadata!.namespace === namespace ? b.metadata!.name! : `${b.metadata!.namespace}/${b.metadata!.name}`)));
   if (!hasFinalizer(obj, TEMPLATE_FINALIZER)) {
     await addFinalizer(ctx.kube, 'templates', obj, TEMPLATE_FINALIZER);
     return {};
@@ -77,14 +78,9 @@ export async function reconcileTemplate(ctx: OperatorContext, key: string): Prom
   return transient ? { retry: transient.transient! } : {};
 }
 
-/** Writes the status, with an Event when Ready flips or its reason changes. */
-async function update(ctx: OperatorContext, obj: CustomObject, old: TemplateStatus, next: TemplateStatus): Promise<void> {
-  await writeStatus(ctx.kube, 'templates', obj, next);
-  const was = findCondition(old.conditions, 'Ready');
-  const now = findCondition(next.conditions, 'Ready');
-  if (now && (was?.status !== now.status || was?.reason !== now.reason)) {
-    await ctx.events.record(obj, now.status === 'True' ? 'Normal' : 'Warning', now.reason, now.message);
-  }
+/** Writes the status through the pipeline: an Event when Ready flips or its reason changes. */
+async function update(ctx: OperatorContext, obj: CustomObject, _old: TemplateStatus, next: TemplateStatus): Promise<void> {
+  await commitStatus(ctx, 'templates', obj, next);
 }
 
 interface PodResult {
@@ -123,25 +119,34 @@ async function syncPod(
   const api = await podApi(ctx, pod, runtime);
   if (!api.ok) return pending(api.message, api.message);
   const log = ctx.logger.child({ template: `${obj.metadata!.namespace}/${obj.metadata!.name}`, pod: podName });
+  const uid = obj.metadata!.uid!;
+  // What was built for this generation: from the status, or from this operator's own record of its
+  // builds when the status it read does not show them yet (its write conflicted, or is on its way).
+  const mine = ctx.builds.get(uid, podName, generation);
+  const current = prev?.observedGeneration === generation;
+  const failed = mine && 'failed' in mine ? mine.failed : current && prev.phase === 'Failed' ? (prev.message ?? 'failed') : undefined;
+  // A build that failed for this generation is not retried: the same script fails the same way.
+  if (failed !== undefined) return { entry: { pod: podName, phase: 'Failed', observedGeneration: generation, message: failed } };
+  const builtAs = mine && 'templateGeneration' in mine ? mine.templateGeneration : current ? prev.templateGeneration : undefined;
   try {
     const existing = (await api.client.listTemplates()).find((t) => t.name === database);
-    const current = prev?.observedGeneration === generation;
     // Built for this generation, and still the build we made (the runtime's generation of it matches).
-    if (existing && current && prev.phase !== 'Failed' && prev.templateGeneration === existing.generation) {
+    if (existing && builtAs !== undefined && builtAs === existing.generation) {
       // Someone may have unsealed it since: seal it again.
       const t = seal && !existing.sealed ? await api.client.seal(database) : existing;
+      ctx.builds.record(uid, podName, { generation, templateGeneration: t.generation });
       return { entry: entryFor(podName, t, generation) };
     }
-    // A build that failed for this generation is not retried: the same script fails the same way.
-    if (current && prev.phase === 'Failed') return { entry: prev };
     log.info('building template', { database, source: plan.kind, replace: existing !== undefined });
     const t = await build(api.client, plan, { name: database, owner, seal, replace: existing !== undefined });
+    ctx.builds.record(uid, podName, { generation, templateGeneration: t.generation });
     log.info('template built', { database, sealed: t.sealed, generation: t.generation });
     return { entry: entryFor(podName, t, generation) };
   } catch (err) {
     if (err instanceof BuildError || (err instanceof ApiClientError && err.status >= 400 && err.status < 500 && err.status !== 409 && err.status !== 429)) {
       const message = err.message;
       log.warn('template build failed', { database, error: message });
+      ctx.builds.record(uid, podName, { generation, failed: message });
       return { entry: { pod: podName, phase: 'Failed', observedGeneration: generation, message } };
     }
     const message = `cannot reach the runtime: ${err instanceof Error ? err.message : String(err)}`;
@@ -182,8 +187,8 @@ async function finalize(ctx: OperatorContext, obj: CustomObject, old: TemplateSt
       conditions: setCondition(old.conditions, { type: 'Ready', status: 'False', reason: 'DeletionBlocked', message }, generation, ctx.clock),
     };
     const was = findCondition(old.conditions, 'Ready');
-    await writeStatus(ctx.kube, 'templates', obj, next);
-    if (was?.reason !== 'DeletionBlocked' || was.message !== message) await ctx.events.record(obj, 'Warning', 'DeletionBlocked', message);
+    // An Event also when the list of Branches it waits for changed.
+    await commitStatus(ctx, 'templates', obj, next, was?.reason !== 'DeletionBlocked' || was.message !== message ? { type: 'Warning', reason: 'DeletionBlocked', message } : null);
     return {};
   }
   // No Branch uses it: unseal it on every pod, so nobody mints from a Template that no longer exists.
@@ -203,6 +208,7 @@ async function finalize(ctx: OperatorContext, obj: CustomObject, old: TemplateSt
     }
   }
   await removeFinalizer(ctx.kube, 'templates', obj, TEMPLATE_FINALIZER);
+  ctx.builds.forget(obj.metadata!.uid!);
   ctx.logger.info('template released', { template: `${obj.metadata!.namespace}/${obj.metadata!.name}` });
   return {};
 }

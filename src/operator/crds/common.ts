@@ -72,6 +72,19 @@ export function parseDuration(text: string): number | null {
   return ms;
 }
 
+/**
+ * A positive duration of at most five digits per part and 24 characters in all: at most a few hundred
+ * years, so a time computed from it is always a valid date (300000000d made "Invalid time value"
+ * and a Branch stuck in Creating). The same pattern and length are in the CRD.
+ */
+export const BOUNDED_DURATION = /^([0-9]{1,5}[smhd])*0{0,4}[1-9][0-9]{0,4}[smhd]([0-9]{1,5}[smhd])*$/;
+export const BOUNDED_DURATION_LENGTH = 24;
+
+export function boundedDuration(what: string): z.ZodString {
+  const message = `${what} must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m, each number at most 5 digits`;
+  return z.string().max(BOUNDED_DURATION_LENGTH, `${what} must be at most ${BOUNDED_DURATION_LENGTH} characters`).regex(BOUNDED_DURATION, message);
+}
+
 /** A duration string; the same pattern is in the CRD, so the cluster and the operator agree. */
 export function duration(what: string, opts: { allowZero?: boolean } = {}): z.ZodString {
   return opts.allowZero

@@ -33,6 +33,21 @@ export function renderCrdFiles(): CrdFile[] {
   });
 }
 
+/**
+ * The CRDs as Helm chart templates (charts/pgx/templates/crds/): Helm installs files in a chart's
+ * crds/ directory once and never upgrades them, so a `helm upgrade` would leave the old schemas in
+ * place. As templates they are upgraded with the release; `helm.sh/resource-policy: keep` stops
+ * `helm uninstall` from deleting them (and with them every Runtime, Template and Branch), as
+ * CloudNativePG's chart does. crds.install=false leaves them to another tool.
+ */
+export function renderChartCrdFiles(): CrdFile[] {
+  return KINDS.map((k) => {
+    const crd = customResourceDefinition(k) as { metadata: Record<string, unknown> };
+    const withKeep = { ...crd, metadata: { ...crd.metadata, annotations: { 'helm.sh/resource-policy': 'keep' } } };
+    return { file: `${k.plural}.pgx.dev.yaml`, text: `${HEADER}{{- if .Values.crds.install }}\n${toYaml(withKeep)}{{- end }}\n` };
+  });
+}
+
 /** One line per problem, `field: what is wrong`, as kubectl words validation errors. */
 export function describeIssues(issues: readonly z.core.$ZodIssue[], root = ''): string {
   return issues

@@ -59,6 +59,7 @@ function convert(node: Json, path: string): JsonObject {
       out.items = convert(value, `${path}[]`);
     } else if (key === 'additionalProperties') {
       if (value === false) continue; // closed objects: Kubernetes prunes (or strictly refuses) unknown fields instead
+      if (node['x-kubernetes-preserve-unknown-fields'] === true) continue; // a Kubernetes type kept whole (affinity): the API server checks it in the Pod
       out.additionalProperties = convert(value, `${path}.*`);
     } else if (key === 'oneOf' || key === 'anyOf') {
       // Allowed only as value validation: no type, default, description or nested schema shape.

@@ -7,6 +7,33 @@ import type { CustomResourceKind } from './kind.js';
 
 const resourceList = z.record(z.string().min(1), quantity('a resource quantity')).describe('Quantities by resource name (cpu, memory, ...), as in a Pod.');
 
+/** A Kubernetes type the Runtime hands to its pods as written (affinity, a topology spread constraint): the API server checks it in the StatefulSet. */
+function podField(what: string) {
+  return z.looseObject({}).meta({ 'x-kubernetes-preserve-unknown-fields': true }).describe(`${what}, as in a Pod spec; given to the runtime pods as written.`);
+}
+
+const toleration = z
+  .object({
+    key: z.string().max(316).optional(),
+    operator: z.enum(['Exists', 'Equal']).optional(),
+    value: z.string().max(63).optional(),
+    effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+    tolerationSeconds: z.number().int().optional(),
+  })
+  .strict()
+  .describe('A toleration, as in a Pod spec.');
+
+export const labelSelector = z
+  .object({
+    matchLabels: z.record(z.string().min(1).max(316), z.string().max(63)).optional(),
+    matchExpressions: z
+      .array(z.object({ key: z.string().min(1).max(316), operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist']), values: z.array(z.string().max(63)).optional() }).strict())
+      .optional(),
+  })
+  .strict()
+  .describe('A label selector, as in a Deployment: matchLabels and matchExpressions, ANDed.');
+export type LabelSelector = z.infer<typeof labelSelector>;
+
 export const runtimeSpec = z
   .object({
     replicas: z.number().int().min(1, 'replicas must be at least 1').max(100, 'replicas must be at most 100').default(1).describe('Runtime pods. Each holds its own copy of every Template and its own Branches.'),
@@ -20,6 +47,31 @@ export const runtimeSpec = z
       .strict()
       .prefault({})
       .describe('One PersistentVolumeClaim per pod holds PostgreSQL data.'),
+    allowedNamespaces: z
+      .object({
+        from: z
+          .enum(['Same', 'All', 'Selector'])
+          .default('Same')
+          .describe('Whose Branches this Runtime takes (through its Templates): Same, only its own namespace (the default); All; Selector, namespaces whose labels match selector (as Gateway API allowedRoutes).'),
+        selector: labelSelector.optional().describe('With from: Selector, the namespaces whose Branches it takes.'),
+      })
+      .strict()
+      .prefault({})
+      .describe("Which namespaces may have Branches on this Runtime's pods (their templateRef.namespace names this namespace). The Secret is always in the Branch's namespace."),
+    imagePullSecrets: z
+      .array(z.object({ name: dnsSubdomain('imagePullSecrets[].name') }).strict())
+      .optional()
+      .describe('Secrets (in this namespace) to pull the image with, as in a Pod spec.'),
+    nodeSelector: z.record(z.string().min(1).max(316), z.string().max(63)).optional().describe('Nodes the runtime pods may run on, by label, as in a Pod spec.'),
+    tolerations: z.array(toleration).optional().describe('Taints the runtime pods tolerate, as in a Pod spec.'),
+    affinity: podField('Node and pod affinity').optional(),
+    topologySpreadConstraints: z.array(podField('A topology spread constraint')).optional().describe('How runtime pods spread over zones or nodes, as in a Pod spec.'),
+    sharedMemory: quantity('sharedMemory')
+      .default('256Mi')
+      .describe("Size of the memory-backed /dev/shm of each pod (PostgreSQL's shared memory for parallel queries); counted against the pod's memory limit."),
+    startupTimeout: duration('startupTimeout')
+      .default('10m')
+      .describe("How long a pod may take to start (PostgreSQL's crash recovery included) before the kubelet restarts it: the startupProbe's budget. Liveness is checked only after that."),
     resources: z
       .object({ requests: resourceList.optional(), limits: resourceList.optional() })
       .strict()

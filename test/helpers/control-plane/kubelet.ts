@@ -149,6 +149,11 @@ export async function startNode(kc: KubeConfig, root: string): Promise<Node> {
         fs.mkdirSync(to, { recursive: true });
         for (const [k, v] of Object.entries(secret.data ?? {})) fs.writeFileSync(path.join(to, k), Buffer.from(v, 'base64'), { mode: 0o400 });
         mounts.set(m.mountPath, to);
+      } else if (vol?.emptyDir) {
+        // An emptyDir (the runtime's /dev/shm): a directory of the pod's own, gone with it.
+        const to = path.join(dir, 'volumes', m.name);
+        fs.mkdirSync(to, { recursive: true });
+        mounts.set(m.mountPath, to);
       } else if (m.name !== 'kube-api-access' && !m.name.startsWith('kube-api-access')) {
         // A claim from the StatefulSet's volumeClaimTemplates: <template>-<pod>.
         const claim = vol?.persistentVolumeClaim?.claimName ?? `${m.name}-${pod.metadata!.name}`;

@@ -1,0 +1,57 @@
+// Expiry of a Branch: at creationTimestamp + ttl (whether or not it ever became Ready), or when the
+// runtime dropped its unpinned database when idle. expiryPolicy says what then happens:
+//   Delete (the default): the Branch is marked Expired and deleted; its finalizer drops the database,
+//     so cleanup has one path.
+//   Retain: the database is dropped and the Secret deleted here, and the Branch stays, phase Expired
+//     with the condition Expired True, so a GitOps tool that applied it (Argo CD, Flux) sees it there
+//     and does not re-create it with an empty database. An Expired Branch stays as it is.
+
+import { ApiClientError } from '../../api/client.js';
+import { podApi, runtimeRefOf, templateNamespaceOf } from '../context.js';
+import type { BranchSpec, BranchStatus } from '../crds/index.js';
+import type { ReconcileResult } from '../controller.js';
+import { isNotFound, kubeMessage, pgxResource } from '../kube.js';
+import { podReady } from '../pods.js';
+import { deleteBranchSecret } from './branch-secret.js';
+import { setExpired, type Pass } from './branch-status.js';
+
+export async function expire(p: Pass, spec: Pick<BranchSpec, 'expiryPolicy' | 'ttl'>, reason: string, message: string): Promise<ReconcileResult> {
+  const { ctx } = p;
+  const label = `${p.obj.metadata!.namespace}/${p.obj.metadata!.name}`;
+  if (spec.expiryPolicy === 'Retain') return retain(p, spec, reason, message);
+  await setExpired(p, reason, message, spec.ttl, { ...p.old });
+  try {
+    await ctx.kube.custom.deleteNamespacedCustomObject({ ...pgxResource('branches'), namespace: p.obj.metadata!.namespace!, name: p.obj.metadata!.name! });
+    ctx.metrics.branchesDeleted.inc();
+    ctx.logger.info('branch expired; deleted', { branch: label, reason });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+  return {};
+}
+
+/** Drops the database and deletes the Secret; the Branch stays, Expired, without pod, database or Secret. */
+async function retain(p: Pass, spec: Pick<BranchSpec, 'ttl'>, reason: string, message: string): Promise<ReconcileResult> {
+  const { ctx, old } = p;
+  const namespace = templateNamespaceOf(p.obj); // where its pod is; its Secret is in the Branch's
+  if (old.database && old.pod) {
+    const pod = ctx.caches.pods.get(old.pod, namespace);
+    if (!pod || !podReady(pod)) return { retry: `pod ${old.pod} is away: database ${old.database} is dropped when it is back` };
+    const tpl = ctx.caches.templates.get((p.obj.spec as { templateRef?: { name?: string } }).templateRef?.name ?? '', namespace);
+    const api = await podApi(ctx, pod, pod.metadata?.labels?.['pgx.dev/runtime'] ?? (tpl ? runtimeRefOf(tpl) : undefined) ?? '');
+    if (!api.ok) return { retry: api.message };
+    try {
+      await api.client.dropDatabase(old.database); // 204 also when it is already gone
+    } catch (err) {
+      if (!(err instanceof ApiClientError && err.status === 404)) return { retry: `cannot drop ${old.database} on pod ${old.pod}: ${kubeMessage(err)}` };
+    }
+    ctx.pods.forgetStatus(namespace, old.pod);
+    ctx.logger.info('branch expired; database dropped, object kept (expiryPolicy Retain)', { branch: `${p.obj.metadata!.namespace}/${p.obj.metadata!.name}`, database: old.database });
+  }
+  await deleteBranchSecret(ctx.kube, p.obj, old.secretName ?? `${p.obj.metadata!.name}-db`);
+  const { pod: _pod, database: _db, secretName: _secret, ...kept } = old;
+  const fields: BranchStatus = kept;
+  if (p.old.phase !== 'Expired') ctx.metrics.branchesDeleted.inc();
+  await setExpired(p, reason, `${message}; database dropped, the Branch kept (expiryPolicy Retain): delete it when done`, spec.ttl, fields);
+  return {};
+}

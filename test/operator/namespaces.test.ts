@@ -1,0 +1,92 @@
+// Namespaces: an operator watching a list of namespaces (--namespace a,b), and a Branch in one namespace
+// on a Runtime (and Template) of another, where the Runtime allows it (spec.allowedNamespaces, as
+// Gateway API's allowedRoutes): per-PR namespaces share one Runtime, the Secret lands in the Branch's
+// namespace, and a namespace the Runtime does not allow gets a condition saying so. The operator runs
+// with the chart's ClusterRole (operator.allNamespaces=true), which lets it read namespace labels.
+
+import { CoreV1Api, CustomObjectsApi, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import pg from 'pg';
+import { MERGE_PATCH, type CustomObject } from '../../src/operator/kube.js';
+import type { Operator } from '../../src/operator/operator.js';
+import { selectorMatches } from '../../src/operator/namespaces.js';
+import { startKubeApi } from '../helpers/kube-api/index.js';
+import type { TestRuntime } from '../helpers/runtime.js';
+import { condition, makeRuntime, NS, PGX, startOperator, startRuntimes, statusOf, stopCluster, waitFor, type Cluster } from './harness.js';
+import { helm, yamlObjects } from './kube-tools.js';
+
+describe('operator: a list of namespaces, and Branches on a Runtime of another namespace', function () {
+  this.timeout(120_000);
+  let c: Cluster | undefined;
+  let op: Operator | undefined;
+  let runtimes: TestRuntime[] = [];
+
+  after(async () => {
+    await op?.stop();
+    await Promise.all(runtimes.map((r) => r.stop()));
+    await stopCluster(c);
+  });
+
+  const read = async (ns: string, plural: string, name: string): Promise<CustomObject | null> =>
+    ((await c!.custom.getNamespacedCustomObject({ ...PGX, namespace: ns, plural, name }).catch(() => null)) as CustomObject | null);
+  const waitReason = (ns: string, plural: string, name: string, reason: string) =>
+    waitFor(`${ns}/${name} Ready ${reason}`, async () => {
+      const o = await read(ns, plural, name);
+      return condition(o, 'Ready')?.reason === reason ? o : null;
+    });
+  const branch = (name: string) => ({ apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name }, spec: { templateRef: { name: 'app', namespace: NS } } });
+
+  it('matches label selectors as Kubernetes does', () => {
+    expect(selectorMatches({ matchLabels: { a: '1' } }, { a: '1', b: '2' })).to.equal(true);
+    expect(selectorMatches({ matchLabels: { a: '1' } }, { a: '2' })).to.equal(false);
+    expect(selectorMatches({ matchExpressions: [{ key: 'tier', operator: 'In', values: ['preview', 'ci'] }] }, { tier: 'ci' })).to.equal(true);
+    expect(selectorMatches({ matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['prod'] }] }, { tier: 'prod' })).to.equal(false);
+    expect(selectorMatches({ matchExpressions: [{ key: 'x', operator: 'Exists' }] }, {})).to.equal(false);
+    expect(selectorMatches({ matchExpressions: [{ key: 'x', operator: 'DoesNotExist' }] }, {})).to.equal(true);
+    expect(selectorMatches({}, { any: 'thing' })).to.equal(true);
+  });
+
+  it('places a Branch of namespace pr-1 on the Runtime of default that allows it, with its Secret in pr-1; refuses pr-2', async () => {
+    const api = await startKubeApi();
+    const kc = api.kubeConfig();
+    // The chart's ClusterRole, bound to its ServiceAccount, as helm install with operator.allNamespaces=true makes them.
+    const rendered = yamlObjects(helm('template', 'pgx', 'charts/pgx', '--namespace', NS, '--set', 'operator.allNamespaces=true'));
+    const objects = KubernetesObjectApi.makeApiClient(kc);
+    for (const o of rendered.filter((o) => ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding'].includes(String(o.kind)))) await objects.create(o as unknown as KubernetesObject);
+    const saName = String((rendered.find((o) => o.kind === 'ServiceAccount')!.metadata as { name: string }).name);
+    c = { api, kc, operatorKc: api.serviceAccountKubeConfig(NS, saName), operatorUser: `system:serviceaccount:${NS}:${saName}`, core: kc.makeApiClient(CoreV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
+    for (const [name, labels] of [['pr-1', { 'pgx.dev/previews': 'true' }], ['pr-2', {}]] as const) await c.core.createNamespace({ body: { metadata: { name, labels } } });
+
+    runtimes = await startRuntimes(1);
+    await makeRuntime(c, 'main', runtimes);
+    await c.custom.patchNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'runtimes', name: 'main', body: { spec: { allowedNamespaces: { from: 'Selector', selector: { matchLabels: { 'pgx.dev/previews': 'true' } } } } } }, MERGE_PATCH);
+    // Three namespaces, listed: one list and watch each (a Role in each would do; here the ClusterRole).
+    op = await startOperator(c, { namespace: [NS, 'pr-1', 'pr-2'] });
+    await waitFor('leadership', async () => (op!.isLeader ? true : null));
+    await c.custom.createNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'templates', body: { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name: 'app' }, spec: { runtimeRef: { name: 'main' }, source: { sql: "CREATE TABLE t (x text); INSERT INTO t VALUES ('shared');" } } } });
+    await waitReason(NS, 'templates', 'app', 'Sealed');
+
+    await c.custom.createNamespacedCustomObject({ ...PGX, namespace: 'pr-1', plural: 'branches', body: branch('db'), fieldValidation: 'Strict' });
+    const ready = await waitReason('pr-1', 'branches', 'db', 'DatabaseReady');
+    expect(statusOf<{ pod: string }>(ready).pod).to.equal('main-0');
+    const secret = await c.core.readNamespacedSecret({ name: 'db-db', namespace: 'pr-1' });
+    const client = new pg.Client({ connectionString: Buffer.from(secret.data!.uri!, 'base64').toString('utf8') });
+    await client.connect();
+    try {
+      expect((await client.query<{ x: string }>('SELECT x FROM t')).rows).to.deep.equal([{ x: 'shared' }]);
+    } finally {
+      await client.end();
+    }
+
+    await c.custom.createNamespacedCustomObject({ ...PGX, namespace: 'pr-2', plural: 'branches', body: branch('db'), fieldValidation: 'Strict' });
+    const refused = await waitReason('pr-2', 'branches', 'db', 'NamespaceNotAllowed');
+    expect(condition(refused, 'Ready')?.message, condition(refused, 'Ready')?.message).to.contain('do not match spec.allowedNamespaces.selector');
+
+    // The Runtime's deletion waits for the Branch of pr-1, naming it with its namespace.
+    await c.custom.deleteNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'runtimes', name: 'main' });
+    const blocked = await waitReason(NS, 'runtimes', 'main', 'DeletionBlocked');
+    expect(condition(blocked, 'Ready')?.message).to.contain('pr-1/db');
+    for (const ns of ['pr-1', 'pr-2']) await c.custom.deleteNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', name: 'db' });
+    await waitFor('the Runtime gone', async () => ((await read(NS, 'runtimes', 'main')) === null ? true : null));
+  });
+});
