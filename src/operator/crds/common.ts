@@ -4,6 +4,7 @@
 // cluster and the operator refuse the same things. Messages say what a valid value looks like.
 
 import { z } from 'zod';
+import { DURATION, parseDuration } from '../../durations.js';
 
 export const GROUP = 'pgx.dev';
 export const VERSION = 'v1alpha1';
@@ -59,18 +60,12 @@ export function keyRef(what: string, defaultKey: string) {
 
 // --- durations: 30s, 15m, 2h, 7d, or a sum such as 1h30m ---
 
-export const DURATION = /^([0-9]+[smhd])+$/;
+// The grammar and its parser are PGX's one (src/durations.ts: the CLI and MCP read the same); here
+// are the CRD patterns built on it.
+export { DURATION, parseDuration };
+
 /** A duration with at least one non-zero part. RE2-compatible (no lookahead), as a CRD pattern must be. */
 export const POSITIVE_DURATION = /^([0-9]+[smhd])*0*[1-9][0-9]*[smhd]([0-9]+[smhd])*$/;
-const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** Milliseconds in a duration string such as `30s`, `2h`, `7d` or `1h30m`; null if it is not one. */
-export function parseDuration(text: string): number | null {
-  if (!DURATION.test(text)) return null;
-  let ms = 0;
-  for (const m of text.matchAll(/([0-9]+)([smhd])/g)) ms += Number(m[1]) * UNIT_MS[m[2]!]!;
-  return ms;
-}
 
 /**
  * A positive duration of at most five digits per part and 24 characters in all: at most a few hundred
