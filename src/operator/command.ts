@@ -35,8 +35,9 @@ Only the replica holding the Lease acts; run two for availability.
 
 const SA_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
+/** A usage error: the error and where the usage is, as every pgx command says it (not the whole help). */
 function usage(message: string): number {
-  process.stderr.write(`pgx operator: ${message}\n\n${OPERATOR_HELP}`);
+  process.stderr.write(`pgx operator: ${message}\nRun 'pgx operator --help' for usage.\n`);
   return 2;
 }
 

@@ -27,7 +27,7 @@ describe('pgx operator (command)', function () {
     expect(help.stdout).to.contain('--kubeconfig FILE').and.contain('--lease-name').and.contain('--metrics-port');
     const bad = spawnSync(process.execPath, [bin, 'operator', '--metrics-port', 'x'], { encoding: 'utf8' });
     expect(bad.status).to.equal(2);
-    expect(bad.stderr).to.contain('ports are integers');
+    expect(bad.stderr).to.equal("pgx operator: ports are integers from 0 to 65535\nRun 'pgx operator --help' for usage.\n");
   });
 
   it('runs from a kubeconfig, leads, answers /readyz and stops on SIGTERM', async () => {
