@@ -6,7 +6,6 @@ import type { Logger } from '../log.js';
 import type { EngineStats } from '../engine/listener.js';
 import type { DatabaseOperations as DisposableDatabases } from '../runtime/databases/operations.js';
 import { isUnderPrefix } from '../runtime/databases/names.js';
-import { ScriptError } from '../runtime/templates/script-build.js';
 import type { ImportJob } from '../runtime/templates/import.js';
 import { clampTime, type DatabaseRecord, type TemplateRecord } from '../runtime/databases/records.js';
 import {
@@ -97,14 +96,9 @@ export const listTemplates: Handler = async (_input, ctx) => {
 
 export const buildTemplate: Handler = async ({ body }, ctx) => {
   const req = parseBody(buildTemplateRequest, body);
-  try {
-    const { script_name: scriptName, ...build } = req;
-    return ok(templateBody(await withHints(buildHints(), ctx.databases.buildTemplate({ ...build, scriptName }, API_ROLE))), 201);
-  } catch (err) {
-    // The script's own error: the request could not be processed as sent.
-    if (err instanceof ScriptError) throw new ApiError(422, err);
-    throw err;
-  }
+  const { script_name: scriptName, ...build } = req;
+  // The script's own error is SCRIPT_FAILED, 422: the request could not be processed as sent.
+  return ok(templateBody(await withHints(buildHints(), ctx.databases.buildTemplate({ ...build, scriptName }, API_ROLE))), 201);
 };
 
 /** 202 with the job; the work goes on after the answer (poll GET /v1/imports/{id}). */
@@ -149,18 +143,9 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
   let credential: CredentialBody | undefined;
   const work = async (): Promise<CreatedDatabaseBody> => {
     const settings = { ttlSeconds: req.ttl_seconds, pinned: req.pinned, connectionLimit: req.connection_limit, memoryLimitMb: req.memory_limit_mb };
-    const created = await withHints(createHints(req.template), ctx.databases.create(req.template, { name: req.name, user: API_ROLE, settings }).catch((err: unknown) => {
-      throw templateProblem(err, req.template, ctx);
-    }));
-    if (req.credential !== undefined) {
-      try {
-        credential = await newCredential(ctx, created.name, req.credential);
-      } catch (err) {
-        // All or nothing: a retry of the request then creates both.
-        await ctx.databases.drop(created.name, { user: API_ROLE, database: 'postgres' }).catch((e: unknown) => ctx.logger.warn('database-not-dropped', { database: created.name, err: e }));
-        throw err;
-      }
-    }
+    const asked = req.credential === undefined ? undefined : { connectionLimit: req.credential.connection_limit };
+    const created = await withHints(createHints(req.template), ctx.databases.create(req.template, { name: req.name, user: API_ROLE, settings, credential: asked }));
+    if (created.credential !== null) credential = credentialBody(ctx, created.name, created.credential);
     return { ...databaseBody(minted(created.name, ctx), ctx), source: created.source, mint_ms: created.mint_ms };
   };
   const created = await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work));
@@ -231,7 +216,10 @@ export const createCredential: Handler = async ({ params, body }, ctx) => {
 };
 
 async function newCredential(ctx: ApiContext, name: string, req: CreateCredentialRequest): Promise<CredentialBody> {
-  const { user, password } = await withHints(databaseHints(), ctx.databases.createCredential(name, { connectionLimit: req.connection_limit }));
+  return credentialBody(ctx, name, await withHints(databaseHints(), ctx.databases.createCredential(name, { connectionLimit: req.connection_limit })));
+}
+
+function credentialBody(ctx: ApiContext, name: string, { user, password }: { user: string; password: string }): CredentialBody {
   const url = new URL(ctx.connectionUrl(name));
   url.username = user;
   url.password = password;
@@ -262,27 +250,16 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infe
   throw new PgxError('INVALID_PARAMETER', `invalid request body: ${[...problems].join('; ')}`, { hint });
 }
 
-/**
- * A create from `template` failed with 3D000: the runtime says so for a template that is missing or
- * unsealed alike (in SQL's words, for the minted name); the API says which, and about the template.
- * Without a record it cannot tell an ordinary database from nothing: "there is no template" is true of both.
- */
-function templateProblem(err: unknown, template: string, ctx: ApiContext): unknown {
-  if (!(err instanceof PgxError && err.code === 'UNKNOWN_DATABASE')) return err;
-  const record = ctx.databases.listTemplates().find((t) => t.name === template);
-  if (record?.sealed) return err;
-  return record
-    ? new PgxError('TEMPLATE_NOT_SEALED', `template "${template}" is not sealed`, { detail: 'Databases are minted only from a sealed template; unsealed, it is open for changes.', cause: err })
-    : new PgxError('UNKNOWN_TEMPLATE', `there is no template "${template}"`, { cause: err });
-}
-
 function param(params: Record<string, string>): string {
   return params.name!;
 }
 
 function minted(name: string, ctx: ApiContext): DatabaseRecord {
   const record = ctx.databases.database(name);
-  if (!record) throw (ctx.databases.dropped(name) ?? new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`)).withHint(databaseHints().UNKNOWN_DATABASE);
+  if (!record) {
+    const err = ctx.databases.dropped(name) ?? new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`);
+    throw err.withHint(databaseHints()[err.code]);
+  }
   return record;
 }
 

@@ -71,7 +71,7 @@ export const runtimeConfigSchema = z
         }),
       )
       .default([]),
-    // Disposable databases (src/runtime/databases.ts); names match the flags.
+    // Disposable databases (src/runtime/databases/settings.ts); names match the flags.
     // Their defaults are the runtime's own (DEFAULT_DATABASE_SETTINGS), so a runtime made without a
     // config file and `pgx start` without flags agree.
     prefix: z.string().regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter').default(DB.prefix),

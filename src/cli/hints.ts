@@ -13,6 +13,7 @@ export const COMMON_HINTS: HintsByCode = {
 export function databaseHints(name: string): HintsByCode {
   return {
     UNKNOWN_DATABASE: `pgx db list shows the live databases; pgx db create TEMPLATE --name ${name} makes one of that name again.`,
+    DATABASE_DROPPED: `PGX keeps a dropped name for a while (--tombstone) rather than mint it again empty: pgx db create TEMPLATE --name ${name} makes it again.`,
   };
 }
 
@@ -55,6 +56,7 @@ export function sealHints(name: string): HintsByCode {
 export function dropTemplateHints(name: string): HintsByCode {
   return {
     UNKNOWN_DATABASE: 'pgx template list shows the templates and snapshots.',
+    NOT_A_TEMPLATE: `pgx template list shows the templates and snapshots; pgx db drop ${name} drops a database PGX minted, DROP DATABASE over psql any other.`,
     OBJECT_IN_USE: `Drop those databases first (pgx db list), or drop it anyway: pgx template drop ${name} --force (they keep their data).`,
   };
 }

@@ -60,7 +60,8 @@ function args<S extends z.ZodRawShape>(shape: S): z.ZodObject<S, z.core.$strict>
  */
 const UNKNOWN_DB_HINT = 'list_databases shows the live databases (an idle unpinned one is dropped after the grace period, any at its ttl); create_database makes a new one.';
 const IN_USE_HINT = 'Sessions are open on the database (yours or another client\'s): close them, or call again with force: true to end them.';
-const DATABASE_HINTS: HintsByCode = { UNKNOWN_DATABASE: UNKNOWN_DB_HINT };
+const DROPPED_HINT = 'PGX keeps a dropped name for a while rather than mint it again empty: create_database with this name makes it again, or use a new one.';
+const DATABASE_HINTS: HintsByCode = { UNKNOWN_DATABASE: UNKNOWN_DB_HINT, DATABASE_DROPPED: DROPPED_HINT };
 
 function tool<S extends z.ZodObject>(
   toolName: string,

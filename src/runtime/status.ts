@@ -8,7 +8,7 @@ import type { DiskStatus } from './postgres/disk-guard.js';
 import type { TreeMemory } from './postgres/memory.js';
 import type { Registry } from './databases/registry.js';
 import type { StorageCapability } from './postgres/storage-probe.js';
-import type { PoolStats, WarmPool } from './databases/warm-pool.js';
+import type { WarmPoolStats, WarmPool } from './databases/warm-pool.js';
 
 export interface RuntimeStatus {
   runtime: {
@@ -41,7 +41,7 @@ export interface RuntimeStatus {
     templates: number;
   };
   /** Per sealed template. */
-  pool: Record<string, PoolStats>;
+  pool: Record<string, WarmPoolStats>;
   mints: {
     warm: number;
     cold: number;
@@ -124,7 +124,7 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
   let pinned = 0;
   for (const d of registry.databases.values()) if (d.pinned) pinned++;
   const sealed = [...registry.templates.values()].filter((t) => t.sealed);
-  const pool: Record<string, PoolStats> = {};
+  const pool: Record<string, WarmPoolStats> = {};
   // Snapshots get no spares (warm-pool.ts): they are restored from, seldom minted from.
   for (const t of sealed.filter((t) => t.snapshotOf === null).map((t) => t.name).sort()) pool[t] = i.pool.stats(t);
   return {

@@ -147,7 +147,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     expect(after.items.map((d) => d.name)).to.not.include(created.name);
     const status2 = await callTool(client, 'database_status', { database: created.name });
     expect(status2.isError).to.equal(true);
-    expect(status2.text).to.match(/^error UNKNOWN_DATABASE \(3D000\): /);
+    expect(status2.text).to.match(/^error DATABASE_DROPPED \(3D000\): /);
 
     // The snapshot outlives its database: a template like any other.
     const fromSnapshot = await ok<Created>(client, 'create_database', { template: 'mcp_before' });

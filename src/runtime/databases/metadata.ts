@@ -19,7 +19,7 @@ import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
 import { CONTROL_DATABASE } from './names.js';
 import { BOUNDS, clampTime, withinBound, type Bound, type CreateStrategy, type DatabaseKind, type DatabaseRecord, type TemplateRecord, type Tombstone } from './records.js';
-import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
+import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 /** How long a database row's change nobody waits for may wait to be written with others. */
 export const WRITE_BEHIND_MS = 250;
@@ -362,7 +362,7 @@ export async function ignoreDuplicate<T>(work: Promise<T>): Promise<T | undefine
   try {
     return await work;
   } catch (err) {
-    if (err instanceof PostgresError && err.sqlstate === '42P04') return undefined;
+    if (postgresSqlstate(err) === '42P04') return undefined;
     throw err;
   }
 }

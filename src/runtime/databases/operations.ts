@@ -131,7 +131,9 @@ export class DatabaseOperations {
   /**
    * Mints a database from a sealed template for `req.user`, with its settings and, if asked, a
    * credential: all or nothing (a credential that cannot be made drops the database again). A name
-   * that exists already is 42P04; a template that is not sealed is 3D000; a bad name is 22023.
+   * that exists already is 42P04; a template missing or not sealed is 3D000 (UNKNOWN_TEMPLATE,
+   * TEMPLATE_NOT_SEALED: the caller asked for the template by name, so the error is about it); a bad
+   * name is 22023.
    */
   async create(template: string, req: CreateRequest): Promise<CreatedDatabase> {
     const created = await this.mint(template, req);
@@ -161,13 +163,7 @@ export class DatabaseOperations {
     }
     if (this.p.lifecycle.state !== 'running') throw new PgxError('CANNOT_CONNECT_NOW', `cannot create database "${name}": the runtime is not running`, { hint: 'Try again in a moment.' });
     const initial = initialSettings(req.settings ?? {}, clock.now());
-    if (!registry.sealedTemplate(template)) {
-      throw databaseDoesNotExist(template, {
-        hint: registry.templates.has(template)
-          ? `Template "${template}" is unsealed; seal it again (POST /v1/templates/${template}/seal).`
-          : `There is no sealed template "${template}"; create that database and seal it (POST /v1/templates/${template}/seal).`,
-      });
-    }
+    if (!registry.sealedTemplate(template)) throw templateProblem(template, registry.templates.has(template));
     await this.p.dropper.dropping(name)?.catch(() => undefined);
     const duplicate = (): PgxError => new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pick another name, or leave the name out for a random one.' });
     if (registry.databases.has(name) || this.p.minter.isMinting(name)) throw duplicate();
@@ -245,7 +241,7 @@ export class DatabaseOperations {
   createCredential(name: string, opts: { connectionLimit?: number | undefined } = {}): Promise<Credential> {
     this.p.lifecycle.assertRunning(`cannot create a credential for database "${name}"`);
     const record = this.p.registry.databases.get(name);
-    if (!record) throw databaseDoesNotExist(name, { hint: 'Credentials are for minted databases; GET /v1/databases lists them.' });
+    if (!record) throw databaseDoesNotExist(name, { hint: `Credentials are for databases PGX minted (${this.p.prefix}<template>__<token>).` });
     // A copy of a template generation sealed with the group's grants, owned by the role they were made for.
     const from = this.p.registry.templates.get(record.template)?.groupGrantsFrom ?? null;
     const prepared = record.owner === PREPARED_OWNER && from !== null && record.generation >= from;
@@ -312,6 +308,22 @@ export class DatabaseOperations {
     }
     return this.memorySample.value;
   }
+}
+
+/**
+ * Why a create cannot copy `template`: a record without a seal is unsealed; without a record, nothing
+ * PGX knows of (an ordinary database of that name is not a template either). Each surface hints how to
+ * seal or list in its own terms; SQL's are here.
+ */
+function templateProblem(template: string, recorded: boolean): PgxError {
+  return recorded
+    ? new PgxError('TEMPLATE_NOT_SEALED', `template "${template}" is not sealed`, {
+        detail: 'Databases are minted only from a sealed template; unsealed, it is open for changes.',
+        hint: `Seal it: SELECT pgx_seal_template('${template}').`,
+      })
+    : new PgxError('UNKNOWN_TEMPLATE', `there is no template "${template}"`, {
+        hint: `Create database ${template}, fill it, and seal it: SELECT pgx_seal_template('${template}').`,
+      });
 }
 
 /** The record fields of an explicit create, checked as the separate setters check them. */

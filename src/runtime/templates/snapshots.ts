@@ -69,7 +69,7 @@ export class Snapshots {
       const strategy = chooseStrategy(this.opts.storage, bytes);
       const owner = (await this.opts.permissions.access(caller.user, db)).owner ?? caller.user;
       await this.opts.holdConnects(db, async () => {
-        await this.clearSessions(client, db, force, `snapshot "${name}" of database "${db}"`, `Connect again; the snapshot is taken.`);
+        await this.clearSessions(client, db, force, `SELECT ${fn}('${db}', '${name}', true)`, `snapshot "${name}" of database "${db}"`, `Connect again; the snapshot is taken.`);
         await createDatabase(client, createDatabaseSql(name, db, strategy, owner));
       });
       // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing.
@@ -106,7 +106,7 @@ export class Snapshots {
       await createDatabase(client, createDatabaseSql(scratch, name, snapshot.strategy, owner));
       await client.query(closeToPublicSql(scratch));
       await this.opts.holdConnects(db, async () => {
-        await this.clearSessions(client, db, force, `database "${db}" is being restored to snapshot "${name}"`, `Connect again: "${db}" now holds the state of snapshot "${name}".`);
+        await this.clearSessions(client, db, force, `SELECT ${fn}('${db}', '${name}', true)`, `database "${db}" is being restored to snapshot "${name}"`, `Connect again: "${db}" now holds the state of snapshot "${name}".`);
         // Both renames in one transaction (ALTER DATABASE RENAME is transactional): at every instant
         // the name is the old database or the restored one. A CREATE DATABASE of the name meanwhile
         // waits on pg_database's unique index and then fails with 42P04; it never holds the name.
@@ -152,21 +152,21 @@ export class Snapshots {
     }
     if (caller.database === db) {
       throw new PgxError('OBJECT_IN_USE', `cannot ${verb} the currently open database "${db}"`, {
-        hint: `Connect to another database (e.g. postgres) and call ${fn}('${db}', ...) there, or use the HTTP API.`,
+        hint: `Connect to another database (e.g. postgres) and call ${fn}('${db}', ...) there.`,
       });
     }
   }
 
   /**
    * Leaves `db` with no backend: its client sessions are refused (55006) or, forced, ended with 57P01;
-   * then the backends left (the engine's idle pool) are terminated.
+   * then the backends left (the engine's idle pool) are terminated. `forced`: the call that forces it.
    */
-  private async clearSessions(client: SqlClient, db: string, force: boolean, why: string, hint: string): Promise<void> {
+  private async clearSessions(client: SqlClient, db: string, force: boolean, forced: string, why: string, hint: string): Promise<void> {
     const open = this.opts.engine.sessionsPerDatabase().get(db) ?? 0;
     if (open > 0 && !force) {
       throw new PgxError('OBJECT_IN_USE', `database "${db}" is being accessed by other users`, {
         detail: `There ${open === 1 ? 'is 1 other session' : `are ${open} other sessions`} using the database.`,
-        hint: 'Close them, or pass force (a third argument true, or force: true in the API) to end them: they get 57P01.',
+        hint: `Close them, or end them (they get 57P01): ${forced}.`,
       });
     }
     if (open > 0) this.opts.engine.terminateSessions(db, `terminating connection: ${why}`, hint);

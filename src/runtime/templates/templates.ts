@@ -83,7 +83,7 @@ export class Templates {
     if (problem !== null) throw new PgxError('INVALID_PARAMETER', `template name "${name}" is not usable: ${problem}`, { hint: 'Use lower-case letters, digits and single underscores, e.g. tpl_app.' });
     const before = await permissions.access(user, name);
     if (before.exists && !req.replace) {
-      throw new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pass replace: true to rebuild it, or pick another name.' });
+      throw new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pick another name.' });
     }
     if (before.exists && !before.ownerOrSuperuser) throw functionDenied('build_template', name);
     const started = clock.monotonic();
@@ -244,8 +244,8 @@ export class Templates {
     const access = await permissions.access(user, name);
     if (!record) {
       if (access.exists) {
-        throw new PgxError('INVALID_PARAMETER', `database "${name}" is not a template PGX knows`, {
-          hint: `Drop an ordinary database with SELECT pgx_drop_database('${name}') (pgx db drop ${name}).`,
+        throw new PgxError('NOT_A_TEMPLATE', `database "${name}" is not a template PGX knows`, {
+          hint: `Drop an ordinary database with DROP DATABASE ${quoteIdent(name)}, or SELECT pgx_drop_database('${name}') for one PGX minted.`,
         });
       }
       throw databaseDoesNotExist(name);
@@ -255,7 +255,7 @@ export class Templates {
     if (copies > 0 && !force) {
       throw new PgxError('OBJECT_IN_USE', `cannot drop template "${name}": ${plural(copies, 'database')} minted from it ${copies === 1 ? 'is' : 'are'} alive`, {
         detail: 'They keep their data when it goes; only minting from it ends.',
-        hint: `Drop them first, or drop it anyway with force: SELECT ${fn}('${name}', true), pgx template drop ${name} --force, DELETE /v1/templates/${name}?force=true.`,
+        hint: `Drop them first, or drop it anyway: SELECT ${fn}('${name}', true).`,
       });
     }
     registry.templates.delete(name);
