@@ -16,6 +16,7 @@ import type {
   ImportJobBody,
   ImportTemplateRequest,
   ListBody,
+  RenameTemplateRequest,
   RestoreRequest,
   SetConnectionLimitRequest,
   SetMemoryLimitRequest,
@@ -58,6 +59,7 @@ type RequestBody =
   | CreateCredentialRequest
   | SetTtlRequest
   | SnapshotRequest
+  | RenameTemplateRequest
   | RestoreRequest
   | SetConnectionLimitRequest
   | SetMemoryLimitRequest;
@@ -73,8 +75,15 @@ export class ApiClient {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  status(): Promise<StatusBody> {
-    return this.request('GET', PATHS.status);
+  /** `diskUsage`: with disk_usage measured (it reads every database's size). */
+  status(diskUsage = false): Promise<StatusBody> {
+    return this.request('GET', PATHS.status, {}, undefined, diskUsage ? { query: 'disk=true' } : {});
+  }
+
+  /** Renames a template or snapshot. */
+  renameTemplate(name: string, to: string): Promise<TemplateBody> {
+    const body: RenameTemplateRequest = { name: to };
+    return this.request('POST', PATHS.templateRename, { name }, body);
   }
 
   /** Drops a template or snapshot; `force` even though databases were minted from it. */
@@ -151,8 +160,8 @@ export class ApiClient {
   }
 
   /** A snapshot of database `name`: a new sealed template `snapshot`. */
-  snapshot(name: string, snapshot: string, force = false): Promise<TemplateBody> {
-    const body: SnapshotRequest = { name: snapshot, force };
+  snapshot(name: string, snapshot: string, force = false, keep = false): Promise<TemplateBody> {
+    const body: SnapshotRequest = { name: snapshot, force, ...(keep ? { keep } : {}) };
     return this.request('POST', PATHS.databaseSnapshots, { name }, body, { timeoutMs: 3_600_000 });
   }
 

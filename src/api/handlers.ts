@@ -14,6 +14,7 @@ import {
   rangeAt,
   createCredentialRequest,
   createDatabaseRequest,
+  renameTemplateRequest,
   restoreRequest,
   setConnectionLimitRequest,
   setMemoryLimitRequest,
@@ -29,7 +30,7 @@ import {
   type TemplateBody,
 } from './contract.js';
 import { ApiError, errorBody } from './errors.js';
-import { buildHints, createHints, databaseHints, dropTemplateHints, sealHints, snapshotHints } from './hints.js';
+import { buildHints, createHints, databaseHints, dropTemplateHints, renameTemplateHints, sealHints, snapshotHints } from './hints.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { ApiMetrics } from './metrics.js';
 import type { z } from 'zod';
@@ -87,11 +88,18 @@ export const metrics: Handler = async (_input, ctx) => {
   return { status: 200, text, contentType: ctx.metrics.contentType };
 };
 
-export const status: Handler = async (_input, ctx) => ok(await ctx.databases.status());
+/** ?disk=true measures disk_usage too (every database's size): pgx status asks for it, the operator does not. */
+export const status: Handler = async ({ query }, ctx) => ok(await ctx.databases.status({ diskUsage: flagParam(query, 'disk') }));
 
+/** Each with what it costs on disk (it reads the files). */
 export const listTemplates: Handler = async (_input, ctx) => {
-  const body: ListBody<TemplateBody> = { items: ctx.databases.listTemplates().map(templateBody) };
+  const body: ListBody<TemplateBody> = { items: (await ctx.databases.listTemplatesWithUse()).map((t) => ({ ...templateBody(t), disk: { ...t.use } })) };
   return ok(body);
+};
+
+export const renameTemplate: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(renameTemplateRequest, body);
+  return ok(templateBody(await withHints(renameTemplateHints(param(params)), ctx.databases.renameTemplate(param(params), req.name, API_ROLE))));
 };
 
 export const buildTemplate: Handler = async ({ body }, ctx) => {
@@ -119,13 +127,18 @@ export const getImportJob: Handler = async ({ params }, ctx) => {
 
 /** 204 once the template (or snapshot) is gone; ?force=true drops it although databases were minted from it. */
 export const deleteTemplate: Handler = async ({ params, query }, ctx) => {
-  const force = query?.get('force');
-  if (force !== null && force !== undefined && force !== 'true' && force !== 'false') {
-    throw new PgxError('INVALID_PARAMETER', `force must be true or false, not "${force}"`, { hint: 'DELETE /v1/templates/{name}?force=true' });
-  }
-  await withHints(dropTemplateHints(param(params)), ctx.databases.dropTemplate(param(params), API_ROLE, force === 'true'));
+  await withHints(dropTemplateHints(param(params)), ctx.databases.dropTemplate(param(params), API_ROLE, flagParam(query, 'force')));
   return { status: 204 };
 };
+
+/** A query-string flag: absent or false is false; anything but true or false is 22023. */
+function flagParam(query: URLSearchParams | undefined, name: string): boolean {
+  const value = query?.get(name);
+  if (value !== null && value !== undefined && value !== 'true' && value !== 'false') {
+    throw new PgxError('INVALID_PARAMETER', `${name} must be true or false, not "${value}"`, { hint: `?${name}=true` });
+  }
+  return value === 'true';
+}
 
 export const sealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await withHints(sealHints(), ctx.databases.seal(param(params), API_ROLE))));
 
@@ -187,7 +200,7 @@ export const setDatabaseTtl: Handler = async ({ params, body }, ctx) => {
 /** 201 with the snapshot, a sealed template; the database is untouched. */
 export const snapshotDatabase: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(snapshotRequest, body);
-  return ok(templateBody(await withHints(snapshotHints(param(params)), ctx.databases.snapshot(param(params), req.name, API_ROLE, req.force ?? false))), 201);
+  return ok(templateBody(await withHints(snapshotHints(param(params)), ctx.databases.snapshot(param(params), req.name, API_ROLE, req.force ?? false, req.keep ?? false))), 201);
 };
 
 /** The database, now holding the snapshot's state; a database not minted by PGX is answered by name. */
@@ -283,7 +296,7 @@ function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
 }
 
 export function templateBody(t: TemplateRecord): TemplateBody {
-  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf };
+  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf, kept: t.kept };
 }
 
 function importJobBody(j: ImportJob): ImportJobBody {

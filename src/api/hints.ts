@@ -48,3 +48,13 @@ export function dropTemplateHints(name: string): HintsByCode {
     OBJECT_IN_USE: `Drop those databases first, or drop it anyway: DELETE /v1/templates/${name}?force=true (they keep their data).`,
   };
 }
+
+/** POST /v1/templates/{name}/rename. */
+export function renameTemplateHints(name: string): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'GET /v1/templates lists the templates and snapshots.',
+    NOT_A_TEMPLATE: 'GET /v1/templates lists the templates and snapshots; an ordinary database is renamed over SQL (ALTER DATABASE ... RENAME TO).',
+    OBJECT_IN_USE: `Drop the databases minted from it first (DELETE /v1/databases/{name}; GET /v1/databases lists them), or close the sessions on ${name}.`,
+    DUPLICATE_DATABASE: 'That name is taken (GET /v1/templates lists the templates): send another "name".',
+  };
+}

@@ -60,3 +60,13 @@ export function dropTemplateHints(name: string): HintsByCode {
     OBJECT_IN_USE: `Drop those databases first (pgx db list), or drop it anyway: pgx template drop ${name} --force (they keep their data).`,
   };
 }
+
+/** `pgx template rename NAME NEW`. */
+export function renameTemplateHints(name: string): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'pgx template list shows the templates and snapshots.',
+    NOT_A_TEMPLATE: 'pgx template list shows the templates and snapshots; an ordinary database is renamed over psql (ALTER DATABASE ... RENAME TO).',
+    OBJECT_IN_USE: `Drop the databases minted from it first (pgx db list, pgx db drop NAME), or close the sessions on ${name}.`,
+    DUPLICATE_DATABASE: 'That name is taken (pgx template list shows the templates): pick another.',
+  };
+}

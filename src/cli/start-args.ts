@@ -63,6 +63,8 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
                           unless it has a TTL (its TTL is then its lifetime)          [${D.grace}]
   --tombstone S           a name PGX dropped (TTL, or created through the API) answers
                           3D000 with the reason for S seconds instead of minting  [${D.tombstone}]
+  --snapshot-retention N  snapshots a database keeps; a new one drops the oldest beyond N
+                          (snapshots taken with keep are not counted, nor dropped)   [no cap]
   --pool-size N           warm spare databases kept per sealed template (0: none)     [${D.poolSize}]
   --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
                           group (members of pgx_minters: no CREATEDB needed),
@@ -135,6 +137,7 @@ function parseStartFlags(argv: string[]) {
       prefix: { type: 'string' },
       grace: { type: 'string' },
       tombstone: { type: 'string' },
+      'snapshot-retention': { type: 'string' },
       'pool-size': { type: 'string' },
       'mint-roles': { type: 'string' },
       'max-databases': { type: 'string' },
@@ -185,6 +188,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     prefix: values.prefix,
     grace: num(values.grace),
     tombstone: num(values.tombstone),
+    snapshotRetention: num(values['snapshot-retention']),
     poolSize: num(values['pool-size']),
     mintRoles: mintRolesFlag(values['mint-roles']),
     maxDatabases: num(values['max-databases']),

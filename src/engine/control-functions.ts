@@ -14,7 +14,8 @@ const table = {
   unpin_database: { aliases: ['pgrust_unpin_database'], args: [{ name: 'database' }] },
   drop_database: { aliases: [], args: [{ name: 'database' }] },
   drop_template: { aliases: [], args: [{ name: 'template' }, { name: 'force', optional: true }] },
-  snapshot_database: { aliases: [], args: [{ name: 'database' }, { name: 'snapshot' }, { name: 'force', optional: true }] },
+  rename_template: { aliases: [], args: [{ name: 'template' }, { name: 'new_name' }] },
+  snapshot_database: { aliases: [], args: [{ name: 'database' }, { name: 'snapshot' }, { name: 'force', optional: true }, { name: 'keep', optional: true }] },
   restore_database: { aliases: [], args: [{ name: 'database' }, { name: 'snapshot' }, { name: 'force', optional: true }] },
 } as const satisfies Record<string, { aliases: readonly `pgrust_${string}`[]; args: readonly Argument[] }>;
 

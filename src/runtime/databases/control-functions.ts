@@ -50,12 +50,18 @@ export function controlHandlers(p: ControlParts): ControlHandlers {
       await p.templates.drop(name, caller.user, force, fn);
       return name;
     },
+    rename_template: async (args, caller, fn) => {
+      const [name, to] = twoNames(fn, '(template, new_name)', args, "'tpl_app', 'tpl_app_v1'");
+      return (await p.templates.rename(name, to, caller.user, fn)).name;
+    },
     snapshot_database: async (args, caller, fn) => {
-      const [db, name, force] = snapshotArgs(fn, args);
+      const [db, name, force] = snapshotArgs(fn, args.slice(0, 3));
+      const keep = flagArg(fn, 'keep', args[3]);
       p.disk?.assertRoom(`cannot snapshot database "${db}"`);
-      return (await p.snapshots.snapshot(db, name, caller, force, fn)).name;
+      return (await p.snapshots.snapshot(db, name, caller, force, fn, keep)).name;
     },
     restore_database: async (args, caller, fn) => {
+      if (args.length > 3) throw new PgxError('INVALID_PARAMETER', `${fn}(database, snapshot [, force]) takes at most three arguments`, { hint: `For example: SELECT ${fn}('tdb_app__agent42', 'agent42_before_migration').` });
       const [db, name, force] = snapshotArgs(fn, args);
       p.disk?.assertRoom(`cannot restore database "${db}"`);
       await p.snapshots.restore(db, name, caller, force, fn);
@@ -89,6 +95,15 @@ function dropTemplateArgs(fn: string, args: (string | null)[]): [string, boolean
   return [name, forceArg(fn, force)];
 }
 
+/** Two names that are not NULL: `usage` shows them, `example` is a call's arguments. */
+function twoNames(fn: string, usage: string, args: (string | null)[], example: string): [string, string] {
+  const [a, b] = args;
+  if (args.length !== 2 || a == null || b == null) {
+    throw new PgxError('INVALID_PARAMETER', `${fn}${usage} takes two names that are not NULL`, { hint: `For example: SELECT ${fn}(${example}).` });
+  }
+  return [a, b];
+}
+
 /** (db, name [, force]): two database names and an optional boolean, as pgx_snapshot/restore_database take. */
 function snapshotArgs(fn: string, args: (string | null)[]): [string, string, boolean] {
   const [db, name, force] = args;
@@ -102,6 +117,11 @@ function snapshotArgs(fn: string, args: (string | null)[]): [string, string, boo
 
 /** A control function's optional force argument: absent or NULL is false. */
 function forceArg(fn: string, force: string | null | undefined): boolean {
-  if (force != null && force !== 'true' && force !== 'false') throw new PgxError('INVALID_PARAMETER', `${fn}: force must be true or false, not "${force}"`);
-  return force === 'true';
+  return flagArg(fn, 'force', force);
+}
+
+/** An optional boolean argument (force, keep): absent or NULL is false. */
+function flagArg(fn: string, what: string, value: string | null | undefined): boolean {
+  if (value != null && value !== 'true' && value !== 'false') throw new PgxError('INVALID_PARAMETER', `${fn}: ${what} must be true or false, not "${value}"`);
+  return value === 'true';
 }

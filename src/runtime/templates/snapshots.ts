@@ -8,6 +8,10 @@
 // forced; forced sessions get 57P01 naming the operation), close the engine's idle backends on it,
 // copy, and let connects through again. A restore builds the copy under a scratch name first: if the
 // copy fails, the database is untouched.
+//
+// A snapshot belongs to its database unless kept (keep): it goes when PGX drops the database
+// (disposable-databases.ts), and --snapshot-retention caps how many unkept ones a database has, the
+// oldest going first when a new one is taken.
 
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
@@ -43,6 +47,10 @@ export interface SnapshotsOptions {
   scratches: Set<string>;
   /** After a restore replaced `database` (owned by `owner`): put back what belonged to the old one. */
   replaced: (database: string, owner: string) => Promise<void>;
+  /** Unkept snapshots a database keeps at most (--snapshot-retention); null: no cap. */
+  retention: number | null;
+  /** Drops a snapshot past the retention cap (Templates.drop, forced: copies of it keep their data). */
+  dropSnapshot: (name: string) => Promise<void>;
   clock: Clock;
   logger: Logger;
 }
@@ -50,7 +58,8 @@ export interface SnapshotsOptions {
 export class Snapshots {
   constructor(private readonly opts: SnapshotsOptions) {}
 
-  async snapshot(db: string, name: string, caller: SnapshotCaller, force: boolean, fn = controlSqlName('snapshot_database')): Promise<TemplateRecord> {
+  /** `keep`: the snapshot outlives its database and is not counted against --snapshot-retention. */
+  async snapshot(db: string, name: string, caller: SnapshotCaller, force: boolean, fn = controlSqlName('snapshot_database'), keep = false): Promise<TemplateRecord> {
     const { registry, metadata, clock, logger } = this.opts;
     await this.checkSource(db, caller, fn, 'snapshot');
     const problem = templateNameProblem(name, this.opts.prefix);
@@ -75,13 +84,33 @@ export class Snapshots {
       // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing.
       await client.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
       // Its copies carry whatever grants `db` had: a credential of one gets the group's over a connection.
-      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy, generation: 1, snapshotOf: db, groupGrantsFrom: null };
+      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy, generation: 1, snapshotOf: db, kept: keep, groupGrantsFrom: null };
       await metadata.saveTemplate(record);
       registry.templates.set(name, record);
-      logger.info('database-snapshot', { database: db, snapshot: name, strategy, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
+      logger.info('database-snapshot', { database: db, snapshot: name, strategy, kept: keep, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
+      await this.retain(record);
       return record;
     } finally {
       await client.close();
+    }
+  }
+
+  /** The unkept snapshots of `db`, oldest first. */
+  ownedBy(db: string): TemplateRecord[] {
+    return [...this.opts.registry.templates.values()]
+      .filter((t) => t.snapshotOf === db && !t.kept)
+      .sort((a, b) => (a.sealedAt ?? 0) - (b.sealedAt ?? 0) || a.name.localeCompare(b.name));
+  }
+
+  /** After `taken`: drops the oldest other unkept snapshots of its database past --snapshot-retention. */
+  private async retain(taken: TemplateRecord): Promise<void> {
+    const cap = this.opts.retention;
+    const db = taken.snapshotOf!;
+    if (cap === null || taken.kept) return;
+    const others = this.ownedBy(db).filter((t) => t.name !== taken.name);
+    for (const old of others.slice(0, Math.max(0, others.length + 1 - cap))) {
+      await this.opts.dropSnapshot(old.name);
+      this.opts.logger.info('snapshot-retired', { database: db, snapshot: old.name, retention: cap });
     }
   }
 
