@@ -14,9 +14,10 @@ const table = {
   unpin_database: { aliases: ['pgrust_unpin_database'], args: [{ name: 'database' }] },
   drop_database: { aliases: [], args: [{ name: 'database' }] },
   drop_template: { aliases: [], args: [{ name: 'template' }, { name: 'force', optional: true }] },
-  rename_template: { aliases: [], args: [{ name: 'template' }, { name: 'new_name' }] },
-  snapshot_database: { aliases: [], args: [{ name: 'database' }, { name: 'snapshot' }, { name: 'force', optional: true }, { name: 'keep', optional: true }] },
+  snapshot_database: { aliases: [], args: [{ name: 'database' }, { name: 'snapshot' }, { name: 'force', optional: true }] },
   restore_database: { aliases: [], args: [{ name: 'database' }, { name: 'snapshot' }, { name: 'force', optional: true }] },
+  rename_template: { aliases: [], args: [{ name: 'template' }, { name: 'new_name' }] },
+  keep_snapshot: { aliases: [], args: [{ name: 'snapshot' }, { name: 'keep', optional: true }] },
 } as const satisfies Record<string, { aliases: readonly `pgrust_${string}`[]; args: readonly Argument[] }>;
 
 /** A control function's key: what the engine passes the runtime (ports.ts ControlFunctions.call). */

@@ -163,6 +163,7 @@ export const TOOLS: PgxTool[] = [
     },
     {
       UNKNOWN_DATABASE: UNKNOWN_DB_HINT,
+      DATABASE_DROPPED: DROPPED_HINT,
       OBJECT_IN_USE: IN_USE_HINT,
       DUPLICATE_DATABASE: 'That snapshot name is taken (by a snapshot or template): choose another name; list_templates shows the taken ones.',
     },

@@ -58,10 +58,13 @@ describe('cli: templates and snapshots have a whole lifecycle (psql, HTTP, pgx)'
     const db = 'tdb_tpl_life__psql';
     expect((await psql(db, "INSERT INTO t VALUES ('mine')")).code).to.equal(0);
     expect((await psql('postgres', `SELECT pgx_snapshot_database('${db}', 'psql_one')`)).stdout.trim()).to.equal('psql_one');
-    expect((await psql('postgres', `SELECT pgx_snapshot_database('${db}', 'psql_kept', false, true)`)).stdout.trim()).to.equal('psql_kept');
+    expect((await psql('postgres', `SELECT pgx_snapshot_database('${db}', 'psql_kept')`)).stdout.trim()).to.equal('psql_kept');
+    expect((await psql('postgres', "SELECT pgx_keep_snapshot('psql_kept')")).stdout.trim()).to.equal('psql_kept');
     let t = await listed();
     expect(t.get('psql_one')).to.include({ snapshot_of: db, kept: false });
     expect(t.get('psql_kept')).to.include({ snapshot_of: db, kept: true });
+    const notSnapshot = await psql('postgres', "SELECT pgx_keep_snapshot('tpl_life')");
+    expect(notSnapshot.stderr).to.include('template "tpl_life" is not a snapshot');
 
     expect((await psql('postgres', "SELECT pgx_rename_template('psql_kept', 'psql_golden')")).stdout.trim()).to.equal('psql_golden');
     t = await listed();
@@ -94,8 +97,12 @@ describe('cli: templates and snapshots have a whole lifecycle (psql, HTTP, pgx)'
     const t = await listed();
     expect([...t.keys()].filter((n) => n.startsWith('ret_') || n.startsWith('keep_')).sort()).to.deep.equal(['keep_r0', 'ret_r2', 'ret_r3']);
     expect(await inCluster('ret_r1')).to.equal(false);
+    // Given back to its database, keep_r0 is its oldest unkept snapshot, one past the cap: it goes.
+    expect((await psql('postgres', "SELECT pgx_keep_snapshot('keep_r0', false)")).code).to.equal(0);
+    expect([...(await listed()).keys()].filter((n) => n.startsWith('ret_') || n.startsWith('keep_')).sort()).to.deep.equal(['ret_r2', 'ret_r3']);
+    await api.snapshot(db, 'keep_r4', false, true);
     await api.dropDatabase(db);
-    expect([...(await listed()).keys()].filter((n) => n.startsWith('ret_') || n.startsWith('keep_'))).to.deep.equal(['keep_r0']);
+    expect([...(await listed()).keys()].filter((n) => n.startsWith('ret_') || n.startsWith('keep_'))).to.deep.equal(['keep_r4']);
   });
 
   it('the janitor\'s drop at a TTL takes the database\'s snapshots too', async function () {

@@ -54,14 +54,21 @@ export function controlHandlers(p: ControlParts): ControlHandlers {
       const [name, to] = twoNames(fn, '(template, new_name)', args, "'tpl_app', 'tpl_app_v1'");
       return (await p.templates.rename(name, to, caller.user, fn)).name;
     },
+    keep_snapshot: async (args, caller, fn) => {
+      const name = args[0];
+      if (args.length < 1 || args.length > 2 || name == null) {
+        throw new PgxError('INVALID_PARAMETER', `${fn}(snapshot [, keep]) takes a snapshot name that is not NULL`, { hint: `For example: SELECT ${fn}('agent42_before_migration').` });
+      }
+      // Absent: keep it; false gives it back to its database.
+      const keep = args[1] == null ? true : flagArg(fn, 'keep', args[1]);
+      return (await p.snapshots.keep(name, keep, caller.user, fn)).name;
+    },
     snapshot_database: async (args, caller, fn) => {
-      const [db, name, force] = snapshotArgs(fn, args.slice(0, 3));
-      const keep = flagArg(fn, 'keep', args[3]);
+      const [db, name, force] = snapshotArgs(fn, args);
       p.disk?.assertRoom(`cannot snapshot database "${db}"`);
-      return (await p.snapshots.snapshot(db, name, caller, force, fn, keep)).name;
+      return (await p.snapshots.snapshot(db, name, caller, force, fn)).name;
     },
     restore_database: async (args, caller, fn) => {
-      if (args.length > 3) throw new PgxError('INVALID_PARAMETER', `${fn}(database, snapshot [, force]) takes at most three arguments`, { hint: `For example: SELECT ${fn}('tdb_app__agent42', 'agent42_before_migration').` });
       const [db, name, force] = snapshotArgs(fn, args);
       p.disk?.assertRoom(`cannot restore database "${db}"`);
       await p.snapshots.restore(db, name, caller, force, fn);

@@ -88,11 +88,32 @@ export class Snapshots {
       await metadata.saveTemplate(record);
       registry.templates.set(name, record);
       logger.info('database-snapshot', { database: db, snapshot: name, strategy, kept: keep, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
-      await this.retain(record);
+      await this.retain(record, record.name);
       return record;
     } finally {
       await client.close();
     }
+  }
+
+  /**
+   * Keeps snapshot `name` past its database (keep), or gives it back to it (its database's drop then
+   * takes it, and it counts against --snapshot-retention again).
+   */
+  async keep(name: string, keep: boolean, user: string, fn = controlSqlName('keep_snapshot')): Promise<TemplateRecord> {
+    const { registry, metadata, permissions, logger } = this.opts;
+    const record = registry.templates.get(name);
+    const access = await permissions.access(user, name);
+    if (!record) throw databaseDoesNotExist(name, access.exists ? {} : { hint: `Take one with SELECT pgx_snapshot_database('database', '${name}').` });
+    if (record.snapshotOf === null) {
+      throw new PgxError('NOT_A_TEMPLATE', `template "${name}" is not a snapshot`, { hint: 'Templates belong to no database: they are always kept.' });
+    }
+    if (access.exists && !access.ownerOrSuperuser) throw functionDenied(fn, name);
+    const updated: TemplateRecord = { ...record, kept: keep };
+    await metadata.saveTemplate(updated);
+    registry.templates.set(name, updated);
+    logger.info('snapshot-kept', { snapshot: name, database: record.snapshotOf, kept: keep, by: user });
+    await this.retain(updated);
+    return updated;
   }
 
   /** The unkept snapshots of `db`, oldest first. */
@@ -102,15 +123,18 @@ export class Snapshots {
       .sort((a, b) => (a.sealedAt ?? 0) - (b.sealedAt ?? 0) || a.name.localeCompare(b.name));
   }
 
-  /** After `taken`: drops the oldest other unkept snapshots of its database past --snapshot-retention. */
-  private async retain(taken: TemplateRecord): Promise<void> {
+  /**
+   * After `changed` (taken, or given back to its database): drops the oldest unkept snapshots of its
+   * database past --snapshot-retention; `protect` (the one just taken) is never among them.
+   */
+  private async retain(changed: TemplateRecord, protect: string | null = null): Promise<void> {
     const cap = this.opts.retention;
-    const db = taken.snapshotOf!;
-    if (cap === null || taken.kept) return;
-    const others = this.ownedBy(db).filter((t) => t.name !== taken.name);
-    for (const old of others.slice(0, Math.max(0, others.length + 1 - cap))) {
+    if (cap === null || changed.kept) return;
+    const owned = this.ownedBy(changed.snapshotOf!);
+    const excess = owned.length - cap;
+    for (const old of owned.filter((t) => t.name !== protect).slice(0, Math.max(0, excess))) {
       await this.opts.dropSnapshot(old.name);
-      this.opts.logger.info('snapshot-retired', { database: db, snapshot: old.name, retention: cap });
+      this.opts.logger.info('snapshot-retired', { database: changed.snapshotOf, snapshot: old.name, retention: cap });
     }
   }
 
