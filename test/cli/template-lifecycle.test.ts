@@ -73,6 +73,9 @@ describe('cli: templates and snapshots have a whole lifecycle (psql, HTTP, pgx)'
     expect(await inCluster('psql_golden')).to.equal(true);
     expect(await inCluster('psql_kept')).to.equal(false);
 
+    const sql = JSON.parse((await psql('postgres', 'SELECT pgx_list_templates()')).stdout) as { name: string; kept: boolean; snapshot_of: string | null; apparent_bytes: number }[];
+    expect(sql.find((x) => x.name === 'psql_golden')).to.include({ kept: true, snapshot_of: db });
+    expect(sql.find((x) => x.name === 'psql_one')!.apparent_bytes).to.be.greaterThan(1_000_000);
     expect((await psql('postgres', `SELECT pgx_drop_database('${db}')`)).code).to.equal(0);
     t = await listed();
     expect(t.has('psql_one'), 'the unkept snapshot went with its database').to.equal(false);

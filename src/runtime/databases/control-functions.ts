@@ -7,12 +7,14 @@
 import type { Caller, ControlFunction, ControlFunctions } from '../../engine/ports.js';
 import { PgxError } from '../../errors.js';
 import type { DiskRoom } from '../postgres/disk-guard.js';
+import type { DiskUse } from '../postgres/disk-usage.js';
 import type { RuntimeStatus } from '../status.js';
 import type { Snapshots } from '../templates/snapshots.js';
 import type { Templates } from '../templates/templates.js';
 import type { DatabaseCommands } from './commands.js';
 import { controlSqlName } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
+import type { TemplateRecord } from './records.js';
 
 /** Runs one function for `caller`; `fn` is its SQL name, for messages. */
 type Handler = (args: (string | null)[], caller: Caller, fn: string) => Promise<string>;
@@ -26,6 +28,8 @@ export interface ControlParts {
   commands: DatabaseCommands;
   snapshots: Snapshots;
   status: () => Promise<RuntimeStatus>;
+  /** Templates and snapshots with their disk use (operations.ts listTemplatesWithUse). */
+  templatesWithUse: () => Promise<(TemplateRecord & { use: DiskUse })[]>;
   disk?: DiskRoom | undefined;
 }
 
@@ -35,6 +39,13 @@ export function controlHandlers(p: ControlParts): ControlHandlers {
       const access = await p.permissions.access(caller.user, caller.database);
       if (!access.ownerOrSuperuser) throw functionDenied(fn, caller.database);
       return JSON.stringify(await p.status());
+    },
+    list_templates: async (_args, caller, fn) => {
+      // Sizes read every template's files: for those who may read the runtime's status.
+      const access = await p.permissions.access(caller.user, caller.database);
+      if (!access.ownerOrSuperuser) throw functionDenied(fn, caller.database);
+      const items = (await p.templatesWithUse()).map((t) => ({ name: t.name, sealed: t.sealed, snapshot_of: t.snapshotOf, kept: t.kept, ...t.use }));
+      return JSON.stringify(items);
     },
     seal_template: async (args, caller, fn) => (await p.templates.seal(nameArg(fn, args), caller.user, fn, caller.database)).name,
     unseal_template: async (args, caller, fn) => (await p.templates.unseal(nameArg(fn, args), caller.user, fn)).name,

@@ -209,7 +209,7 @@ export class DisposableDatabases {
       clock,
       logger: log,
     });
-    this.control = controlFunctions(controlHandlers({ permissions, templates, commands, snapshots, status: () => this.operations.status(), disk }));
+    this.control = controlFunctions(controlHandlers({ permissions, templates, commands, snapshots, status: () => this.operations.status(), templatesWithUse: () => this.operations.listTemplatesWithUse(), disk }));
   }
 
   /** Opens pgx_control, loads the records, reconciles them with the cluster, starts janitor and pool. */
