@@ -16,6 +16,7 @@ import type {
   ImportJobBody,
   ImportTemplateRequest,
   ListBody,
+  KeepSnapshotRequest,
   RenameTemplateRequest,
   RestoreRequest,
   SetConnectionLimitRequest,
@@ -60,6 +61,7 @@ type RequestBody =
   | SetTtlRequest
   | SnapshotRequest
   | RenameTemplateRequest
+  | KeepSnapshotRequest
   | RestoreRequest
   | SetConnectionLimitRequest
   | SetMemoryLimitRequest;
@@ -78,6 +80,12 @@ export class ApiClient {
   /** `diskUsage`: with disk_usage measured (it reads every database's size). */
   status(diskUsage = false): Promise<StatusBody> {
     return this.request('GET', PATHS.status, {}, undefined, diskUsage ? { query: 'disk=true' } : {});
+  }
+
+  /** Keeps a snapshot past its database (keep true), or gives it back to it (false). */
+  keepSnapshot(name: string, keep = true): Promise<TemplateBody> {
+    const body: KeepSnapshotRequest = { keep };
+    return this.request('POST', PATHS.templateKeep, { name }, body);
   }
 
   /** Renames a template or snapshot. */

@@ -140,6 +140,10 @@ export const snapshotRequest = z
   .strict();
 export type SnapshotRequest = z.infer<typeof snapshotRequest>;
 
+/** POST /v1/templates/{name}/keep: keep a snapshot past its database (true, the default), or give it back (false). */
+export const keepSnapshotRequest = z.object({ keep: z.boolean().optional() }).strict();
+export type KeepSnapshotRequest = z.infer<typeof keepSnapshotRequest>;
+
 /** POST /v1/templates/{name}/rename: the template's (or snapshot's) new name. */
 export const renameTemplateRequest = z.object({ name: pgName }).strict();
 export type RenameTemplateRequest = z.infer<typeof renameTemplateRequest>;

@@ -14,6 +14,7 @@ import {
   rangeAt,
   createCredentialRequest,
   createDatabaseRequest,
+  keepSnapshotRequest,
   renameTemplateRequest,
   restoreRequest,
   setConnectionLimitRequest,
@@ -30,7 +31,7 @@ import {
   type TemplateBody,
 } from './contract.js';
 import { ApiError, errorBody } from './errors.js';
-import { buildHints, createHints, databaseHints, dropTemplateHints, renameTemplateHints, sealHints, snapshotHints } from './hints.js';
+import { buildHints, createHints, databaseHints, dropTemplateHints, keepSnapshotHints, renameTemplateHints, sealHints, snapshotHints } from './hints.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { ApiMetrics } from './metrics.js';
 import type { z } from 'zod';
@@ -95,6 +96,12 @@ export const status: Handler = async ({ query }, ctx) => ok(await ctx.databases.
 export const listTemplates: Handler = async (_input, ctx) => {
   const body: ListBody<TemplateBody> = { items: (await ctx.databases.listTemplatesWithUse()).map((t) => ({ ...templateBody(t), disk: { ...t.use } })) };
   return ok(body);
+};
+
+/** 200 with the snapshot, kept past its database or given back to it ({"keep": false}). */
+export const keepSnapshot: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(keepSnapshotRequest, body);
+  return ok(templateBody(await withHints(keepSnapshotHints(), ctx.databases.keepSnapshot(param(params), req.keep ?? true, API_ROLE))));
 };
 
 export const renameTemplate: Handler = async ({ params, body }, ctx) => {

@@ -58,3 +58,11 @@ export function renameTemplateHints(name: string): HintsByCode {
     DUPLICATE_DATABASE: 'That name is taken (GET /v1/templates lists the templates): send another "name".',
   };
 }
+
+/** POST /v1/templates/{name}/keep. */
+export function keepSnapshotHints(): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'GET /v1/templates lists the snapshots (snapshot_of names their database); POST /v1/databases/{name}/snapshots with "keep": true takes a kept one.',
+    NOT_A_TEMPLATE: 'Only snapshots belong to a database; templates are always kept (GET /v1/templates: snapshot_of is null).',
+  };
+}

@@ -70,3 +70,11 @@ export function renameTemplateHints(name: string): HintsByCode {
     DUPLICATE_DATABASE: 'That name is taken (pgx template list shows the templates): pick another.',
   };
 }
+
+/** `pgx template keep NAME [--release]`. */
+export function keepSnapshotHints(): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'pgx template list shows the snapshots (SNAPSHOT OF names their database); pgx db snapshot DB NAME --keep takes a kept one.',
+    NOT_A_TEMPLATE: 'Only snapshots belong to a database; templates are always kept (pgx template list: SNAPSHOT OF is -).',
+  };
+}

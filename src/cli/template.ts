@@ -8,9 +8,9 @@ import { ApiClientError } from '../api/client.js';
 import { withHints } from '../errors.js';
 import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
 import { count, printJson, printTable } from './output.js';
-import { buildHints, dropTemplateHints, renameTemplateHints, sealHints } from './hints.js';
+import { buildHints, dropTemplateHints, keepSnapshotHints, renameTemplateHints, sealHints } from './hints.js';
 
-const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME | rename NAME NEW | drop NAME> [options]
+const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME | rename NAME NEW | keep NAME | drop NAME> [options]
 
   list          the templates and snapshots PGX knows, sealed or not, with their size on disk
                 (SIZE as PostgreSQL counts it; SHARED: of the blocks it holds, those shared
@@ -33,6 +33,9 @@ const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | s
   unseal NAME   open the template for changes again; nothing mints from it until resealed
   rename NAME NEW
                 rename the template or snapshot (refused while databases minted from it are alive)
+  keep NAME     keep snapshot NAME when its database is dropped, and out of the runtime's
+                --snapshot-retention count
+      --release       give it back to its database instead (dropped with it, counted again)
   drop NAME     drop the template or snapshot NAME; databases minted from it keep their data
       --force         drop it although databases minted from it are alive (else 55006)
 
@@ -47,6 +50,7 @@ export async function runTemplate(argv: string[]): Promise<number> {
     'no-seal': { type: 'boolean' },
     replace: { type: 'boolean' },
     force: { type: 'boolean' },
+    release: { type: 'boolean' },
   });
   if (cmd.help) {
     process.stdout.write(TEMPLATE_HELP);
@@ -117,6 +121,13 @@ export async function runTemplate(argv: string[]): Promise<number> {
       else process.stdout.write(`${sub === 'seal' ? 'sealed' : 'unsealed'} template ${t.name} (generation ${t.generation})\n`);
       return 0;
     }
+    case 'keep': {
+      const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
+      const t = await withHints(keepSnapshotHints(), apiClient(cmd).keepSnapshot(name!, cmd.values.release !== true));
+      if (cmd.json) printJson(t);
+      else process.stdout.write(t.kept ? `snapshot ${t.name} is kept past ${t.snapshot_of}\n` : `snapshot ${t.name} belongs to ${t.snapshot_of} again\n`);
+      return 0;
+    }
     case 'rename': {
       const [name, to] = positionals(rest, ['NAME', 'NEW'], TEMPLATE_HELP);
       const t = await withHints(renameTemplateHints(name!), apiClient(cmd).renameTemplate(name!, to!));
@@ -132,9 +143,9 @@ export async function runTemplate(argv: string[]): Promise<number> {
       return 0;
     }
     case undefined:
-      throw new UsageError('missing subcommand: list, create, import, seal, unseal, rename or drop', TEMPLATE_HELP);
+      throw new UsageError('missing subcommand: list, create, import, seal, unseal, rename, keep or drop', TEMPLATE_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected list, create, import, seal, unseal, rename or drop`, TEMPLATE_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected list, create, import, seal, unseal, rename, keep or drop`, TEMPLATE_HELP);
   }
 }
 

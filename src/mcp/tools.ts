@@ -234,6 +234,20 @@ export const TOOLS: PgxTool[] = [
     },
   ),
   tool(
+    'keep_snapshot',
+    'Keep a snapshot after its database is dropped (keep: true, the default), or give it back to its database (keep: false) so it goes with it.',
+    { title: 'Keep a snapshot', readOnlyHint: false, destructiveHint: false, idempotentHint: true },
+    args({
+      snapshot: name('snapshot', 'the snapshot, as list_templates shows it (snapshot_of names its database)'),
+      keep: flag('keep', 'true to keep it past its database (default), false to let it go with it').optional(),
+    }),
+    async (input, ctx) => toolResult({ ...(await ctx.api.keepSnapshot(input.snapshot, input.keep ?? true)) }),
+    {
+      UNKNOWN_DATABASE: TEMPLATES_HINT,
+      NOT_A_TEMPLATE: 'That is a template, not a snapshot: templates belong to no database and are always kept.',
+    },
+  ),
+  tool(
     'rename_template',
     'Rename a template or snapshot (list_templates shows them); refused while databases minted from it are alive.',
     { title: 'Rename a template or snapshot', readOnlyHint: false, destructiveHint: false, idempotentHint: false },

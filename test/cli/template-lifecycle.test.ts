@@ -126,6 +126,12 @@ describe('cli: templates and snapshots have a whole lifecycle (psql, HTTP, pgx)'
     expect(tpl.kept).to.equal(true);
     expect(tpl.disk!.apparent_bytes).to.be.greaterThan(2_000_000);
     expect(tpl.disk!.allocated_bytes).to.be.greaterThan(0);
+    const given = await http('POST', '/v1/templates/http_kept/keep', { keep: false });
+    expect(given.body).to.include({ name: 'http_kept', kept: false });
+    expect((await http('POST', '/v1/templates/http_kept/keep', {})).body).to.include({ kept: true });
+    const notSnapshot = await http('POST', '/v1/templates/tpl_life/keep', {});
+    expect(notSnapshot.body).to.include({ code: 'NOT_A_TEMPLATE', sqlstate: '22023' });
+    expect(notSnapshot.body.hint).to.include('GET /v1/templates');
     const renamed = await http('POST', '/v1/templates/http_kept/rename', { name: 'http_gold' });
     expect(renamed.status).to.equal(200);
     expect(renamed.body).to.include({ name: 'http_gold', kept: true });
@@ -179,6 +185,12 @@ describe('cli: templates and snapshots have a whole lifecycle (psql, HTTP, pgx)'
     const names = (JSON.parse(after) as { items: TemplateBody[] }).items.map((x) => x.name);
     expect(names).to.include('cli_gold');
     expect(names).to.not.include('cli_one');
+    // Given back to its (gone) database, then kept again.
+    expect((await pgx(['template', 'keep', 'cli_gold', '--release'])).stdout).to.equal(`snapshot cli_gold belongs to ${db} again\n`);
+    expect((await pgx(['template', 'keep', 'cli_gold'])).stdout).to.equal(`snapshot cli_gold is kept past ${db}\n`);
+    const notSnapshot = await pgx(['template', 'keep', 'tpl_life']);
+    expect(notSnapshot.code).to.equal(1);
+    expect(notSnapshot.stderr).to.match(/^hint: Only snapshots belong to a database; templates are always kept \(pgx template list/m);
 
     const status = await pgx(['status']);
     expect(status.code, status.stderr).to.equal(0);

@@ -21,6 +21,7 @@ const TOOL_NAMES = [
   'pin_database',
   'list_templates',
   'drop_template',
+  'keep_snapshot',
   'rename_template',
   'runtime_status',
   'run_sql',
@@ -51,7 +52,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     await m?.rt.stop();
   });
 
-  it('lists the twelve tools, each with a one-line description and an object input schema', async () => {
+  it('lists the thirteen tools, each with a one-line description and an object input schema', async () => {
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).to.deep.equal([...TOOL_NAMES].sort());
     for (const t of tools) {
@@ -148,6 +149,11 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     // A second snapshot, kept past the database; the first belongs to it.
     const kept = await ok<{ snapshot: string; kept: boolean }>(client, 'snapshot_database', { database: created.name, snapshot: 'mcp_kept', keep: true });
     expect(kept).to.include({ snapshot: 'mcp_kept', kept: true });
+    // A third, kept afterwards with keep_snapshot.
+    await ok(client, 'snapshot_database', { database: created.name, snapshot: 'mcp_later' });
+    expect(await ok(client, 'keep_snapshot', { snapshot: 'mcp_later' })).to.include({ name: 'mcp_later', kept: true });
+    const template = await callTool(client, 'keep_snapshot', { snapshot: TEMPLATE });
+    expect(template.text).to.match(/^error NOT_A_TEMPLATE \(22023\): .*\nhint: That is a template, not a snapshot/);
     const sized = await ok<{ items: { name: string; kept: boolean; disk: { apparent_bytes: number } }[] }>(client, 'list_templates', {});
     expect(sized.items.find((t) => t.name === 'mcp_before')).to.include({ kept: false });
     expect(sized.items.find((t) => t.name === 'mcp_before')!.disk.apparent_bytes).to.be.greaterThan(1_000_000);
@@ -164,6 +170,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     const names = async (): Promise<string[]> => (await ok<{ items: { name: string }[] }>(client, 'list_templates', {})).items.map((t) => t.name);
     expect(await names()).to.not.include('mcp_before');
     expect(await names()).to.include('mcp_kept');
+    expect(await ok(client, 'drop_template', { template: 'mcp_later' })).to.deep.equal({ name: 'mcp_later', dropped: true });
     const fromSnapshot = await ok<Created>(client, 'create_database', { template: 'mcp_kept' });
     expect(await queryUrl<{ n: string }>(fromSnapshot.url, 'SELECT count(*) AS n FROM items')).to.deep.equal([{ n: '1500' }]);
     const busy = await callTool(client, 'rename_template', { template: 'mcp_kept', new_name: 'mcp_golden' });
@@ -280,7 +287,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
         expect(answer.text, tool).to.match(new RegExp(`^error CANNOT_CONNECT_NOW \\(57P03\\): cannot reach the PGX API at ${nowhere}`));
         expect(answer.text, tool).to.match(/^hint: .*set PGX_URL/m);
       }
-      expect((await lonely.listTools()).tools).to.have.length(12);
+      expect((await lonely.listTools()).tools).to.have.length(13);
     } finally {
       await lonely.close();
     }

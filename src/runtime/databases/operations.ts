@@ -207,6 +207,12 @@ export class DatabaseOperations {
     return out;
   }
 
+  /** Keeps snapshot `name` past its database, or gives it back (see Snapshots.keep). */
+  keepSnapshot(name: string, keep: boolean, user: string): Promise<TemplateRecord> {
+    this.p.lifecycle.assertRunning(`cannot keep snapshot "${name}"`);
+    return this.p.snapshots.keep(name, keep, user);
+  }
+
   /** Renames template or snapshot `name` (see Templates.rename). */
   renameTemplate(name: string, to: string, user: string): Promise<TemplateRecord> {
     this.p.lifecycle.assertRunning(`cannot rename template "${name}"`);
