@@ -10,8 +10,11 @@ export type ErrorCode =
   | 'INVALID_AUTHORIZATION'
   | 'INVALID_PASSWORD'
   | 'UNKNOWN_DATABASE'
+  | 'DATABASE_DROPPED'
   | 'UNKNOWN_TEMPLATE'
   | 'TEMPLATE_NOT_SEALED'
+  | 'NOT_A_TEMPLATE'
+  | 'TEMPLATE_SEALED'
   | 'DUPLICATE_DATABASE'
   | 'INSUFFICIENT_PRIVILEGE'
   | 'OBJECT_IN_USE'
@@ -25,6 +28,7 @@ export type ErrorCode =
   | 'INVALID_PARAMETER'
   | 'CONFIG_INVALID'
   | 'POSTGRES_FAILED'
+  | 'SCRIPT_FAILED'
   | 'INTERNAL';
 
 interface CodeInfo {
@@ -38,9 +42,15 @@ const CODES: Record<ErrorCode, CodeInfo> = {
   INVALID_AUTHORIZATION: { sqlstate: '28000', http: 401 },
   INVALID_PASSWORD: { sqlstate: '28P01', http: 401 },
   UNKNOWN_DATABASE: { sqlstate: '3D000', http: 404 },
+  // A name PGX dropped lately (a tombstone): absent as any missing database, but each surface says how to make it again.
+  DATABASE_DROPPED: { sqlstate: '3D000', http: 404 },
   // A template is a database: a missing or unsealed one is what PostgreSQL calls a missing catalog too.
   UNKNOWN_TEMPLATE: { sqlstate: '3D000', http: 404 },
   TEMPLATE_NOT_SEALED: { sqlstate: '3D000', http: 404 },
+  // A database that exists but is no template PGX knows, where a template was asked for (a drop, a rename).
+  NOT_A_TEMPLATE: { sqlstate: '22023', http: 400 },
+  // A connect to a sealed template: PostgreSQL's own 55000 ("not currently accepting connections").
+  TEMPLATE_SEALED: { sqlstate: '55000', http: 409 },
   DUPLICATE_DATABASE: { sqlstate: '42P04', http: 409 },
   INSUFFICIENT_PRIVILEGE: { sqlstate: '42501', http: 403 },
   OBJECT_IN_USE: { sqlstate: '55006', http: 409 },
@@ -54,6 +64,8 @@ const CODES: Record<ErrorCode, CodeInfo> = {
   INVALID_PARAMETER: { sqlstate: '22023', http: 400 },
   CONFIG_INVALID: { sqlstate: 'F0000', http: 400 },
   POSTGRES_FAILED: { sqlstate: '58000', http: 500 },
+  // A template's script, dump or masking failed (PostgreSQL's SQLSTATE passed on): the request, not the runtime.
+  SCRIPT_FAILED: { sqlstate: '58000', http: 422 },
   INTERNAL: { sqlstate: 'XX000', http: 500 },
 };
 

@@ -1,6 +1,6 @@
 // A postgresql:// URL given by a user (`pgx check --from`, a template import's source): checked, with a
 // form to show that has no password in it. A leaf, so that pgx check (src/check) and the runtime's
-// import (runtime/template-import.ts) read a source URL the same way.
+// import (runtime/templates/import.ts) read a source URL the same way.
 
 import { PgxError } from './errors.js';
 

@@ -16,6 +16,8 @@ import type {
   ImportJobBody,
   ImportTemplateRequest,
   ListBody,
+  KeepSnapshotRequest,
+  RenameTemplateRequest,
   RestoreRequest,
   SetConnectionLimitRequest,
   SetMemoryLimitRequest,
@@ -58,6 +60,8 @@ type RequestBody =
   | CreateCredentialRequest
   | SetTtlRequest
   | SnapshotRequest
+  | RenameTemplateRequest
+  | KeepSnapshotRequest
   | RestoreRequest
   | SetConnectionLimitRequest
   | SetMemoryLimitRequest;
@@ -73,8 +77,21 @@ export class ApiClient {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  status(): Promise<StatusBody> {
-    return this.request('GET', PATHS.status);
+  /** `diskUsage`: with disk_usage measured (it reads every database's size). */
+  status(diskUsage = false): Promise<StatusBody> {
+    return this.request('GET', PATHS.status, {}, undefined, diskUsage ? { query: 'disk=true' } : {});
+  }
+
+  /** Keeps a snapshot past its database (keep true), or gives it back to it (false). */
+  keepSnapshot(name: string, keep = true): Promise<TemplateBody> {
+    const body: KeepSnapshotRequest = { keep };
+    return this.request('POST', PATHS.templateKeep, { name }, body);
+  }
+
+  /** Renames a template or snapshot. */
+  renameTemplate(name: string, to: string): Promise<TemplateBody> {
+    const body: RenameTemplateRequest = { name: to };
+    return this.request('POST', PATHS.templateRename, { name }, body);
   }
 
   /** Drops a template or snapshot; `force` even though databases were minted from it. */
@@ -151,8 +168,8 @@ export class ApiClient {
   }
 
   /** A snapshot of database `name`: a new sealed template `snapshot`. */
-  snapshot(name: string, snapshot: string, force = false): Promise<TemplateBody> {
-    const body: SnapshotRequest = { name: snapshot, force };
+  snapshot(name: string, snapshot: string, force = false, keep = false): Promise<TemplateBody> {
+    const body: SnapshotRequest = { name: snapshot, force, ...(keep ? { keep } : {}) };
     return this.request('POST', PATHS.databaseSnapshots, { name }, body, { timeoutMs: 3_600_000 });
   }
 

@@ -134,9 +134,19 @@ export const snapshotRequest = z
     name: pgName,
     /** End the database's open sessions (57P01) instead of failing with 55006. */
     force: z.boolean().optional(),
+    /** Keep it when the database is dropped, and out of --snapshot-retention's count (default false). */
+    keep: z.boolean().optional(),
   })
   .strict();
 export type SnapshotRequest = z.infer<typeof snapshotRequest>;
+
+/** POST /v1/templates/{name}/keep: keep a snapshot past its database (true, the default), or give it back (false). */
+export const keepSnapshotRequest = z.object({ keep: z.boolean().optional() }).strict();
+export type KeepSnapshotRequest = z.infer<typeof keepSnapshotRequest>;
+
+/** POST /v1/templates/{name}/rename: the template's (or snapshot's) new name. */
+export const renameTemplateRequest = z.object({ name: pgName }).strict();
+export type RenameTemplateRequest = z.infer<typeof renameTemplateRequest>;
 
 export const restoreRequest = z
   .object({
@@ -210,6 +220,19 @@ export interface TemplateBody {
   strategy: string;
   /** The database this is a snapshot of, or null for a template sealed as such. */
   snapshot_of: string | null;
+  /** A snapshot kept past its database (taken with keep); false: it goes when its database is dropped. Templates: true. */
+  kept: boolean;
+  /** What it costs on disk: in GET /v1/templates only (it reads the files). */
+  disk?: TemplateDiskBody;
+}
+
+/** A template's files (base/<oid>): apparent size, blocks allocated, and of those the bytes shared with clones. */
+export interface TemplateDiskBody {
+  /** What pg_database_size counts. */
+  apparent_bytes: number;
+  allocated_bytes: number;
+  /** Bytes in extents shared with another database (copy-on-write); null where the filesystem does not clone or it cannot be read. */
+  shared_bytes: number | null;
 }
 
 /** An import job: `phase` goes queued, dumping, restoring, masking, checking, sealing, then done or failed. */

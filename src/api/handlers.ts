@@ -6,7 +6,6 @@ import type { Logger } from '../log.js';
 import type { EngineStats } from '../engine/listener.js';
 import type { DatabaseOperations as DisposableDatabases } from '../runtime/databases/operations.js';
 import { isUnderPrefix } from '../runtime/databases/names.js';
-import { ScriptError } from '../runtime/templates/script-build.js';
 import type { ImportJob } from '../runtime/templates/import.js';
 import { clampTime, type DatabaseRecord, type TemplateRecord } from '../runtime/databases/records.js';
 import {
@@ -15,6 +14,8 @@ import {
   rangeAt,
   createCredentialRequest,
   createDatabaseRequest,
+  keepSnapshotRequest,
+  renameTemplateRequest,
   restoreRequest,
   setConnectionLimitRequest,
   setMemoryLimitRequest,
@@ -30,7 +31,7 @@ import {
   type TemplateBody,
 } from './contract.js';
 import { ApiError, errorBody } from './errors.js';
-import { buildHints, createHints, databaseHints, dropTemplateHints, sealHints, snapshotHints } from './hints.js';
+import { buildHints, createHints, databaseHints, dropTemplateHints, keepSnapshotHints, renameTemplateHints, sealHints, snapshotHints } from './hints.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { ApiMetrics } from './metrics.js';
 import type { z } from 'zod';
@@ -88,23 +89,31 @@ export const metrics: Handler = async (_input, ctx) => {
   return { status: 200, text, contentType: ctx.metrics.contentType };
 };
 
-export const status: Handler = async (_input, ctx) => ok(await ctx.databases.status());
+/** ?disk=true measures disk_usage too (every database's size): pgx status asks for it, the operator does not. */
+export const status: Handler = async ({ query }, ctx) => ok(await ctx.databases.status({ diskUsage: flagParam(query, 'disk') }));
 
+/** Each with what it costs on disk (it reads the files). */
 export const listTemplates: Handler = async (_input, ctx) => {
-  const body: ListBody<TemplateBody> = { items: ctx.databases.listTemplates().map(templateBody) };
+  const body: ListBody<TemplateBody> = { items: (await ctx.databases.listTemplatesWithUse()).map((t) => ({ ...templateBody(t), disk: { ...t.use } })) };
   return ok(body);
+};
+
+/** 200 with the snapshot, kept past its database or given back to it ({"keep": false}). */
+export const keepSnapshot: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(keepSnapshotRequest, body);
+  return ok(templateBody(await withHints(keepSnapshotHints(), ctx.databases.keepSnapshot(param(params), req.keep ?? true, API_ROLE))));
+};
+
+export const renameTemplate: Handler = async ({ params, body }, ctx) => {
+  const req = parseBody(renameTemplateRequest, body);
+  return ok(templateBody(await withHints(renameTemplateHints(param(params)), ctx.databases.renameTemplate(param(params), req.name, API_ROLE))));
 };
 
 export const buildTemplate: Handler = async ({ body }, ctx) => {
   const req = parseBody(buildTemplateRequest, body);
-  try {
-    const { script_name: scriptName, ...build } = req;
-    return ok(templateBody(await withHints(buildHints(), ctx.databases.buildTemplate({ ...build, scriptName }, API_ROLE))), 201);
-  } catch (err) {
-    // The script's own error: the request could not be processed as sent.
-    if (err instanceof ScriptError) throw new ApiError(422, err);
-    throw err;
-  }
+  const { script_name: scriptName, ...build } = req;
+  // The script's own error is SCRIPT_FAILED, 422: the request could not be processed as sent.
+  return ok(templateBody(await withHints(buildHints(), ctx.databases.buildTemplate({ ...build, scriptName }, API_ROLE))), 201);
 };
 
 /** 202 with the job; the work goes on after the answer (poll GET /v1/imports/{id}). */
@@ -125,13 +134,18 @@ export const getImportJob: Handler = async ({ params }, ctx) => {
 
 /** 204 once the template (or snapshot) is gone; ?force=true drops it although databases were minted from it. */
 export const deleteTemplate: Handler = async ({ params, query }, ctx) => {
-  const force = query?.get('force');
-  if (force !== null && force !== undefined && force !== 'true' && force !== 'false') {
-    throw new PgxError('INVALID_PARAMETER', `force must be true or false, not "${force}"`, { hint: 'DELETE /v1/templates/{name}?force=true' });
-  }
-  await withHints(dropTemplateHints(param(params)), ctx.databases.dropTemplate(param(params), API_ROLE, force === 'true'));
+  await withHints(dropTemplateHints(param(params)), ctx.databases.dropTemplate(param(params), API_ROLE, flagParam(query, 'force')));
   return { status: 204 };
 };
+
+/** A query-string flag: absent or false is false; anything but true or false is 22023. */
+function flagParam(query: URLSearchParams | undefined, name: string): boolean {
+  const value = query?.get(name);
+  if (value !== null && value !== undefined && value !== 'true' && value !== 'false') {
+    throw new PgxError('INVALID_PARAMETER', `${name} must be true or false, not "${value}"`, { hint: `?${name}=true` });
+  }
+  return value === 'true';
+}
 
 export const sealTemplate: Handler = async ({ params }, ctx) => ok(templateBody(await withHints(sealHints(), ctx.databases.seal(param(params), API_ROLE))));
 
@@ -149,18 +163,9 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
   let credential: CredentialBody | undefined;
   const work = async (): Promise<CreatedDatabaseBody> => {
     const settings = { ttlSeconds: req.ttl_seconds, pinned: req.pinned, connectionLimit: req.connection_limit, memoryLimitMb: req.memory_limit_mb };
-    const created = await withHints(createHints(req.template), ctx.databases.create(req.template, { name: req.name, user: API_ROLE, settings }).catch((err: unknown) => {
-      throw templateProblem(err, req.template, ctx);
-    }));
-    if (req.credential !== undefined) {
-      try {
-        credential = await newCredential(ctx, created.name, req.credential);
-      } catch (err) {
-        // All or nothing: a retry of the request then creates both.
-        await ctx.databases.drop(created.name, { user: API_ROLE, database: 'postgres' }).catch((e: unknown) => ctx.logger.warn('database-not-dropped', { database: created.name, err: e }));
-        throw err;
-      }
-    }
+    const asked = req.credential === undefined ? undefined : { connectionLimit: req.credential.connection_limit };
+    const created = await withHints(createHints(req.template), ctx.databases.create(req.template, { name: req.name, user: API_ROLE, settings, credential: asked }));
+    if (created.credential !== null) credential = credentialBody(ctx, created.name, created.credential);
     return { ...databaseBody(minted(created.name, ctx), ctx), source: created.source, mint_ms: created.mint_ms };
   };
   const created = await (key === undefined ? work() : ctx.creates.run(key, fingerprint, work));
@@ -202,7 +207,7 @@ export const setDatabaseTtl: Handler = async ({ params, body }, ctx) => {
 /** 201 with the snapshot, a sealed template; the database is untouched. */
 export const snapshotDatabase: Handler = async ({ params, body }, ctx) => {
   const req = parseBody(snapshotRequest, body);
-  return ok(templateBody(await withHints(snapshotHints(param(params)), ctx.databases.snapshot(param(params), req.name, API_ROLE, req.force ?? false))), 201);
+  return ok(templateBody(await withHints(snapshotHints(param(params)), ctx.databases.snapshot(param(params), req.name, API_ROLE, req.force ?? false, req.keep ?? false))), 201);
 };
 
 /** The database, now holding the snapshot's state; a database not minted by PGX is answered by name. */
@@ -231,7 +236,10 @@ export const createCredential: Handler = async ({ params, body }, ctx) => {
 };
 
 async function newCredential(ctx: ApiContext, name: string, req: CreateCredentialRequest): Promise<CredentialBody> {
-  const { user, password } = await withHints(databaseHints(), ctx.databases.createCredential(name, { connectionLimit: req.connection_limit }));
+  return credentialBody(ctx, name, await withHints(databaseHints(), ctx.databases.createCredential(name, { connectionLimit: req.connection_limit })));
+}
+
+function credentialBody(ctx: ApiContext, name: string, { user, password }: { user: string; password: string }): CredentialBody {
   const url = new URL(ctx.connectionUrl(name));
   url.username = user;
   url.password = password;
@@ -262,27 +270,16 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infe
   throw new PgxError('INVALID_PARAMETER', `invalid request body: ${[...problems].join('; ')}`, { hint });
 }
 
-/**
- * A create from `template` failed with 3D000: the runtime says so for a template that is missing or
- * unsealed alike (in SQL's words, for the minted name); the API says which, and about the template.
- * Without a record it cannot tell an ordinary database from nothing: "there is no template" is true of both.
- */
-function templateProblem(err: unknown, template: string, ctx: ApiContext): unknown {
-  if (!(err instanceof PgxError && err.code === 'UNKNOWN_DATABASE')) return err;
-  const record = ctx.databases.listTemplates().find((t) => t.name === template);
-  if (record?.sealed) return err;
-  return record
-    ? new PgxError('TEMPLATE_NOT_SEALED', `template "${template}" is not sealed`, { detail: 'Databases are minted only from a sealed template; unsealed, it is open for changes.', cause: err })
-    : new PgxError('UNKNOWN_TEMPLATE', `there is no template "${template}"`, { cause: err });
-}
-
 function param(params: Record<string, string>): string {
   return params.name!;
 }
 
 function minted(name: string, ctx: ApiContext): DatabaseRecord {
   const record = ctx.databases.database(name);
-  if (!record) throw (ctx.databases.dropped(name) ?? new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`)).withHint(databaseHints().UNKNOWN_DATABASE);
+  if (!record) {
+    const err = ctx.databases.dropped(name) ?? new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`);
+    throw err.withHint(databaseHints()[err.code]);
+  }
   return record;
 }
 
@@ -306,7 +303,7 @@ function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
 }
 
 export function templateBody(t: TemplateRecord): TemplateBody {
-  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf };
+  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf, kept: t.kept };
 }
 
 function importJobBody(j: ImportJob): ImportJobBody {

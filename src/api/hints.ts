@@ -5,10 +5,11 @@
 import type { HintsByCode } from '../errors.js';
 
 const LIST_DATABASES = 'GET /v1/databases lists the live databases; POST /v1/databases with "name" makes one under a name again.';
+const DROPPED = 'PGX keeps a dropped name for a while (--tombstone) rather than mint it again empty: POST /v1/databases with "name" makes it again.';
 
 /** Any operation on minted database `name`. */
 export function databaseHints(): HintsByCode {
-  return { UNKNOWN_DATABASE: LIST_DATABASES };
+  return { UNKNOWN_DATABASE: LIST_DATABASES, DATABASE_DROPPED: DROPPED };
 }
 
 /** POST /v1/databases from `template`. */
@@ -43,6 +44,25 @@ export function sealHints(): HintsByCode {
 export function dropTemplateHints(name: string): HintsByCode {
   return {
     UNKNOWN_DATABASE: 'GET /v1/templates lists the templates and snapshots.',
+    NOT_A_TEMPLATE: `GET /v1/templates lists the templates and snapshots; DELETE /v1/databases/${name} drops a database PGX minted, DROP DATABASE over SQL any other.`,
     OBJECT_IN_USE: `Drop those databases first, or drop it anyway: DELETE /v1/templates/${name}?force=true (they keep their data).`,
+  };
+}
+
+/** POST /v1/templates/{name}/rename. */
+export function renameTemplateHints(name: string): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'GET /v1/templates lists the templates and snapshots.',
+    NOT_A_TEMPLATE: 'GET /v1/templates lists the templates and snapshots; an ordinary database is renamed over SQL (ALTER DATABASE ... RENAME TO).',
+    OBJECT_IN_USE: `Drop the databases minted from it first (DELETE /v1/databases/{name}; GET /v1/databases lists them), or close the sessions on ${name}.`,
+    DUPLICATE_DATABASE: 'That name is taken (GET /v1/templates lists the templates): send another "name".',
+  };
+}
+
+/** POST /v1/templates/{name}/keep. */
+export function keepSnapshotHints(): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'GET /v1/templates lists the snapshots (snapshot_of names their database); POST /v1/databases/{name}/snapshots with "keep": true takes a kept one.',
+    NOT_A_TEMPLATE: 'Only snapshots belong to a database; templates are always kept (GET /v1/templates: snapshot_of is null).',
   };
 }

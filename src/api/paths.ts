@@ -12,6 +12,8 @@ export const PATHS = {
   importJob: '/v1/imports/{id}',
   templateSeal: '/v1/templates/{name}/seal',
   templateUnseal: '/v1/templates/{name}/unseal',
+  templateRename: '/v1/templates/{name}/rename',
+  templateKeep: '/v1/templates/{name}/keep',
   databases: '/v1/databases',
   database: '/v1/databases/{name}',
   databasePin: '/v1/databases/{name}/pin',

@@ -35,6 +35,8 @@ const ROUTES: readonly ApiRoute[] = [
   { method: 'GET', path: PATHS.importJob, handler: h.getImportJob },
   { method: 'POST', path: PATHS.templateSeal, handler: h.sealTemplate },
   { method: 'POST', path: PATHS.templateUnseal, handler: h.unsealTemplate },
+  { method: 'POST', path: PATHS.templateRename, handler: h.renameTemplate },
+  { method: 'POST', path: PATHS.templateKeep, handler: h.keepSnapshot },
   { method: 'POST', path: PATHS.databases, handler: h.createDatabase },
   { method: 'GET', path: PATHS.databases, handler: h.listDatabases },
   { method: 'GET', path: PATHS.database, handler: h.getDatabase },

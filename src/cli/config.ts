@@ -71,12 +71,14 @@ export const runtimeConfigSchema = z
         }),
       )
       .default([]),
-    // Disposable databases (src/runtime/databases.ts); names match the flags.
+    // Disposable databases (src/runtime/databases/settings.ts); names match the flags.
     // Their defaults are the runtime's own (DEFAULT_DATABASE_SETTINGS), so a runtime made without a
     // config file and `pgx start` without flags agree.
     prefix: z.string().regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter').default(DB.prefix),
     grace: z.number().min(0).max(BOUNDS.ttlSeconds.max).default(DB.graceSeconds),
     tombstone: z.number().min(0).max(366 * 86_400).default(DB.tombstoneSeconds),
+    /** Unkept snapshots a database keeps at most; null: no cap. */
+    snapshotRetention: z.number().int().min(1).max(MAX_COUNT).nullable().default(DB.snapshotRetention),
     poolSize: z.number().int().min(0).max(1000).default(DB.poolSize),
     mintRoles: z.union([z.enum(['any', 'createdb', 'group']), z.array(z.string().min(1).max(63))]).optional(),
     maxDatabases: z.number().int().min(1).max(MAX_COUNT).default(DB.maxDatabases),

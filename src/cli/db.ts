@@ -26,9 +26,11 @@ const DB_HELP = `Usage: pgx db <subcommand> [options]
   pin NAME      keep it when idle
   unpin NAME    let the janitor drop it once idle past --grace
   ttl NAME T    set its TTL to T from now (1h, 1h30m, 7d, SECONDS), or 'none' to clear it
-  snapshot NAME SNAPSHOT [--force]
+  snapshot NAME SNAPSHOT [--force] [--keep]
                 save NAME's current state as SNAPSHOT (a sealed template; a clone where the
-                filesystem clones); open sessions make it fail unless --force ends them
+                filesystem clones); open sessions make it fail unless --force ends them.
+                It belongs to NAME: dropped with it, and counted against the runtime's
+                --snapshot-retention; --keep keeps it past NAME, uncounted
   restore NAME SNAPSHOT [--force]
                 put NAME back to SNAPSHOT under the same name (same rules for open sessions)
   limit NAME N  allow N client sessions on it at once, or 'default' for the runtime's setting
@@ -50,6 +52,7 @@ export async function runDb(argv: string[]): Promise<number> {
     'connection-limit': { type: 'string' },
     'memory-limit': { type: 'string' },
     force: { type: 'boolean' },
+    keep: { type: 'boolean' },
   });
   if (cmd.help) {
     process.stdout.write(DB_HELP);
@@ -60,6 +63,7 @@ export async function runDb(argv: string[]): Promise<number> {
   const createOnly = ['name', 'ttl', 'pin', 'connection-limit', 'memory-limit'].filter((f) => cmd.values[f] !== undefined);
   if (sub !== 'create' && createOnly.length > 0) throw new UsageError(`--${createOnly[0]} is an option of pgx db create only`, DB_HELP);
   if (cmd.values.force !== undefined && sub !== 'snapshot' && sub !== 'restore') throw new UsageError('--force is an option of pgx db snapshot and restore only', DB_HELP);
+  if (cmd.values.keep !== undefined && sub !== 'snapshot') throw new UsageError('--keep is an option of pgx db snapshot only', DB_HELP);
   switch (sub) {
     case 'create': {
       const [template] = positionals(rest, ['TEMPLATE'], DB_HELP);
@@ -121,9 +125,9 @@ export async function runDb(argv: string[]): Promise<number> {
       const client = apiClient(cmd);
       const force = cmd.values.force === true;
       if (sub === 'snapshot') {
-        const t = await withHints(snapshotHints(name!, snapshot!), client.snapshot(name!, snapshot!, force));
+        const t = await withHints(snapshotHints(name!, snapshot!), client.snapshot(name!, snapshot!, force, cmd.values.keep === true));
         if (cmd.json) printJson(t);
-        else process.stdout.write(`snapshot ${t.name} of ${name} taken\n`);
+        else process.stdout.write(`snapshot ${t.name} of ${name} taken${t.kept ? ' (kept past the database)' : ''}\n`);
       } else {
         const d = await withHints(snapshotHints(name!, snapshot!), client.restore(name!, snapshot!, force));
         if (cmd.json) printJson(d);

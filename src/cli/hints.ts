@@ -13,6 +13,7 @@ export const COMMON_HINTS: HintsByCode = {
 export function databaseHints(name: string): HintsByCode {
   return {
     UNKNOWN_DATABASE: `pgx db list shows the live databases; pgx db create TEMPLATE --name ${name} makes one of that name again.`,
+    DATABASE_DROPPED: `PGX keeps a dropped name for a while (--tombstone) rather than mint it again empty: pgx db create TEMPLATE --name ${name} makes it again.`,
   };
 }
 
@@ -55,6 +56,25 @@ export function sealHints(name: string): HintsByCode {
 export function dropTemplateHints(name: string): HintsByCode {
   return {
     UNKNOWN_DATABASE: 'pgx template list shows the templates and snapshots.',
+    NOT_A_TEMPLATE: `pgx template list shows the templates and snapshots; pgx db drop ${name} drops a database PGX minted, DROP DATABASE over psql any other.`,
     OBJECT_IN_USE: `Drop those databases first (pgx db list), or drop it anyway: pgx template drop ${name} --force (they keep their data).`,
+  };
+}
+
+/** `pgx template rename NAME NEW`. */
+export function renameTemplateHints(name: string): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'pgx template list shows the templates and snapshots.',
+    NOT_A_TEMPLATE: 'pgx template list shows the templates and snapshots; an ordinary database is renamed over psql (ALTER DATABASE ... RENAME TO).',
+    OBJECT_IN_USE: `Drop the databases minted from it first (pgx db list, pgx db drop NAME), or close the sessions on ${name}.`,
+    DUPLICATE_DATABASE: 'That name is taken (pgx template list shows the templates): pick another.',
+  };
+}
+
+/** `pgx template keep NAME [--release]`. */
+export function keepSnapshotHints(): HintsByCode {
+  return {
+    UNKNOWN_DATABASE: 'pgx template list shows the snapshots (SNAPSHOT OF names their database); pgx db snapshot DB NAME --keep takes a kept one.',
+    NOT_A_TEMPLATE: 'Only snapshots belong to a database; templates are always kept (pgx template list: SNAPSHOT OF is -).',
   };
 }

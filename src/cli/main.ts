@@ -17,9 +17,9 @@ Usage: pgx <command> [options]
 
 Commands:
   start     run a runtime: a supervised PostgreSQL 18 behind the PGX wire engine
-  status    a running runtime at a glance: memory, sessions, databases, pools, mints, janitor
-  template  list | create NAME --file F | import NAME --from URL | seal NAME | unseal NAME | drop NAME:
-            templates databases are minted from
+  status    a running runtime at a glance: memory, sessions, databases, pools, mints, janitor, disk
+  template  list | create NAME --file F | import NAME --from URL | seal NAME | unseal NAME |
+            rename NAME NEW | keep NAME | drop NAME: templates databases are minted from, and snapshots
   db        create TEMPLATE | list | get | drop | pin | unpin | ttl | limit | memory-limit |
             snapshot | restore | credential | revoke: minted databases
   url       NAME: a minted database's connection URL

@@ -3,8 +3,10 @@
 
 import { parseArgs } from 'node:util';
 import { PgxError } from '../errors.js';
-import { parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
+import { UsageError } from './command-line.js';
+import { CONFIG_DEFAULTS as D, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
 
+// The bracketed defaults come from the config schema (CONFIG_DEFAULTS), the one source of them.
 export const START_HELP = `Usage: pgx start [options]
 
 Runs a PGX runtime: PostgreSQL 18 supervised in the data directory, served through the PGX wire
@@ -13,31 +15,31 @@ PostgreSQL cleanly.
 
 Options:
   --data-dir DIR          data directory (created and initialised on first start)   [required]
-  --host HOST             TCP address to listen on                                  [127.0.0.1]
-  --port N                TCP port, also names the socket .s.PGSQL.N                [6432]
-  --socket-dir DIR        directory for the Unix socket ('' for none)               [/tmp]
+  --host HOST             TCP address to listen on                                  [${D.host}]
+  --port N                TCP port, also names the socket .s.PGSQL.N                [${D.port}]
+  --socket-dir DIR        directory for the Unix socket ('' for none)               [${D.socketDir}]
   --pg-bin DIR            PostgreSQL 18 binaries to use instead of the embedded ones
   --config FILE           JSON file with any of these settings (flags win)
   --auth trust|scram      trust: no password on loopback/socket (default outside containers);
                           scram: SCRAM-SHA-256 for every connection (default in containers)
-  --max-clients N         client sessions at once; beyond it 53300                   [10000]
+  --max-clients N         client sessions at once; beyond it 53300                   [${D.maxClients}]
   --max-sessions-per-db N client sessions per database at once; beyond it 53300 (a
                           database's own connection_limit overrides it)             [no limit]
   --max-active-per-db N   sessions per database in a transaction at once; the next
                           waits its turn (a neighbour's burst cannot crowd others)  [no limit]
-  --active-wait-timeout S how long a transaction waits for its turn; then 53300     [30]
-  --max-backends N        PostgreSQL backends the engine may open                    [100]
+  --active-wait-timeout S how long a transaction waits for its turn; then 53300     [${D.activeWaitTimeout}]
+  --max-backends N        PostgreSQL backends the engine may open                    [${D.maxBackends}]
   --reserved-backends N   of those, kept for the admin (the runtime's own roles, the
                           Unix socket), as superuser_reserved_connections   [3, at most 1/4]
   --max-backends-per-role N  sessions (each holds a backend) one role may have at once;
                           beyond it 53300              [half of the unreserved backends]
   --max-backends-per-db N sessions on one database at once; beyond it 53300   [the same]
-  --backend-wait-timeout S  how long a client waits when every backend is busy       [30]
-  --backend-idle-timeout S  how long an idle pooled backend is kept open            [300]
-  --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [10]
-  --login-timeout S       time allowed from connect to authenticated                 [15]
+  --backend-wait-timeout S  how long a client waits when every backend is busy       [${D.backendWaitTimeout}]
+  --backend-idle-timeout S  how long an idle pooled backend is kept open            [${D.backendIdleTimeout}]
+  --max-idle-backends N   idle pooled backends kept at most (least recently used go)  [${D.maxIdleBackends}]
+  --login-timeout S       time allowed from connect to authenticated                 [${D.loginTimeout}]
   --login-failure-limit N failed logins per (source address, user) and minute; past it
-                          that pair's logins take turns at a growing delay           [20]
+                          that pair's logins take turns at a growing delay           [${D.loginFailureLimit}]
 
 Memory limits (MB; a statement whose backend crosses one is canceled with 53200; docs/limits.md):
   --session-memory-limit MB   one session's backend                                 [none]
@@ -56,25 +58,27 @@ Disk headroom (docs/limits.md, Disk):
                                                      [5%, at least 64 MB, at most 1 GB]
 
 Disposable databases (connect to <prefix><template>__<token> to mint one from a sealed template):
-  --prefix P              name prefix that mints on connect                           [tdb_]
+  --prefix P              name prefix that mints on connect                           [${D.prefix}]
   --grace S               drop a minted database S seconds after its last session,
-                          unless it has a TTL (its TTL is then its lifetime)          [15]
+                          unless it has a TTL (its TTL is then its lifetime)          [${D.grace}]
   --tombstone S           a name PGX dropped (TTL, or created through the API) answers
-                          3D000 with the reason for S seconds instead of minting  [86400]
-  --pool-size N           warm spare databases kept per sealed template (0: none)     [2]
+                          3D000 with the reason for S seconds instead of minting  [${D.tombstone}]
+  --snapshot-retention N  snapshots a database keeps; a new one drops the oldest beyond N
+                          (snapshots taken with keep are not counted, nor dropped)   [no cap]
+  --pool-size N           warm spare databases kept per sealed template (0: none)     [${D.poolSize}]
   --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
                           group (members of pgx_minters: no CREATEDB needed),
                           or a comma-separated list of roles  [createdb; group with --auth scram]
-  --max-databases N       minted databases in the runtime; beyond it 53400           [10000]
+  --max-databases N       minted databases in the runtime; beyond it 53400           [${D.maxDatabases}]
   --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
-  --mint-queue-size N     mints waiting at once; beyond it 57P03                      [1000]
-  --mint-timeout S        how long a mint may wait in the queue, then 57P03           [30]
+  --mint-queue-size N     mints waiting at once; beyond it 57P03                      [${D.mintQueueSize}]
+  --mint-timeout S        how long a mint may wait in the queue, then 57P03           [${D.mintTimeout}]
   --allow-extensions L    comma-separated extensions tenants may create (others: 42501)
                           [pgcrypto, uuid-ossp, citext, hstore, pg_trgm, ... docs/limits.md]
 
 HTTP control API (docs/api.md; off unless --api-port is given):
   --api-port N            TCP port of the API (0: any free port)                      [off]
-  --api-host HOST         address the API listens on                                  [127.0.0.1]
+  --api-host HOST         address the API listens on                                  [${D.apiHost}]
   --api-token-file FILE   file holding the API's bearer token (else env PGX_API_TOKEN);
                           required when --api-host is not a loopback address
 
@@ -84,7 +88,7 @@ TLS (SSLRequest answered with a TLS handshake; certificate and key re-read on SI
   --tls-require           refuse TCP clients that do not use TLS (28000)
 
   --log-format json|text  log lines as JSON (default when stderr is not a terminal) or text
-  --log-level LEVEL       error, warn, info or debug                                 [info]
+  --log-level LEVEL       error, warn, info or debug                                 [${D.logLevel}]
   -h, --help              this help
 `;
 
@@ -93,7 +97,9 @@ export function parseStartArgs(argv: string[]): RuntimeConfig {
   try {
     parsed = parseStartFlags(argv);
   } catch (err) {
-    throw new PgxError('CONFIG_INVALID', (err as Error).message, { hint: 'See pgx start --help for the options.' });
+    // A flag that does not exist or lacks its value: a usage error (exit 2, a pointer to --help), as
+    // every other command answers one. Values that parse but are wrong are CONFIG_INVALID (toConfig).
+    throw new UsageError((err as Error).message, START_HELP);
   }
   return toConfig(parsed);
 }
@@ -131,6 +137,7 @@ function parseStartFlags(argv: string[]) {
       prefix: { type: 'string' },
       grace: { type: 'string' },
       tombstone: { type: 'string' },
+      'snapshot-retention': { type: 'string' },
       'pool-size': { type: 'string' },
       'mint-roles': { type: 'string' },
       'max-databases': { type: 'string' },
@@ -181,6 +188,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     prefix: values.prefix,
     grace: num(values.grace),
     tombstone: num(values.tombstone),
+    snapshotRetention: num(values['snapshot-retention']),
     poolSize: num(values['pool-size']),
     mintRoles: mintRolesFlag(values['mint-roles']),
     maxDatabases: num(values['max-databases']),

@@ -54,6 +54,7 @@ export async function planStart(config: RuntimeConfig, logger: Logger): Promise<
     prefix: config.prefix,
     graceSeconds: config.grace,
     tombstoneSeconds: config.tombstone,
+    snapshotRetention: config.snapshotRetention,
     poolSize: config.poolSize,
     mintRoles: Array.isArray(mintRoles) ? { kind: 'list', roles: mintRoles } : { kind: mintRoles },
     maxDatabases: config.maxDatabases,

@@ -7,7 +7,8 @@ import { count, humanDuration, printJson } from './output.js';
 const STATUS_HELP = `Usage: pgx status [options]
 
 Shows a running runtime at a glance: process, memory, sessions, databases, warm pools per template,
-mints and the janitor. Reads GET /v1/status from the runtime's HTTP API (pgx start --api-port N).
+mints, the janitor, and disk used by templates, snapshots and databases with the free space. Reads
+GET /v1/status?disk=true from the runtime's HTTP API (pgx start --api-port N).
 
 ${TARGET_HELP}`;
 
@@ -18,7 +19,7 @@ export async function runStatus(argv: string[]): Promise<number> {
     return 0;
   }
   positionals(cmd, [], STATUS_HELP);
-  const status = await apiClient(cmd).status();
+  const status = await apiClient(cmd).status(true);
   if (cmd.json) printJson(status);
   else process.stdout.write(formatStatus(status));
   return 0;
@@ -52,6 +53,12 @@ export function formatStatus(s: StatusBody): string {
   if (d && d.state !== null) {
     const note = d.state === 'ok' ? '' : d.state === 'low' ? ': new work refused' : ': new work refused, growing writes canceled';
     rows.push(['disk', `${num(d.free_mb)} MB free of ${num(d.total_mb)} MB (keeps ${num(d.min_free_mb)} MB), ${d.state}${note}; reserve ${num(d.reserve_mb)} MB; ${count(d.writes_canceled, 'write')} canceled, ${count(d.refusals, 'refusal')}`]);
+  }
+  const u = s.disk_usage;
+  if (u) {
+    const shared = u.clones_share_blocks ? ' (clones share blocks with their template: these overlap, used is what they cost)' : '';
+    rows.push(['disk use', `templates ${num(u.templates_mb)} MB, snapshots ${num(u.snapshots_mb)} MB, databases ${num(u.databases_mb)} MB, spares ${num(u.spares_mb)} MB, other ${num(u.other_mb)} MB${shared}`]);
+    rows.push(['filesystem', `${num(u.used_mb)} MB used, ${num(u.free_mb)} MB free of ${num(u.total_mb)} MB`]);
   }
   const width = Math.max(...rows.map(([label]) => label.length));
   return rows.map(([label, value]) => `${label.padEnd(width)}  ${value}\n`).join('');

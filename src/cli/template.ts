@@ -1,4 +1,4 @@
-// `pgx template list|create NAME|seal NAME|unseal NAME`: templates through the runtime's HTTP API.
+// `pgx template list|create|import|seal|unseal|rename|drop`: templates and snapshots through the runtime's HTTP API.
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -8,11 +8,13 @@ import { ApiClientError } from '../api/client.js';
 import { withHints } from '../errors.js';
 import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
 import { count, printJson, printTable } from './output.js';
-import { buildHints, dropTemplateHints, sealHints } from './hints.js';
+import { buildHints, dropTemplateHints, keepSnapshotHints, renameTemplateHints, sealHints } from './hints.js';
 
-const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME | drop NAME> [options]
+const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | seal NAME | unseal NAME | rename NAME NEW | keep NAME | drop NAME> [options]
 
-  list          the templates PGX knows, sealed or not
+  list          the templates and snapshots PGX knows, sealed or not, with their size on disk
+                (SIZE as PostgreSQL counts it; SHARED: of the blocks it holds, those shared
+                with clones, where the filesystem clones) and the database a snapshot belongs to
   create NAME   build template NAME from a SQL script (--file) in a new database, then seal it
       --file FILE     the script; - reads standard input (required). psql's reading of it:
                       statements, COPY ... FROM stdin data, a pg_dump plain file (its owners
@@ -29,6 +31,11 @@ const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | s
   seal NAME     make database NAME a sealed template: VACUUM FREEZE, no more connections to it,
                 databases are minted from it (tdb_NAME__<token>, or pgx db create NAME)
   unseal NAME   open the template for changes again; nothing mints from it until resealed
+  rename NAME NEW
+                rename the template or snapshot (refused while databases minted from it are alive)
+  keep NAME     keep snapshot NAME when its database is dropped, and out of the runtime's
+                --snapshot-retention count
+      --release       give it back to its database instead (dropped with it, counted again)
   drop NAME     drop the template or snapshot NAME; databases minted from it keep their data
       --force         drop it although databases minted from it are alive (else 55006)
 
@@ -43,6 +50,7 @@ export async function runTemplate(argv: string[]): Promise<number> {
     'no-seal': { type: 'boolean' },
     replace: { type: 'boolean' },
     force: { type: 'boolean' },
+    release: { type: 'boolean' },
   });
   if (cmd.help) {
     process.stdout.write(TEMPLATE_HELP);
@@ -113,6 +121,20 @@ export async function runTemplate(argv: string[]): Promise<number> {
       else process.stdout.write(`${sub === 'seal' ? 'sealed' : 'unsealed'} template ${t.name} (generation ${t.generation})\n`);
       return 0;
     }
+    case 'keep': {
+      const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
+      const t = await withHints(keepSnapshotHints(), apiClient(cmd).keepSnapshot(name!, cmd.values.release !== true));
+      if (cmd.json) printJson(t);
+      else process.stdout.write(t.kept ? `snapshot ${t.name} is kept past ${t.snapshot_of}\n` : `snapshot ${t.name} belongs to ${t.snapshot_of} again\n`);
+      return 0;
+    }
+    case 'rename': {
+      const [name, to] = positionals(rest, ['NAME', 'NEW'], TEMPLATE_HELP);
+      const t = await withHints(renameTemplateHints(name!), apiClient(cmd).renameTemplate(name!, to!));
+      if (cmd.json) printJson(t);
+      else process.stdout.write(`renamed template ${name} to ${t.name}\n`);
+      return 0;
+    }
     case 'drop': {
       const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
       await withHints(dropTemplateHints(name!), apiClient(cmd).dropTemplate(name!, cmd.values.force === true));
@@ -121,18 +143,31 @@ export async function runTemplate(argv: string[]): Promise<number> {
       return 0;
     }
     case undefined:
-      throw new UsageError('missing subcommand: list, create, import, seal, unseal or drop', TEMPLATE_HELP);
+      throw new UsageError('missing subcommand: list, create, import, seal, unseal, rename, keep or drop', TEMPLATE_HELP);
     default:
-      throw new UsageError(`unknown subcommand "${sub}": expected list, create, import, seal, unseal or drop`, TEMPLATE_HELP);
+      throw new UsageError(`unknown subcommand "${sub}": expected list, create, import, seal, unseal, rename, keep or drop`, TEMPLATE_HELP);
   }
 }
 
 function printTemplates(items: TemplateBody[]): void {
   printTable(
-    ['NAME', 'SEALED', 'SEALED AT', 'GENERATION', 'STRATEGY'],
-    items.map((t) => [t.name, t.sealed ? 'yes' : 'no', t.sealed_at ?? '-', String(t.generation), t.strategy]),
+    ['NAME', 'SEALED', 'SNAPSHOT OF', 'SIZE', 'SHARED', 'SEALED AT', 'GENERATION', 'STRATEGY'],
+    items.map((t) => [
+      t.name,
+      t.sealed ? 'yes' : 'no',
+      t.snapshot_of === null ? '-' : `${t.snapshot_of}${t.kept ? ' (kept)' : ''}`,
+      t.disk ? megabytes(t.disk.apparent_bytes) : '-',
+      t.disk?.shared_bytes == null ? '-' : megabytes(t.disk.shared_bytes),
+      t.sealed_at ?? '-',
+      String(t.generation),
+      t.strategy,
+    ]),
     'no templates (seal one with: pgx template seal NAME)',
   );
+}
+
+function megabytes(bytes: number): string {
+  return `${(bytes / 1048576).toFixed(1)} MB`;
 }
 
 function progressLine(j: ImportJobBody): string {

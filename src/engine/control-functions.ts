@@ -16,6 +16,9 @@ const table = {
   drop_template: { aliases: [], args: [{ name: 'template' }, { name: 'force', optional: true }] },
   snapshot_database: { aliases: [], args: [{ name: 'database' }, { name: 'snapshot' }, { name: 'force', optional: true }] },
   restore_database: { aliases: [], args: [{ name: 'database' }, { name: 'snapshot' }, { name: 'force', optional: true }] },
+  rename_template: { aliases: [], args: [{ name: 'template' }, { name: 'new_name' }] },
+  keep_snapshot: { aliases: [], args: [{ name: 'snapshot' }, { name: 'keep', optional: true }] },
+  list_templates: { aliases: [], args: [] },
 } as const satisfies Record<string, { aliases: readonly `pgrust_${string}`[]; args: readonly Argument[] }>;
 
 /** A control function's key: what the engine passes the runtime (ports.ts ControlFunctions.call). */

@@ -1,7 +1,7 @@
 // The roles the MCP server acts as inside databases. run_sql and the schema resource never connect as
 // the runtime's admin (a superuser: COPY ... TO PROGRAM, pg_read_file, dblink into other tenants): for
 // each database it touches, the server asks the control API for that database's own credential
-// (POST /v1/databases/{name}/credentials, src/runtime/database-credentials.ts) and connects through
+// (POST /v1/databases/{name}/credentials, src/runtime/databases/credentials.ts) and connects through
 // the engine with it, so an agent meets the same walls as any tenant's connection (42501 from
 // PostgreSQL itself). One credential per database, made at first use and kept for the life of this
 // server (one `pgx mcp` process: a stdio session, or the HTTP server with all its requests); revoked
@@ -15,7 +15,7 @@ import pg from 'pg';
 import type { ApiClient } from '../api/client.js';
 import { PgxError } from '../errors.js';
 
-/** The NOLOGIN group every per-database credential is a member of (CREDENTIALS_GROUP in database-credentials.ts). */
+/** The NOLOGIN group every per-database credential is a member of (CREDENTIALS_GROUP in runtime/databases/credentials.ts). */
 const CREDENTIALS_GROUP = 'pgx_credentials';
 
 const DEFAULT_PRIVILEGES = ['TABLES', 'SEQUENCES', 'FUNCTIONS', 'TYPES', 'SCHEMAS']

@@ -60,7 +60,9 @@ function args<S extends z.ZodRawShape>(shape: S): z.ZodObject<S, z.core.$strict>
  */
 const UNKNOWN_DB_HINT = 'list_databases shows the live databases (an idle unpinned one is dropped after the grace period, any at its ttl); create_database makes a new one.';
 const IN_USE_HINT = 'Sessions are open on the database (yours or another client\'s): close them, or call again with force: true to end them.';
-const DATABASE_HINTS: HintsByCode = { UNKNOWN_DATABASE: UNKNOWN_DB_HINT };
+const DROPPED_HINT = 'PGX keeps a dropped name for a while rather than mint it again empty: create_database with this name makes it again, or use a new one.';
+const DATABASE_HINTS: HintsByCode = { UNKNOWN_DATABASE: UNKNOWN_DB_HINT, DATABASE_DROPPED: DROPPED_HINT };
+const TEMPLATES_HINT = 'list_templates shows the templates and snapshots.';
 
 function tool<S extends z.ZodObject>(
   toolName: string,
@@ -153,13 +155,15 @@ export const TOOLS: PgxTool[] = [
       database: name('database', DATABASE),
       snapshot: name('snapshot', 'a new name for the snapshot (lower-case letters, digits, underscores), e.g. agent42_before_migration'),
       force: flag('force', FORCE).optional(),
+      keep: flag('keep', 'keep the snapshot after the database is dropped (otherwise it goes with it, and the runtime may cap how many a database keeps); default false').optional(),
     }),
     async (input, ctx) => {
-      const { name: snapshot, ...t } = await ctx.api.snapshot(input.database, input.snapshot, input.force ?? false);
+      const { name: snapshot, ...t } = await ctx.api.snapshot(input.database, input.snapshot, input.force ?? false, input.keep ?? false);
       return toolResult({ database: input.database, snapshot, ...t });
     },
     {
       UNKNOWN_DATABASE: UNKNOWN_DB_HINT,
+      DATABASE_DROPPED: DROPPED_HINT,
       OBJECT_IN_USE: IN_USE_HINT,
       DUPLICATE_DATABASE: 'That snapshot name is taken (by a snapshot or template): choose another name; list_templates shows the taken ones.',
     },
@@ -206,17 +210,65 @@ export const TOOLS: PgxTool[] = [
   ),
   tool(
     'list_templates',
-    'List the templates create_database can copy (snapshots are templates too, with snapshot_of naming their database).',
+    'List the templates create_database can copy (snapshots are templates too, with snapshot_of naming their database), each with its size on disk (disk.apparent_bytes; disk.shared_bytes: shared with clones).',
     { title: 'List templates', readOnlyHint: true },
     args({}),
     async (_input, ctx) => toolResult({ items: await ctx.api.listTemplates() }),
   ),
   tool(
+    'drop_template',
+    'Drop a template or snapshot (list_templates shows them); databases minted from it keep their data. Refused while such databases are alive unless force: true.',
+    { title: 'Drop a template or snapshot', readOnlyHint: false, destructiveHint: true },
+    args({
+      template: name('template', 'the template or snapshot to drop, as list_templates shows it'),
+      force: flag('force', 'drop it although databases minted from it are alive (they keep their data); default false').optional(),
+    }),
+    async (input, ctx) => {
+      await ctx.api.dropTemplate(input.template, input.force ?? false);
+      return toolResult({ name: input.template, dropped: true });
+    },
+    {
+      UNKNOWN_DATABASE: TEMPLATES_HINT,
+      NOT_A_TEMPLATE: `${TEMPLATES_HINT} A database that is not one is dropped with drop_database (minted ones).`,
+      OBJECT_IN_USE: 'Databases minted from it are alive (list_databases shows them): drop them first, or call again with force: true (they keep their data).',
+    },
+  ),
+  tool(
+    'keep_snapshot',
+    'Keep a snapshot after its database is dropped (keep: true, the default), or give it back to its database (keep: false) so it goes with it.',
+    { title: 'Keep a snapshot', readOnlyHint: false, destructiveHint: false, idempotentHint: true },
+    args({
+      snapshot: name('snapshot', 'the snapshot, as list_templates shows it (snapshot_of names its database)'),
+      keep: flag('keep', 'true to keep it past its database (default), false to let it go with it').optional(),
+    }),
+    async (input, ctx) => toolResult({ ...(await ctx.api.keepSnapshot(input.snapshot, input.keep ?? true)) }),
+    {
+      UNKNOWN_DATABASE: TEMPLATES_HINT,
+      NOT_A_TEMPLATE: 'That is a template, not a snapshot: templates belong to no database and are always kept.',
+    },
+  ),
+  tool(
+    'rename_template',
+    'Rename a template or snapshot (list_templates shows them); refused while databases minted from it are alive.',
+    { title: 'Rename a template or snapshot', readOnlyHint: false, destructiveHint: false, idempotentHint: false },
+    args({
+      template: name('template', 'the template or snapshot to rename, as list_templates shows it'),
+      new_name: name('new_name', 'its new name (lower-case letters, digits, single underscores)'),
+    }),
+    async (input, ctx) => toolResult({ ...(await ctx.api.renameTemplate(input.template, input.new_name)), renamed_from: input.template }),
+    {
+      UNKNOWN_DATABASE: TEMPLATES_HINT,
+      NOT_A_TEMPLATE: TEMPLATES_HINT,
+      OBJECT_IN_USE: 'Databases minted from it are alive (list_databases shows them): drop them first, or build a new template under the new name.',
+      DUPLICATE_DATABASE: 'That name is taken: choose another; list_templates shows the taken ones.',
+    },
+  ),
+  tool(
     'runtime_status',
-    'Show the PGX runtime: memory, sessions, database counts, warm pools per template, mints, janitor, storage.',
+    'Show the PGX runtime: memory, sessions, database counts, warm pools per template, mints, janitor, storage, and disk used by templates, snapshots and databases (disk_usage).',
     { title: 'Runtime status', readOnlyHint: true },
     args({}),
-    async (_input, ctx) => toolResult({ ...(await ctx.api.status()) }),
+    async (_input, ctx) => toolResult({ ...(await ctx.api.status(true)) }),
   ),
   tool(
     'run_sql',

@@ -1,4 +1,4 @@
-// The status document (pgx_runtime_status(), and GET /v1/status later). Its field names are a contract
+// The status document (pgx_runtime_status(), GET /v1/status). Its field names are a contract
 // with clients and the operator: add fields, never rename or remove one. Every value is observed
 // (counted, measured or read from PostgreSQL), never a configured value passed off as a measurement,
 // except where the field says it is a setting (pool.size).
@@ -8,7 +8,7 @@ import type { DiskStatus } from './postgres/disk-guard.js';
 import type { TreeMemory } from './postgres/memory.js';
 import type { Registry } from './databases/registry.js';
 import type { StorageCapability } from './postgres/storage-probe.js';
-import type { PoolStats, WarmPool } from './databases/warm-pool.js';
+import type { WarmPoolStats, WarmPool } from './databases/warm-pool.js';
 
 export interface RuntimeStatus {
   runtime: {
@@ -41,7 +41,7 @@ export interface RuntimeStatus {
     templates: number;
   };
   /** Per sealed template. */
-  pool: Record<string, PoolStats>;
+  pool: Record<string, WarmPoolStats>;
   mints: {
     warm: number;
     cold: number;
@@ -62,6 +62,34 @@ export interface RuntimeStatus {
    * data filesystem and what the disk guard did (null values when the runtime does not watch it).
    */
   limits: { memory: MemoryLimitsStatus; disk: DiskStatus | NoDiskStatus };
+  /**
+   * Disk used by templates, snapshots and databases, and the data filesystem's free space; measured
+   * only when asked for (GET /v1/status?disk=true, pgx status): it reads every database's size. Null
+   * otherwise.
+   */
+  disk_usage: DiskUsageStatus | null;
+}
+
+/**
+ * MB by kind of database, as PostgreSQL counts them (pg_database_size: the files' apparent sizes). On a
+ * filesystem that clones, clones share blocks with their template (and snapshots with their database),
+ * so these add up to more than the space used: `used_mb` (the filesystem's) is what they cost together.
+ */
+export interface DiskUsageStatus {
+  /** Sealed or unsealed templates PGX knows, snapshots not counted. */
+  templates_mb: number;
+  snapshots_mb: number;
+  /** Minted databases. */
+  databases_mb: number;
+  spares_mb: number;
+  /** Every other database: postgres, template0/1, pgx_control, databases PGX does not manage. */
+  other_mb: number;
+  /** Clones share blocks: the kinds' sizes overlap, and used_mb is their real cost. */
+  clones_share_blocks: boolean;
+  /** The data filesystem (statfs). */
+  used_mb: number;
+  free_mb: number;
+  total_mb: number;
 }
 
 export interface MemoryLimitsStatus {
@@ -117,6 +145,7 @@ export interface StatusInputs {
   storage: StorageCapability;
   memoryLimits: MemoryLimitsStatus | null;
   disk: DiskStatus | null;
+  diskUsage: DiskUsageStatus | null;
 }
 
 export function runtimeStatus(i: StatusInputs): RuntimeStatus {
@@ -124,7 +153,7 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
   let pinned = 0;
   for (const d of registry.databases.values()) if (d.pinned) pinned++;
   const sealed = [...registry.templates.values()].filter((t) => t.sealed);
-  const pool: Record<string, PoolStats> = {};
+  const pool: Record<string, WarmPoolStats> = {};
   // Snapshots get no spares (warm-pool.ts): they are restored from, seldom minted from.
   for (const t of sealed.filter((t) => t.snapshotOf === null).map((t) => t.name).sort()) pool[t] = i.pool.stats(t);
   return {
@@ -160,5 +189,6 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
       memory: i.memoryLimits ?? { ...NO_MEMORY_LIMITS, canceled: { ...NO_MEMORY_LIMITS.canceled } },
       disk: i.disk ?? { ...NO_DISK },
     },
+    disk_usage: i.diskUsage,
   };
 }

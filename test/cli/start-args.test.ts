@@ -5,6 +5,10 @@ import path from 'node:path';
 import { CONFIG_DEFAULTS } from '../../src/cli/config.js';
 import { parseStartArgs, START_HELP } from '../../src/cli/start.js';
 import { PgxError } from '../../src/errors.js';
+import { UsageError } from '../../src/cli/command-line.js';
+import { runCommand } from '../helpers/commands.js';
+
+const PGX_BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../../bin/pgx.js');
 
 function refusal(argv: string[]): PgxError {
   try {
@@ -86,9 +90,24 @@ describe('cli: pgx start options', () => {
     expect(refusal(['--data-dir', 'd', '--min-free-disk', '150%']).message).to.match(/minFreeDisk/);
   });
 
-  it('refuses unknown flags', () => {
-    const e = refusal(['--data-dir', 'd', '--frobnicate']);
-    expect(e.message).to.contain('--frobnicate');
-    expect(e.hint).to.contain('--help');
+  it('refuses unknown flags as a usage error, as the other commands do', () => {
+    let e: unknown;
+    try {
+      parseStartArgs(['--data-dir', 'd', '--frobnicate']);
+    } catch (err) {
+      e = err;
+    }
+    expect(e).to.be.instanceOf(UsageError);
+    expect((e as UsageError).message).to.contain('--frobnicate');
+  });
+
+  it('pgx start with a bad flag: exit 2, the error and one line pointing to --help (not the whole help)', async () => {
+    const r = await runCommand(process.execPath, [PGX_BIN, 'start', '--frobnicate'], { timeoutMs: 30_000 });
+    expect(r.code).to.equal(2);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).to.have.length(2);
+    expect(lines[0]).to.match(/^pgx: .*--frobnicate/);
+    expect(lines[1]).to.equal("Run 'pgx start --help' for usage.");
+    expect(r.stdout).to.equal('');
   });
 });

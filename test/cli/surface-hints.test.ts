@@ -172,6 +172,73 @@ describe('surfaces: hints in each surface\'s own terms', function () {
     expect(a.text).to.match(/^error UNKNOWN_DATABASE \(3D000\): .*\nhint: list_databases/);
   });
 
+  /** psql's stderr for `sql` on `database`, failing; and the SQLSTATE (node-postgres, the same call). */
+  async function psqlError(database: string, sql: string): Promise<{ stderr: string; code: string | undefined }> {
+    const r = await runCommand('psql', ['-X', '-At', '-v', 'ON_ERROR_STOP=1', '-v', 'VERBOSITY=verbose', '-c', sql], { env: rt.env(database), timeoutMs: 30_000 });
+    expect(r.code, r.stdout).to.not.equal(0);
+    const c = new pg.Client(rt.connection(database));
+    const err = (await c.connect().then(() => c.query(sql)).then(() => null, (e: unknown) => e)) as { code?: string } | null;
+    await c.end().catch(() => undefined);
+    return { stderr: r.stderr, code: err?.code };
+  }
+
+  /** Words of the CLI or HTTP that a psql user must not be told. */
+  const NOT_SQL = /\/v1\/|\bpgx (db|template) |force: true|replace: true|--force|--replace/;
+
+  it('psql to a sealed template: PostgreSQL\'s 55000 and message, and a hint naming what to connect to instead', async () => {
+    const e = await psqlError('tpl_ok', 'SELECT 1');
+    expect(e.code).to.equal('55000');
+    expect(e.stderr).to.include('database "tpl_ok" is not currently accepting connections');
+    expect(e.stderr).to.match(/HINT:\s+Connect to a database minted from it \(tdb_tpl_ok__<token>/);
+    expect(e.stderr).to.not.match(NOT_SQL);
+  });
+
+  it('a name PGX dropped: DATABASE_DROPPED, each surface saying how to make it again', async () => {
+    const name = 'tdb_tpl_ok__gone';
+    expect((await pgx(['db', 'create', 'tpl_ok', '--name', name])).code).to.equal(0);
+    expect((await pgx(['db', 'drop', name])).code).to.equal(0);
+    const e = await cliError(['db', 'get', name]);
+    expect(e.message).to.match(/^database "tdb_tpl_ok__gone" was dropped at /);
+    expect(e.hint).to.include(`pgx db create TEMPLATE --name ${name} makes it again`);
+    const r = await http('GET', pathFor(PATHS.database, { name }));
+    expect(r.status).to.equal(404);
+    expect(r.body).to.include({ code: 'DATABASE_DROPPED', sqlstate: '3D000' });
+    expect(r.body.hint).to.include('POST /v1/databases with "name" makes it again');
+    const a = await callTool(mcp, 'database_status', { database: name });
+    expect(a.text).to.match(/^error DATABASE_DROPPED \(3D000\): .*\nhint: .*create_database with this name/);
+    const q = await psqlError(name, 'SELECT 1');
+    expect(q.code).to.equal('3D000');
+    expect(q.stderr).to.match(/HINT:\s+PGX keeps a dropped name .*connect to a new name/);
+    expect(q.stderr).to.not.match(NOT_SQL);
+  });
+
+  it('a template drop of an ordinary database: NOT_A_TEMPLATE, with pgx db drop on the CLI and DROP DATABASE in SQL', async () => {
+    const admin = new pg.Client(rt.connection('postgres'));
+    await admin.connect();
+    await admin.query('CREATE DATABASE plain_hints');
+    await admin.end();
+    const e = await cliError(['template', 'drop', 'plain_hints']);
+    expect(e.message).to.equal('database "plain_hints" is not a template PGX knows');
+    expect(e.hint).to.include('pgx db drop plain_hints');
+    const r = await http('DELETE', pathFor(PATHS.template, { name: 'plain_hints' }));
+    expect(r.body).to.include({ code: 'NOT_A_TEMPLATE', sqlstate: '22023' });
+    expect(r.body.hint).to.include('DELETE /v1/databases/plain_hints');
+    const q = await psqlError('postgres', "SELECT pgx_drop_template('plain_hints')");
+    expect(q.stderr).to.match(/HINT:\s+Drop an ordinary database with DROP DATABASE "?plain_hints/);
+    expect(q.stderr).to.not.match(NOT_SQL);
+  });
+
+  it('SQL callers are told the SQL call that forces: a snapshot with a session open, a template with live copies', async () => {
+    const snap = await psqlError('postgres', `SELECT pgx_snapshot_database('${db}', 'snap_sql')`);
+    expect(snap.code).to.equal('55006');
+    expect(snap.stderr).to.include(`HINT:  Close them, or end them (they get 57P01): SELECT pgx_snapshot_database('${db}', 'snap_sql', true).`);
+    expect(snap.stderr).to.not.match(NOT_SQL);
+    const drop = await psqlError('postgres', "SELECT pgx_drop_template('tpl_ok')");
+    expect(drop.code).to.equal('55006');
+    expect(drop.stderr).to.include("SELECT pgx_drop_template('tpl_ok', true)");
+    expect(drop.stderr).to.not.match(NOT_SQL);
+  });
+
   it('a wrong token on the CLI says --token or PGX_API_TOKEN, not an HTTP header', async () => {
     const r = await runCommand(process.execPath, [PGX_BIN, 'db', 'list'], { cwd: root, env: { ...process.env, PGX_URL: apiUrl, PGX_API_TOKEN: 'wrong-token-0123456789' }, timeoutMs: 60_000 });
     expect(r.code).to.equal(1);

@@ -27,6 +27,7 @@ export const PINNED_STATUS_KEYS = [
   'mints.failures',
   'mints.latency_ms.mean',
   'mints.latency_ms.p99',
+  'disk_usage',
   'janitor.drops',
   'janitor.last_run',
   'storage.filesystem',

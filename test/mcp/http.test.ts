@@ -64,7 +64,7 @@ describe('mcp: pgx mcp --http (streamable HTTP) against a runtime', function () 
 
   it('the tools work over HTTP: create, run_sql, snapshot, break, restore, drop', async () => {
     const { tools } = await client.listTools();
-    expect(tools).to.have.length(10);
+    expect(tools).to.have.length(13);
     const created = await ok<{ name: string; url: string }>(client, 'create_database', { template: TEMPLATE, ttl: 3600 });
     await ok(client, 'run_sql', { database: created.name, sql: "INSERT INTO items (id, label) VALUES (9001, 'over http')" });
     await ok(client, 'snapshot_database', { database: created.name, snapshot: 'http_before' });

@@ -20,6 +20,9 @@ const TOOL_NAMES = [
   'drop_database',
   'pin_database',
   'list_templates',
+  'drop_template',
+  'keep_snapshot',
+  'rename_template',
   'runtime_status',
   'run_sql',
 ];
@@ -49,7 +52,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     await m?.rt.stop();
   });
 
-  it('lists the ten tools, each with a one-line description and an object input schema', async () => {
+  it('lists the thirteen tools, each with a one-line description and an object input schema', async () => {
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).to.deep.equal([...TOOL_NAMES].sort());
     for (const t of tools) {
@@ -139,20 +142,48 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     expect(text).to.include('index items_pkey: CREATE UNIQUE INDEX items_pkey ON public.items USING btree (id)');
     expect(text).to.include('index items_label: CREATE INDEX items_label ON public.items USING btree (label)');
 
-    const runtime = await ok<{ databases: { templates: number } }>(client, 'runtime_status', {});
+    const runtime = await ok<{ databases: { templates: number }; disk_usage: { snapshots_mb: number; free_mb: number } }>(client, 'runtime_status', {});
     expect(runtime.databases.templates).to.be.at.least(2); // the template and its snapshot
+    expect(runtime.disk_usage.snapshots_mb).to.be.greaterThan(0);
+    expect(runtime.disk_usage.free_mb).to.be.greaterThan(0);
+    // A second snapshot, kept past the database; the first belongs to it.
+    const kept = await ok<{ snapshot: string; kept: boolean }>(client, 'snapshot_database', { database: created.name, snapshot: 'mcp_kept', keep: true });
+    expect(kept).to.include({ snapshot: 'mcp_kept', kept: true });
+    // A third, kept afterwards with keep_snapshot.
+    await ok(client, 'snapshot_database', { database: created.name, snapshot: 'mcp_later' });
+    expect(await ok(client, 'keep_snapshot', { snapshot: 'mcp_later' })).to.include({ name: 'mcp_later', kept: true });
+    const template = await callTool(client, 'keep_snapshot', { snapshot: TEMPLATE });
+    expect(template.text).to.match(/^error NOT_A_TEMPLATE \(22023\): .*\nhint: That is a template, not a snapshot/);
+    const sized = await ok<{ items: { name: string; kept: boolean; disk: { apparent_bytes: number } }[] }>(client, 'list_templates', {});
+    expect(sized.items.find((t) => t.name === 'mcp_before')).to.include({ kept: false });
+    expect(sized.items.find((t) => t.name === 'mcp_before')!.disk.apparent_bytes).to.be.greaterThan(1_000_000);
 
     expect(await ok(client, 'drop_database', { database: created.name })).to.deep.equal({ name: created.name, dropped: true });
     const after = await ok<{ items: { name: string }[] }>(client, 'list_databases', {});
     expect(after.items.map((d) => d.name)).to.not.include(created.name);
     const status2 = await callTool(client, 'database_status', { database: created.name });
     expect(status2.isError).to.equal(true);
-    expect(status2.text).to.match(/^error UNKNOWN_DATABASE \(3D000\): /);
+    expect(status2.text).to.match(/^error DATABASE_DROPPED \(3D000\): /);
 
-    // The snapshot outlives its database: a template like any other.
-    const fromSnapshot = await ok<Created>(client, 'create_database', { template: 'mcp_before' });
+    // The snapshot went with its database; the kept one outlives it, a template like any other,
+    // which can be renamed and dropped.
+    const names = async (): Promise<string[]> => (await ok<{ items: { name: string }[] }>(client, 'list_templates', {})).items.map((t) => t.name);
+    expect(await names()).to.not.include('mcp_before');
+    expect(await names()).to.include('mcp_kept');
+    expect(await ok(client, 'drop_template', { template: 'mcp_later' })).to.deep.equal({ name: 'mcp_later', dropped: true });
+    const fromSnapshot = await ok<Created>(client, 'create_database', { template: 'mcp_kept' });
     expect(await queryUrl<{ n: string }>(fromSnapshot.url, 'SELECT count(*) AS n FROM items')).to.deep.equal([{ n: '1500' }]);
+    const busy = await callTool(client, 'rename_template', { template: 'mcp_kept', new_name: 'mcp_golden' });
+    expect(busy.text).to.match(/^error OBJECT_IN_USE \(55006\): cannot rename template "mcp_kept": 1 database minted from it is alive\n(detail: .*\n)?hint: .*list_databases/);
+    const inUse = await callTool(client, 'drop_template', { template: 'mcp_kept' });
+    expect(inUse.text).to.match(/^error OBJECT_IN_USE \(55006\): .*\n(detail: .*\n)?hint: .*force: true/);
     await ok(client, 'drop_database', { database: fromSnapshot.name });
+    expect(await ok(client, 'rename_template', { template: 'mcp_kept', new_name: 'mcp_golden' })).to.include({ name: 'mcp_golden', renamed_from: 'mcp_kept' });
+    expect(await names()).to.include('mcp_golden');
+    expect(await ok(client, 'drop_template', { template: 'mcp_golden' })).to.deep.equal({ name: 'mcp_golden', dropped: true });
+    expect(await names()).to.not.include('mcp_golden');
+    const droppedTwice = await callTool(client, 'drop_template', { template: 'mcp_golden' });
+    expect(droppedTwice.text).to.match(/^error UNKNOWN_DATABASE \(3D000\): .*\nhint: list_templates/);
   });
 
   it('run_sql caps rows (default 100, max_rows up to 1000) and marks truncated; statement_timeout ends a long statement', async () => {
@@ -256,7 +287,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
         expect(answer.text, tool).to.match(new RegExp(`^error CANNOT_CONNECT_NOW \\(57P03\\): cannot reach the PGX API at ${nowhere}`));
         expect(answer.text, tool).to.match(/^hint: .*set PGX_URL/m);
       }
-      expect((await lonely.listTools()).tools).to.have.length(10);
+      expect((await lonely.listTools()).tools).to.have.length(13);
     } finally {
       await lonely.close();
     }

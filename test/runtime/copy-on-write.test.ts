@@ -149,6 +149,25 @@ for (const filesystem of CLONING_FILESYSTEMS) describe(`runtime: copy-on-write d
     const { rows } = await queryOnce(rt!.connection(db), 'SELECT count(*)::int AS n FROM rows');
     expect(rows).to.deep.equal([{ n: 1100000 }]);
   });
+
+  it('lists the template and the snapshot with their size, and the blocks they share with their clones', async function () {
+    execFileSync('sync');
+    const items = await api.listTemplates();
+    for (const name of ['tpl_big', 'big_snap']) {
+      const disk = items.find((t) => t.name === name)?.disk;
+      expect(disk, name).to.not.equal(undefined);
+      expect(disk!.apparent_bytes, name).to.be.greaterThan(200 * 1000 * 1000);
+      // The database restored from big_snap is a clone of it, and big_snap one of tpl_big: nearly
+      // every block of each is shared (a full copy would share none).
+      expect(disk!.shared_bytes, `${name}: ${JSON.stringify(disk)}`).to.be.greaterThan(150 * MB);
+      expect(disk!.shared_bytes!).to.be.at.most(disk!.allocated_bytes);
+    }
+    const usage = (await api.status(true)).disk_usage!;
+    expect(usage.clones_share_blocks).to.equal(true);
+    // Counted as PostgreSQL counts them, the three 200 MB databases add up to more than the
+    // filesystem holds of them: what the status says in clones_share_blocks.
+    expect(usage.templates_mb + usage.snapshots_mb + usage.databases_mb).to.be.greaterThan(usage.used_mb);
+  });
 });
 
 describe('runtime: no clones on ext4', function () {
@@ -177,5 +196,9 @@ describe('runtime: no clones on ext4', function () {
     expect(status.storage.detail).to.include('reflink=1');
     const t = await api.buildTemplate({ name: 'tpl_small', sql: 'CREATE TABLE t (x int)' });
     expect(t.strategy).to.equal('WAL_LOG');
+    // Nothing is shared where nothing clones: unknown (null), never a guessed 0.
+    const listed = (await api.listTemplates()).find((x) => x.name === 'tpl_small')!;
+    expect(listed.disk!.apparent_bytes).to.be.greaterThan(1_000_000);
+    expect(listed.disk!.shared_bytes).to.equal(null);
   });
 });

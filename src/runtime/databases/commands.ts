@@ -1,7 +1,7 @@
 // What a user can do to a minted database besides connecting: pin it against the janitor, unpin it
-// (a fresh grace starts), give it a hard TTL, drop it. Each checks who asks against PostgreSQL's
-// catalogs first: superusers, or the database's owner; dropping a database PGX did not mint is for
-// superusers only.
+// (a fresh grace starts), give it a hard TTL or its own limits (the HTTP API's; no SQL function), drop
+// it. Each checks who asks against PostgreSQL's catalogs first: superusers, or the database's owner;
+// dropping a database PGX did not mint is for superusers only.
 
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
@@ -51,29 +51,29 @@ export class DatabaseCommands {
 
   /** Pins (kept past --grace) or unpins (a fresh grace starts now if it has no sessions). */
   async setPinned(name: string, pinned: boolean, user: string, fn = controlSqlName(pinned ? 'pin_database' : 'unpin_database')): Promise<DatabaseRecord> {
-    await this.mintedFor(name, user, fn);
+    await this.mintedFor(name, user, { fn });
     const fresh = !pinned && this.opts.sessions.of(name) === 0;
     return this.save(name, fresh ? { pinned, lastSessionEnd: this.opts.clock.now() } : { pinned });
   }
 
   /** Sets (seconds from now) or clears (null) the hard TTL of a minted database. */
-  async setTtl(name: string, seconds: number | null, user: string, fn = 'pgx_set_ttl'): Promise<DatabaseRecord> {
+  async setTtl(name: string, seconds: number | null, user: string): Promise<DatabaseRecord> {
     checkTtl(seconds);
-    await this.mintedFor(name, user, fn);
+    await this.mintedFor(name, user, 'set the TTL of');
     return this.save(name, { expiresAt: seconds === null ? null : this.opts.clock.now() + seconds * 1000 });
   }
 
   /** Sets (a number >= 1) or clears (null: the runtime default) the session cap of a minted database. */
-  async setConnectionLimit(name: string, limit: number | null, user: string, fn = 'pgx_set_connection_limit'): Promise<DatabaseRecord> {
+  async setConnectionLimit(name: string, limit: number | null, user: string): Promise<DatabaseRecord> {
     checkConnectionLimit(limit);
-    await this.mintedFor(name, user, fn);
+    await this.mintedFor(name, user, 'set the connection limit of');
     return this.save(name, { connectionLimit: limit });
   }
 
   /** Sets (MB >= 1) or clears (null: the runtime default) the memory limit of a minted database's backends together. */
-  async setMemoryLimit(name: string, mb: number | null, user: string, fn = 'pgx_set_memory_limit'): Promise<DatabaseRecord> {
+  async setMemoryLimit(name: string, mb: number | null, user: string): Promise<DatabaseRecord> {
     checkMemoryLimit(mb);
-    await this.mintedFor(name, user, fn);
+    await this.mintedFor(name, user, 'set the memory limit of');
     return this.save(name, { memoryLimitMb: mb });
   }
 
@@ -123,12 +123,19 @@ export class DatabaseCommands {
     return record;
   }
 
-  /** The record of a minted database the caller owns (or any, for a superuser). */
-  private async mintedFor(name: string, user: string, fn: string): Promise<DatabaseRecord> {
+  /**
+   * The record of a minted database the caller owns (or any, for a superuser). `used`: what the caller
+   * called, for a refusal: a control function ({ fn }), or an operation with no SQL name (the HTTP API's
+   * TTL and limits: 'set the TTL of').
+   */
+  private async mintedFor(name: string, user: string, used: { fn: string } | string): Promise<DatabaseRecord> {
     if (isReservedName(name)) throw databaseDoesNotExist(name);
     const access = await this.opts.permissions.access(user, name);
     if (!access.exists) throw databaseDoesNotExist(name);
-    if (!access.ownerOrSuperuser) throw functionDenied(fn, name);
+    if (!access.ownerOrSuperuser) {
+      if (typeof used !== 'string') throw functionDenied(used.fn, name);
+      throw new PgxError('INSUFFICIENT_PRIVILEGE', `permission denied to ${used} database "${name}"`, { hint: `Only a superuser or the owner of database "${name}" may.` });
+    }
     const d = this.opts.registry.databases.get(name);
     if (!d) {
       throw new PgxError('INVALID_PARAMETER', `database "${name}" was not minted by PGX`, {

@@ -7,12 +7,14 @@
 import type { Caller, ControlFunction, ControlFunctions } from '../../engine/ports.js';
 import { PgxError } from '../../errors.js';
 import type { DiskRoom } from '../postgres/disk-guard.js';
+import type { DiskUse } from '../postgres/disk-usage.js';
 import type { RuntimeStatus } from '../status.js';
 import type { Snapshots } from '../templates/snapshots.js';
 import type { Templates } from '../templates/templates.js';
 import type { DatabaseCommands } from './commands.js';
 import { controlSqlName } from './names.js';
 import { functionDenied, type Permissions } from './permissions.js';
+import type { TemplateRecord } from './records.js';
 
 /** Runs one function for `caller`; `fn` is its SQL name, for messages. */
 type Handler = (args: (string | null)[], caller: Caller, fn: string) => Promise<string>;
@@ -26,6 +28,8 @@ export interface ControlParts {
   commands: DatabaseCommands;
   snapshots: Snapshots;
   status: () => Promise<RuntimeStatus>;
+  /** Templates and snapshots with their disk use (operations.ts listTemplatesWithUse). */
+  templatesWithUse: () => Promise<(TemplateRecord & { use: DiskUse })[]>;
   disk?: DiskRoom | undefined;
 }
 
@@ -35,6 +39,13 @@ export function controlHandlers(p: ControlParts): ControlHandlers {
       const access = await p.permissions.access(caller.user, caller.database);
       if (!access.ownerOrSuperuser) throw functionDenied(fn, caller.database);
       return JSON.stringify(await p.status());
+    },
+    list_templates: async (_args, caller, fn) => {
+      // Sizes read every template's files: for those who may read the runtime's status.
+      const access = await p.permissions.access(caller.user, caller.database);
+      if (!access.ownerOrSuperuser) throw functionDenied(fn, caller.database);
+      const items = (await p.templatesWithUse()).map((t) => ({ name: t.name, sealed: t.sealed, snapshot_of: t.snapshotOf, kept: t.kept, ...t.use }));
+      return JSON.stringify(items);
     },
     seal_template: async (args, caller, fn) => (await p.templates.seal(nameArg(fn, args), caller.user, fn, caller.database)).name,
     unseal_template: async (args, caller, fn) => (await p.templates.unseal(nameArg(fn, args), caller.user, fn)).name,
@@ -49,6 +60,19 @@ export function controlHandlers(p: ControlParts): ControlHandlers {
       const [name, force] = dropTemplateArgs(fn, args);
       await p.templates.drop(name, caller.user, force, fn);
       return name;
+    },
+    rename_template: async (args, caller, fn) => {
+      const [name, to] = twoNames(fn, '(template, new_name)', args, "'tpl_app', 'tpl_app_v1'");
+      return (await p.templates.rename(name, to, caller.user, fn)).name;
+    },
+    keep_snapshot: async (args, caller, fn) => {
+      const name = args[0];
+      if (args.length < 1 || args.length > 2 || name == null) {
+        throw new PgxError('INVALID_PARAMETER', `${fn}(snapshot [, keep]) takes a snapshot name that is not NULL`, { hint: `For example: SELECT ${fn}('agent42_before_migration').` });
+      }
+      // Absent: keep it; false gives it back to its database.
+      const keep = args[1] == null ? true : flagArg(fn, 'keep', args[1]);
+      return (await p.snapshots.keep(name, keep, caller.user, fn)).name;
     },
     snapshot_database: async (args, caller, fn) => {
       const [db, name, force] = snapshotArgs(fn, args);
@@ -89,6 +113,15 @@ function dropTemplateArgs(fn: string, args: (string | null)[]): [string, boolean
   return [name, forceArg(fn, force)];
 }
 
+/** Two names that are not NULL: `usage` shows them, `example` is a call's arguments. */
+function twoNames(fn: string, usage: string, args: (string | null)[], example: string): [string, string] {
+  const [a, b] = args;
+  if (args.length !== 2 || a == null || b == null) {
+    throw new PgxError('INVALID_PARAMETER', `${fn}${usage} takes two names that are not NULL`, { hint: `For example: SELECT ${fn}(${example}).` });
+  }
+  return [a, b];
+}
+
 /** (db, name [, force]): two database names and an optional boolean, as pgx_snapshot/restore_database take. */
 function snapshotArgs(fn: string, args: (string | null)[]): [string, string, boolean] {
   const [db, name, force] = args;
@@ -102,6 +135,11 @@ function snapshotArgs(fn: string, args: (string | null)[]): [string, string, boo
 
 /** A control function's optional force argument: absent or NULL is false. */
 function forceArg(fn: string, force: string | null | undefined): boolean {
-  if (force != null && force !== 'true' && force !== 'false') throw new PgxError('INVALID_PARAMETER', `${fn}: force must be true or false, not "${force}"`);
-  return force === 'true';
+  return flagArg(fn, 'force', force);
+}
+
+/** An optional boolean argument (force, keep): absent or NULL is false. */
+function flagArg(fn: string, what: string, value: string | null | undefined): boolean {
+  if (value != null && value !== 'true' && value !== 'false') throw new PgxError('INVALID_PARAMETER', `${fn}: ${what} must be true or false, not "${value}"`);
+  return value === 'true';
 }

@@ -2,7 +2,7 @@
 // the one place the copy strategy is chosen.
 
 import { MINTERS_GROUP, type ClaimCheck } from './permissions.js';
-import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
+import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 import type { CreateStrategy } from './records.js';
 import type { StorageCapability } from '../postgres/storage-probe.js';
 
@@ -94,7 +94,7 @@ export async function createDatabase(client: SqlClient, sql: string): Promise<vo
       await client.query(sql);
       return;
     } catch (err) {
-      const busy = err instanceof PostgresError && err.sqlstate === '55006';
+      const busy = postgresSqlstate(err) === '55006';
       if (!busy || attempt >= TEMPLATE_BUSY_RETRIES) throw err;
       await new Promise((resolve) => setTimeout(resolve, TEMPLATE_BUSY_WAIT_MS * (attempt + 1)));
     }

@@ -44,7 +44,7 @@ import { makeVerifier } from '../../wire/scram.js';
 import { GUARD_SCHEMA } from '../templates/extension-guard.js';
 import type { MetadataStore } from './metadata.js';
 import { BOUNDS, checkBound } from './records.js';
-import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
+import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 export interface Credential {
   user: string;
@@ -127,7 +127,7 @@ export class DatabaseCredentials {
         break;
       } catch (err) {
         // 42710: the random suffix is taken; another one.
-        if (!(err instanceof PostgresError && err.sqlstate === '42710') || attempt >= 4) throw err;
+        if (!(postgresSqlstate(err) === '42710') || attempt >= 4) throw err;
       }
     }
     try {
@@ -294,7 +294,7 @@ async function ensureGroup(admin: SqlClient, members: ReadonlySet<string>, logge
     if (found.length === 0) await admin.query(`CREATE ROLE ${group} ${GROUP_ATTRIBUTES}`);
   } catch (err) {
     // 42710: made meanwhile by someone else (its attributes are put right below).
-    if (!(err instanceof PostgresError && err.sqlstate === '42710')) throw err;
+    if (!(postgresSqlstate(err) === '42710')) throw err;
   }
   await admin.query(`ALTER ROLE ${group} ${GROUP_ATTRIBUTES} CONNECTION LIMIT 0 PASSWORD NULL`);
   const { rows } = await admin.query(

@@ -2,7 +2,8 @@
 // engine sees is a part per port, each implementing it (engine/ports.ts): `router` (router.ts: mint on
 // connect), `sessions` (session-observer.ts: the janitor's grace clock), `control` (control-functions.ts:
 // the pgx_* SQL functions); the HTTP API gets `operations` (operations.ts). Behind them: the registry
-// and pgx_control metadata, the minter and its queue, the warm pool, templates, the janitor.
+// and pgx_control metadata, the minter and its queue, the warm pool, templates, the janitor. A drop
+// takes the database's unkept snapshots with it (dropSnapshotsOf).
 
 import type { Clock } from '../../clock.js';
 import type { ControlFunctions } from '../../engine/ports.js';
@@ -90,6 +91,8 @@ export class DisposableDatabases {
   private readonly credentials: DatabaseCredentials;
   private readonly vacuum: ActivityVacuum;
   private readonly tombstones: Tombstones;
+  private readonly templates: Templates;
+  private readonly snapshots: Snapshots;
   /** Unrecorded databases under the prefix reconcile has logged as not adopted. */
   private readonly notAdopted = new Set<string>();
   /** Scratch databases (template builds, restores) in progress: reconcile leaves them alone. */
@@ -142,11 +145,12 @@ export class DisposableDatabases {
       this.vacuum.forget(name);
       await credentials.databaseDropped(name);
       if (tombstone !== null) await tombstones.bury(name, tombstone);
+      await this.dropSnapshotsOf(name);
     }));
     this.router = new MintRouter({ prefix: s.prefix, lifecycle, registry, credentials, dropper, tombstones, minter, clock });
     const pg = opts.postgres;
     const imports = new TemplateImports({ socketDir: pg.socketDir, port: pg.port, workDir: pg.dataDir, connectAs: (db, user) => connect(db, user) }, clock, log.child({ component: 'import' }));
-    const snapshots = new Snapshots({
+    const snapshots = (this.snapshots = new Snapshots({
       prefix: s.prefix,
       connect: control,
       registry,
@@ -157,10 +161,12 @@ export class DisposableDatabases {
       holdConnects: (db, work) => this.router.holdConnects(db, work),
       scratches: this.scratches,
       replaced: (db, owner) => credentials.databaseReplaced(db, owner, registry.databases.has(db)),
+      retention: s.snapshotRetention,
+      dropSnapshot: (name) => templates.drop(name, 'postgres', true),
       clock,
       logger: log,
-    });
-    const templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, scratches: this.scratches, metadata, permissions, pool, engine: opts.engine, allowedExtensions: s.allowedExtensions, clock, logger: log });
+    }));
+    const templates = (this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, scratches: this.scratches, metadata, permissions, pool, engine: opts.engine, allowedExtensions: s.allowedExtensions, clock, logger: log }));
     this.sessions = new SessionTracker({ registry, metadata, idle: (db) => this.vacuum.touch(db), clock, logger: log });
     this.vacuum = new ActivityVacuum({
       connect: (db) => connect(db),
@@ -193,6 +199,7 @@ export class DisposableDatabases {
       sessions: this.sessions.counts,
       connect,
       storage: opts.storage,
+      dataDir: opts.postgres.dataDir,
       disk,
       version: opts.version,
       postgresVersion: opts.postgresVersion,
@@ -202,7 +209,7 @@ export class DisposableDatabases {
       clock,
       logger: log,
     });
-    this.control = controlFunctions(controlHandlers({ permissions, templates, commands, snapshots, status: () => this.operations.status(), disk }));
+    this.control = controlFunctions(controlHandlers({ permissions, templates, commands, snapshots, status: () => this.operations.status(), templatesWithUse: () => this.operations.listTemplatesWithUse(), disk }));
   }
 
   /** Opens pgx_control, loads the records, reconciles them with the cluster, starts janitor and pool. */
@@ -280,6 +287,19 @@ export class DisposableDatabases {
     // leftover of a CREATE DATABASE that PostgreSQL did not survive (e.g. a PANIC on a full disk).
     await removeOrphanedDatabaseFiles(this.opts.postgres.dataDir, await this.metadata.client(), this.log);
     await this.credentials.load();
+  }
+
+  /**
+   * A database PGX dropped takes its snapshots with it, those taken with keep excepted. A snapshot
+   * that cannot be dropped now stays (logged); it can be dropped by hand (pgx_drop_template).
+   */
+  private async dropSnapshotsOf(database: string): Promise<void> {
+    for (const snapshot of this.snapshots.ownedBy(database)) {
+      await this.templates
+        .drop(snapshot.name, 'postgres', true)
+        .then(() => this.log.info('snapshot-dropped-with-database', { database, snapshot: snapshot.name }))
+        .catch((err: unknown) => this.log.warn('snapshot-not-dropped', { database, snapshot: snapshot.name, err }));
+    }
   }
 
   private reconcile(): Promise<number> {

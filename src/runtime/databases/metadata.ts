@@ -19,7 +19,7 @@ import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
 import { CONTROL_DATABASE } from './names.js';
 import { BOUNDS, clampTime, withinBound, type Bound, type CreateStrategy, type DatabaseKind, type DatabaseRecord, type TemplateRecord, type Tombstone } from './records.js';
-import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
+import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 /** How long a database row's change nobody waits for may wait to be written with others. */
 export const WRITE_BEHIND_MS = 250;
@@ -50,6 +50,8 @@ ALTER TABLE databases ADD COLUMN IF NOT EXISTS memory_limit_mb integer;
 ALTER TABLE databases ADD COLUMN IF NOT EXISTS origin text NOT NULL DEFAULT 'connect';
 ALTER TABLE templates ADD COLUMN IF NOT EXISTS snapshot_of text;
 ALTER TABLE templates ADD COLUMN IF NOT EXISTS group_grants_from integer;
+-- Snapshots recorded before retention existed were promised to outlive their database: they are kept.
+ALTER TABLE templates ADD COLUMN IF NOT EXISTS kept boolean NOT NULL DEFAULT true;
 CREATE TABLE IF NOT EXISTS counters (
   name   text PRIMARY KEY,
   value  bigint NOT NULL
@@ -121,15 +123,16 @@ export class MetadataStore {
 
   async loadTemplates(): Promise<TemplateRecord[]> {
     const { rows } = await (await this.client()).query(
-      `SELECT name, sealed, ${epochMs('sealed_at')}, strategy, generation, snapshot_of, group_grants_from FROM templates ORDER BY name`,
+      `SELECT name, sealed, ${epochMs('sealed_at')}, strategy, generation, snapshot_of, group_grants_from, kept FROM templates ORDER BY name`,
     );
-    return rows.map(([name, sealed, sealedAt, strategy, generation, snapshotOf, groupGrantsFrom]) => ({
+    return rows.map(([name, sealed, sealedAt, strategy, generation, snapshotOf, groupGrantsFrom, kept]) => ({
       name: name!,
       sealed: sealed === 't',
       sealedAt: this.storedTime(sealedAt, name!, 'sealed_at'),
       strategy: (strategy === 'FILE_COPY' ? 'FILE_COPY' : 'WAL_LOG') satisfies CreateStrategy,
       generation: Number(generation),
       snapshotOf: snapshotOf ?? null,
+      kept: kept !== 'f',
       groupGrantsFrom: groupGrantsFrom === null || groupGrantsFrom === undefined ? null : Number(groupGrantsFrom),
     }));
   }
@@ -203,13 +206,15 @@ export class MetadataStore {
   }
 
   async saveTemplate(t: TemplateRecord): Promise<void> {
-    await (await this.client()).query(
-      `INSERT INTO templates (name, sealed, sealed_at, strategy, generation, snapshot_of, group_grants_from) VALUES ` +
-        `(${quoteLiteral(t.name)}, ${t.sealed}, ${timestamp(t.sealedAt)}, ${quoteLiteral(t.strategy)}, ${int(t.generation)}, ` +
-        `${t.snapshotOf === null ? 'NULL' : quoteLiteral(t.snapshotOf)}, ${t.groupGrantsFrom === null ? 'NULL' : int(t.groupGrantsFrom)}) ` +
-        `ON CONFLICT (name) DO UPDATE SET sealed = EXCLUDED.sealed, sealed_at = EXCLUDED.sealed_at, ` +
-        `strategy = EXCLUDED.strategy, generation = EXCLUDED.generation, snapshot_of = EXCLUDED.snapshot_of, group_grants_from = EXCLUDED.group_grants_from`,
-    );
+    await (await this.client()).query(saveTemplateSql(t));
+  }
+
+  /**
+   * The record of `from` now under `to` (a rename): one query string is one implicit transaction, so
+   * never both and never neither, and nothing is left open on the shared connection if it fails.
+   */
+  async renameTemplate(from: string, to: TemplateRecord): Promise<void> {
+    await (await this.client()).query(`DELETE FROM templates WHERE name = ${quoteLiteral(from)}; ${saveTemplateSql(to)}`);
   }
 
   async deleteTemplate(name: string): Promise<void> {
@@ -362,7 +367,18 @@ export async function ignoreDuplicate<T>(work: Promise<T>): Promise<T | undefine
   try {
     return await work;
   } catch (err) {
-    if (err instanceof PostgresError && err.sqlstate === '42P04') return undefined;
+    if (postgresSqlstate(err) === '42P04') return undefined;
     throw err;
   }
+}
+
+function saveTemplateSql(t: TemplateRecord): string {
+  return (
+    `INSERT INTO templates (name, sealed, sealed_at, strategy, generation, snapshot_of, group_grants_from, kept) VALUES ` +
+    `(${quoteLiteral(t.name)}, ${t.sealed}, ${timestamp(t.sealedAt)}, ${quoteLiteral(t.strategy)}, ${int(t.generation)}, ` +
+    `${t.snapshotOf === null ? 'NULL' : quoteLiteral(t.snapshotOf)}, ${t.groupGrantsFrom === null ? 'NULL' : int(t.groupGrantsFrom)}, ${t.kept}) ` +
+    `ON CONFLICT (name) DO UPDATE SET sealed = EXCLUDED.sealed, sealed_at = EXCLUDED.sealed_at, ` +
+    `strategy = EXCLUDED.strategy, generation = EXCLUDED.generation, snapshot_of = EXCLUDED.snapshot_of, ` +
+    `group_grants_from = EXCLUDED.group_grants_from, kept = EXCLUDED.kept`
+  );
 }

@@ -15,7 +15,7 @@ import { databaseDoesNotExist, type MintName } from './names.js';
 import type { ClaimCheck, Permissions } from './permissions.js';
 import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
-import { PostgresError, type SqlClient } from '../postgres/sql-client.js';
+import { postgresSqlstate, type SqlClient } from '../postgres/sql-client.js';
 import type { WarmPool } from './warm-pool.js';
 import type { DiskRoom } from '../postgres/disk-guard.js';
 
@@ -195,7 +195,7 @@ export class Minter {
       // have it) the spare is untouched and goes back. Anything else makes it suspect (gone, or the
       // connection died mid-way): the janitor drops it IF EXISTS, and the create that follows answers
       // 42P04 if the rename did go through.
-      const sqlstate = err instanceof PostgresError ? err.sqlstate : null;
+      const sqlstate = postgresSqlstate(err);
       if (sqlstate === '42P04' || sqlstate === '42501') pool.giveBack(spare);
       else pool.discard(spare);
       // The name is taken by a database PGX did not mint (route() found no record): never served.
@@ -212,7 +212,7 @@ export class Minter {
     try {
       await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
     } catch (err) {
-      if (err instanceof PostgresError && err.sqlstate === '42P04') throw notMinted(name.name);
+      if (postgresSqlstate(err) === '42P04') throw notMinted(name.name);
       throw err;
     }
     // Before the record, so routing never serves it open to PUBLIC (spares are closed when made).

@@ -1,8 +1,11 @@
 // The operations the HTTP API calls (api/handlers.ts): create a database (with its settings and
-// credential, all or nothing), build, import, snapshot and restore templates, lists, status, and the
+// credential, all or nothing), build, import, rename and drop templates, snapshot and restore, lists
+// (templates with their disk use), status (disk use by kind when asked), and the
 // setters, which are the owning part's own methods (commands.ts, templates.ts), handed out as they are.
 
 import { randomBytes } from 'node:crypto';
+import { statfs } from 'node:fs/promises';
+import path from 'node:path';
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
@@ -10,7 +13,8 @@ import type { DiskRoom } from '../postgres/disk-guard.js';
 import { measureTree, type TreeMemory } from '../postgres/memory.js';
 import { quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 import type { StorageCapability } from '../postgres/storage-probe.js';
-import { runtimeStatus, type MemoryLimitsStatus, type RuntimeStatus } from '../status.js';
+import { directoryUse, type DiskUse } from '../postgres/disk-usage.js';
+import { runtimeStatus, type DiskUsageStatus, type MemoryLimitsStatus, type RuntimeStatus } from '../status.js';
 import type { ImportJob, ImportRequest, TemplateImports } from '../templates/import.js';
 import { runScript } from '../templates/script-build.js';
 import type { Snapshots } from '../templates/snapshots.js';
@@ -54,6 +58,8 @@ export interface OperationParts {
   /** A connection to the named database over PostgreSQL's private socket, as `user`. */
   connect: (database: string, user?: string) => Promise<SqlClient>;
   storage: StorageCapability;
+  /** The data directory: a database's files are under base/<oid> (template sizes). */
+  dataDir: string;
   disk?: DiskRoom | undefined;
   version: string;
   postgresVersion: string;
@@ -131,7 +137,9 @@ export class DatabaseOperations {
   /**
    * Mints a database from a sealed template for `req.user`, with its settings and, if asked, a
    * credential: all or nothing (a credential that cannot be made drops the database again). A name
-   * that exists already is 42P04; a template that is not sealed is 3D000; a bad name is 22023.
+   * that exists already is 42P04; a template missing or not sealed is 3D000 (UNKNOWN_TEMPLATE,
+   * TEMPLATE_NOT_SEALED: the caller asked for the template by name, so the error is about it); a bad
+   * name is 22023.
    */
   async create(template: string, req: CreateRequest): Promise<CreatedDatabase> {
     const created = await this.mint(template, req);
@@ -161,13 +169,7 @@ export class DatabaseOperations {
     }
     if (this.p.lifecycle.state !== 'running') throw new PgxError('CANNOT_CONNECT_NOW', `cannot create database "${name}": the runtime is not running`, { hint: 'Try again in a moment.' });
     const initial = initialSettings(req.settings ?? {}, clock.now());
-    if (!registry.sealedTemplate(template)) {
-      throw databaseDoesNotExist(template, {
-        hint: registry.templates.has(template)
-          ? `Template "${template}" is unsealed; seal it again (POST /v1/templates/${template}/seal).`
-          : `There is no sealed template "${template}"; create that database and seal it (POST /v1/templates/${template}/seal).`,
-      });
-    }
+    if (!registry.sealedTemplate(template)) throw templateProblem(template, registry.templates.has(template));
     await this.p.dropper.dropping(name)?.catch(() => undefined);
     const duplicate = (): PgxError => new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pick another name, or leave the name out for a random one.' });
     if (registry.databases.has(name) || this.p.minter.isMinting(name)) throw duplicate();
@@ -183,6 +185,38 @@ export class DatabaseOperations {
   /** Templates PGX knows (sealed now or once), by name. */
   listTemplates(): TemplateRecord[] {
     return [...this.p.registry.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /**
+   * Templates and snapshots with what each costs on disk (see postgres/disk-usage.ts): apparent and
+   * allocated bytes, and on a filesystem that clones, the bytes shared with another database.
+   */
+  async listTemplatesWithUse(): Promise<(TemplateRecord & { use: DiskUse })[]> {
+    const templates = this.listTemplates();
+    if (templates.length === 0) return [];
+    const { rows } = await (await this.p.metadata.client()).query(
+      `SELECT datname, oid FROM pg_catalog.pg_database WHERE datname = ANY (ARRAY[${templates.map((t) => quoteLiteral(t.name)).join(', ')}]::text[])`,
+    );
+    const oids = new Map(rows.map(([name, oid]) => [name!, oid!]));
+    const none: DiskUse = { apparent_bytes: 0, allocated_bytes: 0, shared_bytes: null };
+    const out: (TemplateRecord & { use: DiskUse })[] = [];
+    for (const t of templates) {
+      const oid = oids.get(t.name);
+      out.push({ ...t, use: oid === undefined ? none : await directoryUse(path.join(this.p.dataDir, 'base', oid), this.p.storage.clone) });
+    }
+    return out;
+  }
+
+  /** Keeps snapshot `name` past its database, or gives it back (see Snapshots.keep). */
+  keepSnapshot(name: string, keep: boolean, user: string): Promise<TemplateRecord> {
+    this.p.lifecycle.assertRunning(`cannot keep snapshot "${name}"`);
+    return this.p.snapshots.keep(name, keep, user);
+  }
+
+  /** Renames template or snapshot `name` (see Templates.rename). */
+  renameTemplate(name: string, to: string, user: string): Promise<TemplateRecord> {
+    this.p.lifecycle.assertRunning(`cannot rename template "${name}"`);
+    return this.p.templates.rename(name, to, user);
   }
 
   /** Minted databases alive (spares excluded), by name. */
@@ -226,10 +260,13 @@ export class DatabaseOperations {
     return this.p.imports.start(req, (fill) => this.p.templates.build({ ...build, fill, source: 'import' }, user));
   }
 
-  /** A snapshot of `db` as sealed template `name` (see snapshots.ts); `force` ends open sessions. */
-  snapshot(db: string, name: string, user: string, force = false): Promise<TemplateRecord> {
+  /**
+   * A snapshot of `db` as sealed template `name` (see snapshots.ts); `force` ends open sessions; `keep`
+   * lets it outlive `db` (else it goes with it, and counts against --snapshot-retention).
+   */
+  snapshot(db: string, name: string, user: string, force = false, keep = false): Promise<TemplateRecord> {
     this.assertRoomFor(`cannot snapshot database "${db}"`);
-    return this.p.snapshots.snapshot(db, name, { user, database: null }, force);
+    return this.p.snapshots.snapshot(db, name, { user, database: null }, force, undefined, keep);
   }
 
   /** Puts `db` back to snapshot `name`; `force` ends open sessions (57P01), else they make it fail (55006). */
@@ -245,7 +282,7 @@ export class DatabaseOperations {
   createCredential(name: string, opts: { connectionLimit?: number | undefined } = {}): Promise<Credential> {
     this.p.lifecycle.assertRunning(`cannot create a credential for database "${name}"`);
     const record = this.p.registry.databases.get(name);
-    if (!record) throw databaseDoesNotExist(name, { hint: 'Credentials are for minted databases; GET /v1/databases lists them.' });
+    if (!record) throw databaseDoesNotExist(name, { hint: `Credentials are for databases PGX minted (${this.p.prefix}<template>__<token>).` });
     // A copy of a template generation sealed with the group's grants, owned by the role they were made for.
     const from = this.p.registry.templates.get(record.template)?.groupGrantsFrom ?? null;
     const prepared = record.owner === PREPARED_OWNER && from !== null && record.generation >= from;
@@ -259,8 +296,8 @@ export class DatabaseOperations {
     return this.p.credentials.revoke(name, user, owner);
   }
 
-  /** The status document (see status.ts for what each field means). */
-  async status(): Promise<RuntimeStatus> {
+  /** The status document (see status.ts for what each field means); `diskUsage` measures disk_usage too. */
+  async status(opts: { diskUsage?: boolean } = {}): Promise<RuntimeStatus> {
     const p = this.p;
     const { rows } = await (await p.metadata.client()).query(
       `SELECT count(*) FROM pg_catalog.pg_database WHERE datname <> ${quoteLiteral(CONTROL_DATABASE)} ` +
@@ -282,7 +319,36 @@ export class DatabaseOperations {
       storage: p.storage,
       memoryLimits: p.memoryLimits?.() ?? null,
       disk: p.disk?.status() ?? null,
+      diskUsage: opts.diskUsage ? await this.diskUsage() : null,
     });
+  }
+
+  /** MB per kind of database, as pg_database_size counts them, and the data filesystem's space. */
+  private async diskUsage(): Promise<DiskUsageStatus> {
+    const { registry, dataDir, storage } = this.p;
+    const { rows } = await (await this.p.metadata.client()).query('SELECT datname, pg_catalog.pg_database_size(oid) FROM pg_catalog.pg_database');
+    const bytes = { templates: 0, snapshots: 0, databases: 0, spares: 0, other: 0 };
+    for (const [name, size] of rows) {
+      const n = Number(size ?? 0);
+      const t = registry.templates.get(name!);
+      if (t) bytes[t.snapshotOf === null ? 'templates' : 'snapshots'] += n;
+      else if (registry.databases.has(name!)) bytes.databases += n;
+      else if (registry.spares.has(name!)) bytes.spares += n;
+      else bytes.other += n;
+    }
+    const fs = await statfs(dataDir);
+    const mb = (n: number): number => Math.round((n / 1048576) * 10) / 10;
+    return {
+      templates_mb: mb(bytes.templates),
+      snapshots_mb: mb(bytes.snapshots),
+      databases_mb: mb(bytes.databases),
+      spares_mb: mb(bytes.spares),
+      other_mb: mb(bytes.other),
+      clones_share_blocks: storage.clone,
+      used_mb: mb((fs.blocks - fs.bfree) * fs.bsize),
+      free_mb: mb(fs.bavail * fs.bsize),
+      total_mb: mb(fs.blocks * fs.bsize),
+    };
   }
 
   /** For a name PGX dropped lately (its tombstone): the 3D000 saying when and why; else null. */
@@ -312,6 +378,22 @@ export class DatabaseOperations {
     }
     return this.memorySample.value;
   }
+}
+
+/**
+ * Why a create cannot copy `template`: a record without a seal is unsealed; without a record, nothing
+ * PGX knows of (an ordinary database of that name is not a template either). Each surface hints how to
+ * seal or list in its own terms; SQL's are here.
+ */
+function templateProblem(template: string, recorded: boolean): PgxError {
+  return recorded
+    ? new PgxError('TEMPLATE_NOT_SEALED', `template "${template}" is not sealed`, {
+        detail: 'Databases are minted only from a sealed template; unsealed, it is open for changes.',
+        hint: `Seal it: SELECT pgx_seal_template('${template}').`,
+      })
+    : new PgxError('UNKNOWN_TEMPLATE', `there is no template "${template}"`, {
+        hint: `Create database ${template}, fill it, and seal it: SELECT pgx_seal_template('${template}').`,
+      });
 }
 
 /** The record fields of an explicit create, checked as the separate setters check them. */

@@ -19,6 +19,11 @@ export interface TemplateRecord {
   /** A snapshot (pgx_snapshot_database) of this database, or null for a template sealed as such. */
   snapshotOf: string | null;
   /**
+   * A snapshot kept past its database (keep): false, it goes when PGX drops its database, and counts
+   * against --snapshot-retention. Templates are always kept (true).
+   */
+  kept: boolean;
+  /**
    * The first generation from which every sealed generation carries the credentials' group grants
    * (credentials.ts, prepareDatabase); null: not known to (sealed by an older PGX, a snapshot).
    */

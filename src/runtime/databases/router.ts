@@ -1,7 +1,8 @@
 // The engine's Router (engine/ports.ts): the database name of a startup packet turned into a database
 // PostgreSQL has. Names outside the prefix pass at once (PostgreSQL answers 3D000 itself if absent); a
 // new name under the prefix is minted once however many clients ask; PGX's own databases (pgx_control,
-// spares) are refused as if absent; a per-database credential reaches its own database only.
+// spares) are refused as if absent; a per-database credential reaches its own database only. A sealed
+// template is refused as PostgreSQL refuses it (55000), with what to connect to instead.
 
 import type { Clock } from '../../clock.js';
 import type { Caller, Route, Router } from '../../engine/ports.js';
@@ -45,7 +46,9 @@ export class MintRouter implements Router {
     // A per-database credential reaches its own database only (and never mints one).
     const home = this.o.credentials.databaseOf(caller.user);
     if (home !== undefined && home !== caller.database) return Promise.reject(credentialDenied(caller.database));
-    if (!isUnderPrefix(caller.database, this.o.prefix)) return RESOLVED;
+    if (!isUnderPrefix(caller.database, this.o.prefix)) {
+      return this.o.registry.sealedTemplate(caller.database) ? Promise.reject(sealedTemplate(caller.database, this.o.prefix)) : RESOLVED;
+    }
     return this.routeMinted(caller.database, caller.user);
   }
 
@@ -73,4 +76,15 @@ export class MintRouter implements Router {
     const limit = registry.databases.get(database)?.connectionLimit ?? null;
     return limit === null ? undefined : { maxSessions: limit };
   }
+}
+
+/**
+ * PostgreSQL's own refusal of a database that allows no connections (55000, its message word for word),
+ * with what PostgreSQL cannot say: the template is PGX's, and what to connect to instead.
+ */
+function sealedTemplate(name: string, prefix: string): PgxError {
+  return new PgxError('TEMPLATE_SEALED', `database "${name}" is not currently accepting connections`, {
+    detail: `"${name}" is a sealed PGX template: databases are minted from it, nobody connects to it.`,
+    hint: `Connect to a database minted from it (${prefix}${name}__<token>, any token makes a new one), or unseal it to change it: SELECT pgx_unseal_template('${name}').`,
+  });
 }

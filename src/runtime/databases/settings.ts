@@ -36,6 +36,8 @@ export interface DatabaseSettings {
   vacuumDelayMs: number;
   /** Extensions tenants may create (--allow-extensions); extension-guard.ts. */
   allowedExtensions: readonly string[];
+  /** Snapshots a database keeps at most, those taken with keep not counted (--snapshot-retention); null: no cap. */
+  snapshotRetention: number | null;
 }
 
 export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
@@ -58,4 +60,5 @@ export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
   // Long enough for backends to have flushed their statistics (PostgreSQL does within 10 s of idling).
   vacuumDelayMs: 30_000,
   allowedExtensions: DEFAULT_ALLOWED_EXTENSIONS,
+  snapshotRetention: null,
 };

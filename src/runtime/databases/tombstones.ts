@@ -48,8 +48,9 @@ export class Tombstones {
     if (t === undefined || this.expired(t)) return null;
     const at = new Date(t.droppedAt).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
     // 3D000, as for a database that does not exist, worded so the user learns what happened to theirs.
-    return new PgxError('UNKNOWN_DATABASE', `database "${name}" was dropped at ${at} (${t.reason})`, {
-      hint: 'PGX keeps a dropped name for a while (--tombstone) rather than mint it again empty. Use a new name, or create this one again explicitly (POST /v1/databases with "name").',
+    // Each surface says how to create the name again in its own terms (DATABASE_DROPPED); SQL has no create.
+    return new PgxError('DATABASE_DROPPED', `database "${name}" was dropped at ${at} (${t.reason})`, {
+      hint: 'PGX keeps a dropped name for a while (--tombstone) rather than mint it again empty: connect to a new name to mint one.',
     });
   }
 

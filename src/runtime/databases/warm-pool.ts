@@ -35,7 +35,7 @@ export interface WarmPoolOptions {
   logger: Logger;
 }
 
-export interface PoolStats {
+export interface WarmPoolStats {
   size: number;
   ready: number;
   handouts: number;
@@ -134,7 +134,7 @@ export class WarmPool {
     return this.busy.has(name);
   }
 
-  stats(template: string): PoolStats {
+  stats(template: string): WarmPoolStats {
     return {
       size: this.opts.size,
       ready: this.opts.registry.freshSpares(template).length,

@@ -6,7 +6,7 @@ import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { CREDENTIALS_GROUP } from '../databases/credentials.js';
 import { MINTERS_GROUP } from '../databases/permissions.js';
-import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
+import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from './sql-client.js';
 
 export interface ConfiguredUser {
   name: string;
@@ -79,8 +79,8 @@ export class RoleCredentials {
           await client.query(`DO $r$ BEGIN IF pg_catalog.pg_has_role(${quoteLiteral(u.name)}, ${quoteLiteral(MINTERS_GROUP)}, 'MEMBER') THEN REVOKE ${quoteIdent(MINTERS_GROUP)} FROM ${role}; END IF; EXCEPTION WHEN undefined_object THEN NULL; END $r$`);
         }
       } catch (err) {
-        if (!(err instanceof PostgresError)) throw err;
-        throw new PgxError('CONFIG_INVALID', `users: role "${u.name}" could not be configured: ${err.message}`, {
+        if (postgresSqlstate(err) === null) throw err;
+        throw new PgxError('CONFIG_INVALID', `users: role "${u.name}" could not be configured: ${(err as Error).message}`, {
           hint: 'Fix or remove that entry of "users" in the config file; roles PGX itself uses (pgx_credentials, pgx_minters) cannot be users.',
           cause: err,
         });
@@ -100,6 +100,6 @@ async function ensureGroupRole(client: SqlClient, name: string): Promise<void> {
   const { rows } = await client.query(`SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(name)}`);
   if (rows.length > 0) return;
   await client.query(`CREATE ROLE ${quoteIdent(name)} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT`).catch((err: unknown) => {
-    if (!(err instanceof PostgresError && err.sqlstate === '42710')) throw err;
+    if (!(postgresSqlstate(err) === '42710')) throw err;
   });
 }

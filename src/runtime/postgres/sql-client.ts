@@ -41,25 +41,18 @@ export interface ConnectOptions {
 }
 
 /**
- * An ErrorResponse from PostgreSQL: a PgxError POSTGRES_FAILED whose `sqlstate` is PostgreSQL's own
- * (e.g. 42P04), so callers can tell "already exists" from a real failure and the API can pass it on.
+ * The SQLSTATE PostgreSQL answered with, when `err` is its ErrorResponse (a PgxError POSTGRES_FAILED
+ * carrying PostgreSQL's own SQLSTATE, e.g. 42P04); null for anything else, this client's own failures
+ * (a closed connection, a timeout: POSTGRES_FAILED with the code's 58000) included. Callers tell
+ * "already exists" from a real failure by it, and the API passes the SQLSTATE on.
  */
-export class PostgresError extends PgxError {
-  /** ERROR, FATAL or PANIC. */
-  readonly severity: string;
-  private readonly pgSqlstate: string;
-
-  constructor(fields: { sqlstate: string; severity: string; message: string; detail?: string; hint?: string }) {
-    super('POSTGRES_FAILED', fields.message, { detail: fields.detail, hint: fields.hint });
-    this.name = 'PostgresError';
-    this.pgSqlstate = fields.sqlstate;
-    this.severity = fields.severity;
-  }
-
-  override get sqlstate(): string {
-    return this.pgSqlstate;
-  }
+export function postgresSqlstate(err: unknown): string | null {
+  if (!(err instanceof PgxError) || err.code !== 'POSTGRES_FAILED' || err.sqlstate === OWN_FAILURE) return null;
+  return err.sqlstate;
 }
+
+/** The SQLSTATE of POSTGRES_FAILED when it is this client's own failure, not PostgreSQL's answer. */
+const OWN_FAILURE = new PgxError('POSTGRES_FAILED', '').sqlstate;
 
 interface Pending {
   /** null for the startup handshake, which completes like a query: at ReadyForQuery. */
@@ -92,7 +85,7 @@ export class SqlClient {
   private fields: string[] = [];
   private rows: (string | null)[][] = [];
   private last: QueryResult = { rows: [], fields: [], command: '' };
-  private error: PostgresError | undefined;
+  private error: PgxError | undefined;
 
   private constructor(opts: ConnectOptions) {
     this.path = socketPath(opts.socketDir, opts.port);
@@ -295,14 +288,8 @@ export class SqlClient {
   }
 }
 
-function toPostgresError(msg: DatabaseError): PostgresError {
-  return new PostgresError({
-    sqlstate: msg.code ?? 'XX000',
-    severity: msg.severity ?? 'ERROR',
-    message: msg.message,
-    detail: msg.detail,
-    hint: msg.hint,
-  });
+function toPostgresError(msg: DatabaseError): PgxError {
+  return new PgxError('POSTGRES_FAILED', msg.message, { sqlstate: msg.code ?? 'XX000', detail: msg.detail, hint: msg.hint });
 }
 
 /** An identifier as PostgreSQL reads it: in double quotes, inner double quotes doubled. */

@@ -13,11 +13,12 @@ import { createWriteStream, existsSync, promises as fsp, readdirSync } from 'nod
 import path from 'node:path';
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
+import { parsePostgresUrl } from '../../postgres-url.js';
 import type { Logger } from '../../log.js';
 import { checkMaskRules, parseMaskRules } from './mask-rules.js';
 import type { TemplateRecord } from '../databases/records.js';
 import type { SqlClient } from '../postgres/sql-client.js';
-import { runScript, ScriptError } from './script-build.js';
+import { runScript } from './script-build.js';
 
 export type ImportPhase = 'queued' | 'dumping' | 'restoring' | 'masking' | 'checking' | 'sealing' | 'done' | 'failed';
 
@@ -167,10 +168,8 @@ export class TemplateImports {
       });
     });
     if (code !== 0) {
-      throw new ScriptError({
+      throw new PgxError('SCRIPT_FAILED', `restoring the dump into template "${job.template}" failed: ${lastLines(stderr.split('\n').filter((l) => !/^pg_restore: (processing|creating|executing|connecting|implied)/.test(l)).join('\n'))}`, {
         sqlstate: '58000',
-        severity: 'ERROR',
-        message: `restoring the dump into template "${job.template}" failed: ${lastLines(stderr.split('\n').filter((l) => !/^pg_restore: (processing|creating|executing|connecting|implied)/.test(l)).join('\n'))}`,
         hint: 'The source may use an extension or feature this runtime lacks; `pgx check` lists them.',
       });
     }
@@ -182,10 +181,8 @@ export class TemplateImports {
     try {
       const violations = await checkMaskRules(client, rules);
       if (violations.length > 0) {
-        throw new ScriptError({
+        throw new PgxError('SCRIPT_FAILED', `masking left data that a rule forbids: ${violations.map((v) => `${v.column} (${v.rows} rows)`).join(', ')}`, {
           sqlstate: '23514',
-          severity: 'ERROR',
-          message: `masking left data that a rule forbids: ${violations.map((v) => `${v.column} (${v.rows} rows)`).join(', ')}`,
           detail: violations.map((v) => `${v.column}: ${v.rows} rows match ${v.rule}`).join('\n'),
           hint: 'Extend the masking script to overwrite those values; nothing was imported.',
         });
@@ -204,19 +201,9 @@ interface Source {
 }
 
 function parseSource(text: string): Source {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new PgxError('INVALID_PARAMETER', 'the source is not a URL', { hint: 'Give it as postgresql://user:password@host:port/database.' });
-  }
-  if (url.protocol !== 'postgresql:' && url.protocol !== 'postgres:') {
-    throw new PgxError('INVALID_PARAMETER', `the source URL's scheme is ${url.protocol}, not postgresql:`, { hint: 'Give it as postgresql://user:password@host:port/database.' });
-  }
+  const { display, password } = parsePostgresUrl(text, 'the source');
   const env: Record<string, string> = { PGCONNECT_TIMEOUT: '15' };
-  if (url.password !== '') env.PGPASSWORD = decodeURIComponent(url.password);
-  url.password = '';
-  const display = url.toString();
+  if (password !== null) env.PGPASSWORD = password;
   return { url: display, display, env };
 }
 

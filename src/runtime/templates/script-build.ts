@@ -9,10 +9,9 @@
 
 import { PgxError } from '../../errors.js';
 import { isOwnershipOrPrivilege, parseScript, type ParsedScript } from './psql-script.js';
-import { PostgresError, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
+import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 /** The script itself failed (its SQLSTATE is PostgreSQL's): the caller's fault, not the runtime's. */
-export class ScriptError extends PostgresError {}
 
 export interface BuildOptions {
   /** The template's name (validated by the caller). */
@@ -55,7 +54,7 @@ export async function buildScratch(o: BuildOptions): Promise<void> {
  * Runs a SQL script in `database` as `user`, as psql would run the file (psql-script.ts): statement by
  * statement in one session, COPY ... FROM stdin with its data, pg_dump's meta-commands understood. A
  * pg_dump file's ownership and privilege statements are left out (they name the source's roles). The
- * first failure stops it: PostgreSQL's error comes back as a ScriptError naming `what` ("the script
+ * first failure stops it: PostgreSQL's error comes back as SCRIPT_FAILED (its SQLSTATE kept) naming `what` ("the script
  * for template "x"", or the file) and the line and statement, with the SQLSTATE kept.
  */
 export async function runScript(connectAs: (database: string, user: string) => Promise<SqlClient>, database: string, user: string, sql: string, what: string): Promise<ScriptRun> {
@@ -78,13 +77,13 @@ export async function runScript(connectAs: (database: string, user: string) => P
         if (step.kind === 'copy') await client.copyFrom(step.sql, step.data);
         else await client.query(step.sql);
       } catch (err) {
-        if (!(err instanceof PostgresError)) throw err;
-        throw new ScriptError({
-          sqlstate: err.sqlstate,
-          severity: err.severity,
-          message: `${what} failed at line ${step.line}: ${err.message}`,
-          detail: [`The statement: ${firstLines(step.sql)}`, err.detail].filter((d) => d !== undefined).join('\n'),
-          hint: err.hint ?? 'Fix the script and submit it again; nothing was changed.',
+        const sqlstate = postgresSqlstate(err);
+        if (sqlstate === null) throw err;
+        const pgErr = err as PgxError;
+        throw new PgxError('SCRIPT_FAILED', `${what} failed at line ${step.line}: ${pgErr.message}`, {
+          sqlstate,
+          detail: [`The statement: ${firstLines(step.sql)}`, pgErr.detail].filter((d) => d !== undefined).join('\n'),
+          hint: pgErr.hint ?? 'Fix the script and submit it again; nothing was changed.',
         });
       }
       run.statements++;

@@ -8,6 +8,10 @@
 // forced; forced sessions get 57P01 naming the operation), close the engine's idle backends on it,
 // copy, and let connects through again. A restore builds the copy under a scratch name first: if the
 // copy fails, the database is untouched.
+//
+// A snapshot belongs to its database unless kept (keep): it goes when PGX drops the database
+// (disposable-databases.ts), and --snapshot-retention caps how many unkept ones a database has, the
+// oldest going first when a new one is taken.
 
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
@@ -43,6 +47,10 @@ export interface SnapshotsOptions {
   scratches: Set<string>;
   /** After a restore replaced `database` (owned by `owner`): put back what belonged to the old one. */
   replaced: (database: string, owner: string) => Promise<void>;
+  /** Unkept snapshots a database keeps at most (--snapshot-retention); null: no cap. */
+  retention: number | null;
+  /** Drops a snapshot past the retention cap (Templates.drop, forced: copies of it keep their data). */
+  dropSnapshot: (name: string) => Promise<void>;
   clock: Clock;
   logger: Logger;
 }
@@ -50,7 +58,8 @@ export interface SnapshotsOptions {
 export class Snapshots {
   constructor(private readonly opts: SnapshotsOptions) {}
 
-  async snapshot(db: string, name: string, caller: SnapshotCaller, force: boolean, fn = controlSqlName('snapshot_database')): Promise<TemplateRecord> {
+  /** `keep`: the snapshot outlives its database and is not counted against --snapshot-retention. */
+  async snapshot(db: string, name: string, caller: SnapshotCaller, force: boolean, fn = controlSqlName('snapshot_database'), keep = false): Promise<TemplateRecord> {
     const { registry, metadata, clock, logger } = this.opts;
     await this.checkSource(db, caller, fn, 'snapshot');
     const problem = templateNameProblem(name, this.opts.prefix);
@@ -69,19 +78,63 @@ export class Snapshots {
       const strategy = chooseStrategy(this.opts.storage, bytes);
       const owner = (await this.opts.permissions.access(caller.user, db)).owner ?? caller.user;
       await this.opts.holdConnects(db, async () => {
-        await this.clearSessions(client, db, force, `snapshot "${name}" of database "${db}"`, `Connect again; the snapshot is taken.`);
+        await this.clearSessions(client, db, force, `SELECT ${fn}('${db}', '${name}', true)`, `snapshot "${name}" of database "${db}"`, `Connect again; the snapshot is taken.`);
         await createDatabase(client, createDatabaseSql(name, db, strategy, owner));
       });
       // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing.
       await client.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
       // Its copies carry whatever grants `db` had: a credential of one gets the group's over a connection.
-      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy, generation: 1, snapshotOf: db, groupGrantsFrom: null };
+      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy, generation: 1, snapshotOf: db, kept: keep, groupGrantsFrom: null };
       await metadata.saveTemplate(record);
       registry.templates.set(name, record);
-      logger.info('database-snapshot', { database: db, snapshot: name, strategy, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
+      logger.info('database-snapshot', { database: db, snapshot: name, strategy, kept: keep, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
+      await this.retain(record, record.name);
       return record;
     } finally {
       await client.close();
+    }
+  }
+
+  /**
+   * Keeps snapshot `name` past its database (keep), or gives it back to it (its database's drop then
+   * takes it, and it counts against --snapshot-retention again).
+   */
+  async keep(name: string, keep: boolean, user: string, fn = controlSqlName('keep_snapshot')): Promise<TemplateRecord> {
+    const { registry, metadata, permissions, logger } = this.opts;
+    const record = registry.templates.get(name);
+    const access = await permissions.access(user, name);
+    if (!record) throw databaseDoesNotExist(name, access.exists ? {} : { hint: `Take one with SELECT pgx_snapshot_database('database', '${name}').` });
+    if (record.snapshotOf === null) {
+      throw new PgxError('NOT_A_TEMPLATE', `template "${name}" is not a snapshot`, { hint: 'Templates belong to no database: they are always kept.' });
+    }
+    if (access.exists && !access.ownerOrSuperuser) throw functionDenied(fn, name);
+    const updated: TemplateRecord = { ...record, kept: keep };
+    await metadata.saveTemplate(updated);
+    registry.templates.set(name, updated);
+    logger.info('snapshot-kept', { snapshot: name, database: record.snapshotOf, kept: keep, by: user });
+    await this.retain(updated);
+    return updated;
+  }
+
+  /** The unkept snapshots of `db`, oldest first. */
+  ownedBy(db: string): TemplateRecord[] {
+    return [...this.opts.registry.templates.values()]
+      .filter((t) => t.snapshotOf === db && !t.kept)
+      .sort((a, b) => (a.sealedAt ?? 0) - (b.sealedAt ?? 0) || a.name.localeCompare(b.name));
+  }
+
+  /**
+   * After `changed` (taken, or given back to its database): drops the oldest unkept snapshots of its
+   * database past --snapshot-retention; `protect` (the one just taken) is never among them.
+   */
+  private async retain(changed: TemplateRecord, protect: string | null = null): Promise<void> {
+    const cap = this.opts.retention;
+    if (cap === null || changed.kept) return;
+    const owned = this.ownedBy(changed.snapshotOf!);
+    const excess = owned.length - cap;
+    for (const old of owned.filter((t) => t.name !== protect).slice(0, Math.max(0, excess))) {
+      await this.opts.dropSnapshot(old.name);
+      this.opts.logger.info('snapshot-retired', { database: changed.snapshotOf, snapshot: old.name, retention: cap });
     }
   }
 
@@ -106,7 +159,7 @@ export class Snapshots {
       await createDatabase(client, createDatabaseSql(scratch, name, snapshot.strategy, owner));
       await client.query(closeToPublicSql(scratch));
       await this.opts.holdConnects(db, async () => {
-        await this.clearSessions(client, db, force, `database "${db}" is being restored to snapshot "${name}"`, `Connect again: "${db}" now holds the state of snapshot "${name}".`);
+        await this.clearSessions(client, db, force, `SELECT ${fn}('${db}', '${name}', true)`, `database "${db}" is being restored to snapshot "${name}"`, `Connect again: "${db}" now holds the state of snapshot "${name}".`);
         // Both renames in one transaction (ALTER DATABASE RENAME is transactional): at every instant
         // the name is the old database or the restored one. A CREATE DATABASE of the name meanwhile
         // waits on pg_database's unique index and then fails with 42P04; it never holds the name.
@@ -152,21 +205,21 @@ export class Snapshots {
     }
     if (caller.database === db) {
       throw new PgxError('OBJECT_IN_USE', `cannot ${verb} the currently open database "${db}"`, {
-        hint: `Connect to another database (e.g. postgres) and call ${fn}('${db}', ...) there, or use the HTTP API.`,
+        hint: `Connect to another database (e.g. postgres) and call ${fn}('${db}', ...) there.`,
       });
     }
   }
 
   /**
    * Leaves `db` with no backend: its client sessions are refused (55006) or, forced, ended with 57P01;
-   * then the backends left (the engine's idle pool) are terminated.
+   * then the backends left (the engine's idle pool) are terminated. `forced`: the call that forces it.
    */
-  private async clearSessions(client: SqlClient, db: string, force: boolean, why: string, hint: string): Promise<void> {
+  private async clearSessions(client: SqlClient, db: string, force: boolean, forced: string, why: string, hint: string): Promise<void> {
     const open = this.opts.engine.sessionsPerDatabase().get(db) ?? 0;
     if (open > 0 && !force) {
       throw new PgxError('OBJECT_IN_USE', `database "${db}" is being accessed by other users`, {
         detail: `There ${open === 1 ? 'is 1 other session' : `are ${open} other sessions`} using the database.`,
-        hint: 'Close them, or pass force (a third argument true, or force: true in the API) to end them: they get 57P01.',
+        hint: `Close them, or end them (they get 57P01): ${forced}.`,
       });
     }
     if (open > 0) this.opts.engine.terminateSessions(db, `terminating connection: ${why}`, hint);

@@ -83,7 +83,7 @@ export class Templates {
     if (problem !== null) throw new PgxError('INVALID_PARAMETER', `template name "${name}" is not usable: ${problem}`, { hint: 'Use lower-case letters, digits and single underscores, e.g. tpl_app.' });
     const before = await permissions.access(user, name);
     if (before.exists && !req.replace) {
-      throw new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pass replace: true to rebuild it, or pick another name.' });
+      throw new PgxError('DUPLICATE_DATABASE', `database "${name}" already exists`, { hint: 'Pick another name.' });
     }
     if (before.exists && !before.ownerOrSuperuser) throw functionDenied('build_template', name);
     const started = clock.monotonic();
@@ -100,7 +100,7 @@ export class Templates {
     logger.info('template-built', { template: name, from: req.source, owner: req.owner ?? 'postgres', replaced: before.exists, ms: Math.round(clock.monotonic() - started) });
     if (req.seal === false) {
       const previous = registry.templates.get(name);
-      if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null, groupGrantsFrom: null };
+      if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
       return previous;
     }
     return this.doSeal(name, user, 'build_template', null);
@@ -187,6 +187,7 @@ export class Templates {
       strategy: chooseStrategy(this.opts.storage, bytes),
       generation,
       snapshotOf: previous?.snapshotOf ?? null,
+      kept: previous?.kept ?? true,
       groupGrantsFrom: prepared ? (previous?.groupGrantsFrom ?? generation) : null,
     };
     await metadata.saveTemplate(record);
@@ -205,7 +206,7 @@ export class Templates {
     const previous = registry.templates.get(name);
     const record: TemplateRecord = previous
       ? { ...previous, sealed: false }
-      : { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null, groupGrantsFrom: null };
+      : { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
     // Unsealed in memory first: no mint or refill starts from it while it opens up; its spares are stale.
     registry.templates.set(name, record);
     try {
@@ -244,8 +245,8 @@ export class Templates {
     const access = await permissions.access(user, name);
     if (!record) {
       if (access.exists) {
-        throw new PgxError('INVALID_PARAMETER', `database "${name}" is not a template PGX knows`, {
-          hint: `Drop an ordinary database with SELECT pgx_drop_database('${name}') (pgx db drop ${name}).`,
+        throw new PgxError('NOT_A_TEMPLATE', `database "${name}" is not a template PGX knows`, {
+          hint: `Drop an ordinary database with DROP DATABASE ${quoteIdent(name)}, or SELECT pgx_drop_database('${name}') for one PGX minted.`,
         });
       }
       throw databaseDoesNotExist(name);
@@ -255,7 +256,7 @@ export class Templates {
     if (copies > 0 && !force) {
       throw new PgxError('OBJECT_IN_USE', `cannot drop template "${name}": ${plural(copies, 'database')} minted from it ${copies === 1 ? 'is' : 'are'} alive`, {
         detail: 'They keep their data when it goes; only minting from it ends.',
-        hint: `Drop them first, or drop it anyway with force: SELECT ${fn}('${name}', true), pgx template drop ${name} --force, DELETE /v1/templates/${name}?force=true.`,
+        hint: `Drop them first, or drop it anyway: SELECT ${fn}('${name}', true).`,
       });
     }
     registry.templates.delete(name);
@@ -272,6 +273,72 @@ export class Templates {
       throw err;
     }
     logger.info('template-dropped', { template: name, snapshotOf: record.snapshotOf, by: user, mintedCopiesAlive: copies, forced: copies > 0 });
+  }
+
+  /**
+   * Renames template (or snapshot) `name` to `to` with ALTER DATABASE RENAME, its record with it.
+   * PostgreSQL renames only a database nobody is connected to (55006 otherwise); PGX refuses too while
+   * databases minted from it are alive, whose names and records name the template. Its spares turn
+   * stale (the janitor drops them) and the pool makes new ones under the new name.
+   */
+  rename(name: string, to: string, user: string, fn = controlSqlName('rename_template')): Promise<TemplateRecord> {
+    return this.lanes.run(name, () => this.doRename(name, to, user, fn));
+  }
+
+  private async doRename(name: string, to: string, user: string, fn: string): Promise<TemplateRecord> {
+    const { registry, metadata, permissions, logger } = this.opts;
+    this.refuseSpecial(name, 'renamed');
+    const record = registry.templates.get(name);
+    const access = await permissions.access(user, name);
+    if (!record) {
+      if (!access.exists) throw databaseDoesNotExist(name);
+      throw new PgxError('NOT_A_TEMPLATE', `database "${name}" is not a template PGX knows`, { hint: `Rename an ordinary database with ALTER DATABASE ${quoteIdent(name)} RENAME TO ...` });
+    }
+    if (access.exists && !access.ownerOrSuperuser) throw functionDenied(fn, name);
+    const problem = isReservedName(to) || isSystemDatabase(to) ? 'the name is reserved' : templateNameProblem(to, this.opts.prefix);
+    if (problem !== null) {
+      throw new PgxError('INVALID_PARAMETER', `template name "${to}" is not usable: ${problem}`, { hint: 'Use lower-case letters, digits and single underscores, e.g. tpl_app_v2.' });
+    }
+    if ((await permissions.access(user, to)).exists || registry.templates.has(to)) {
+      throw new PgxError('DUPLICATE_DATABASE', `database "${to}" already exists`, { hint: 'Pick another name.' });
+    }
+    const copies = [...registry.databases.values()].filter((d) => d.template === name).length;
+    if (copies > 0) {
+      throw new PgxError('OBJECT_IN_USE', `cannot rename template "${name}": ${plural(copies, 'database')} minted from it ${copies === 1 ? 'is' : 'are'} alive`, {
+        detail: `Their names (${this.opts.prefix}${name}__<token>) and records name the template.`,
+        hint: `Drop them first (SELECT pgx_drop_database(name)), or build the template again under the new name.`,
+      });
+    }
+    const open = this.opts.engine.sessionsPerDatabase().get(name) ?? 0;
+    if (open > 0) {
+      throw new PgxError('OBJECT_IN_USE', `database "${name}" is being accessed by other users`, {
+        detail: `There ${open === 1 ? 'is 1 other session' : `are ${open} other sessions`} using the database.`,
+        hint: 'Close them and rename it again.',
+      });
+    }
+    this.opts.engine.closeIdleBackends(name);
+    const renamed: TemplateRecord = { ...record, name: to };
+    const admin = await metadata.client();
+    // Out of the registry first: nothing mints from it while it changes name.
+    registry.templates.delete(name);
+    try {
+      await admin.query(`ALTER DATABASE ${quoteIdent(name)} RENAME TO ${quoteIdent(to)}`);
+    } catch (err) {
+      registry.templates.set(name, record);
+      throw err;
+    }
+    try {
+      await metadata.renameTemplate(name, renamed);
+    } catch (err) {
+      // The records still say `name`: so does the database again.
+      await admin.query(`ALTER DATABASE ${quoteIdent(to)} RENAME TO ${quoteIdent(name)}`).catch(() => undefined);
+      registry.templates.set(name, record);
+      throw err;
+    }
+    registry.templates.set(to, renamed);
+    logger.info('template-renamed', { template: name, to, snapshotOf: record.snapshotOf, by: user });
+    this.opts.pool.kick();
+    return renamed;
   }
 
   /**
@@ -315,7 +382,7 @@ export class Templates {
   }
 
   /** PGX's own databases are invisible (3D000); system and minted databases cannot be templates. */
-  private refuseSpecial(name: string, what: 'sealed' | 'unsealed' | 'built' | 'dropped'): void {
+  private refuseSpecial(name: string, what: 'sealed' | 'unsealed' | 'built' | 'dropped' | 'renamed'): void {
     if (isReservedName(name)) throw databaseDoesNotExist(name);
     if (isSystemDatabase(name)) {
       throw new PgxError('INVALID_PARAMETER', `database "${name}" cannot be ${what}: PGX and PostgreSQL rely on it`, {
