@@ -60,7 +60,7 @@ CREATE TABLE audit.log (
   net numeric,
   invoice int DEFAULT nextval('app.invoice_no'),
   ref text DEFAULT app.ref_code()
-);
+) WITH (fillfactor = 70, autovacuum_enabled = false);
 CREATE FUNCTION audit.record() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO audit.log (order_id, net) VALUES (NEW.id, app.net(NEW.total));
@@ -99,7 +99,7 @@ SELECT kind, name, def FROM (
     concat_ws(' ', format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attidentity, a.attgenerated, pg_get_expr(d.adbin, d.adrelid), a.attnum)
     FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
     WHERE c.relnamespace IN ('app'::regnamespace, 'audit'::regnamespace) AND a.attnum > 0 AND NOT a.attisdropped
-  UNION ALL SELECT 'relation', c.oid::regclass::text, c.relkind::text || ' ' || c.relpersistence::text FROM pg_class c WHERE c.relnamespace IN ('app'::regnamespace, 'audit'::regnamespace)
+  UNION ALL SELECT 'relation', c.oid::regclass::text, concat_ws(' ', c.relkind, c.relpersistence, c.reloptions) FROM pg_class c WHERE c.relnamespace IN ('app'::regnamespace, 'audit'::regnamespace)
   UNION ALL SELECT 'constraint', format('%s %s', coalesce(nullif(c.conrelid, 0)::regclass::text, format_type(c.contypid, NULL)), c.conname), pg_get_constraintdef(c.oid)
     FROM pg_constraint c WHERE c.connamespace IN ('app'::regnamespace, 'audit'::regnamespace) AND c.contype <> 'n' -- 18's NOT NULL rows: attnotnull above
   UNION ALL SELECT 'index', i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
@@ -166,6 +166,8 @@ describe('runtime: templates imported from a source newer than pg_dump (logical 
     await queryOnce(source.url('shop'), SOURCE_SQL);
     rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0 });
     api = new ApiClient({ url: `http://127.0.0.1:${rt.runtime.api!.port}`, token: TOKEN });
+    // A tenant's role (not a superuser) to own templates, as an import is bound when one does.
+    await queryOnce(rt.connection('postgres'), 'CREATE ROLE tpl_builder LOGIN');
   });
 
   after(async function () {
@@ -176,7 +178,7 @@ describe('runtime: templates imported from a source newer than pg_dump (logical 
   it('copies every object and every row; sequences continue after the source', async function () {
     const version = await queryOnce(source.url('shop'), 'SHOW server_version_num');
     expect(Math.floor(Number(version.rows[0].server_version_num) / 10000)).to.equal(18);
-    const started = await api.importTemplate({ name: 'tpl_pg18', source_url: source.url('shop') });
+    const started = await api.importTemplate({ name: 'tpl_pg18', source_url: source.url('shop'), owner: 'tpl_builder' });
     const job = await api.waitForImport(started.id, () => undefined, 100);
     expect(job.error, JSON.stringify(job.error)).to.equal(null);
     expect(job.phase).to.equal('done');
@@ -224,6 +226,8 @@ describe('runtime: templates imported from a source newer than pg_dump (logical 
   });
 
   it('a source with kinds of object the copy does not carry fails with 0A000 naming them, and leaves nothing', async function () {
+    const databases = async (): Promise<number> => (await queryOnce(rt.connection('postgres'), 'SELECT count(*)::int AS n FROM pg_database')).rows[0].n;
+    const before = await databases();
     await queryOnce(source.url('postgres'), 'CREATE DATABASE odd');
     await queryOnce(source.url('odd'), 'CREATE TABLE t (id int PRIMARY KEY); CREATE MATERIALIZED VIEW mv AS SELECT id FROM t; CREATE TABLE p (k int) PARTITION BY RANGE (k)');
     const job = await api.waitForImport((await api.importTemplate({ name: 'tpl_odd', source_url: source.url('odd') })).id, () => undefined, 100);
@@ -232,6 +236,23 @@ describe('runtime: templates imported from a source newer than pg_dump (logical 
     expect(job.error!.message).to.equal('the logical copy does not carry materialized views (1), partitioned tables (1), which the source has');
     expect(job.error!.hint).to.include('pgx doctor');
     expect((await api.listTemplates()).map((t) => t.name)).to.not.include('tpl_odd');
+    await waitFor('the scratch database to go', async () => (await databases()) === before);
+  });
+
+  it('extensions go through the runtime\'s allow-list: one comes along, one not on the list fails a tenant-owned import with 42501', async function () {
+    await queryOnce(source.url('postgres'), 'CREATE DATABASE ext');
+    await queryOnce(source.url('ext'), "CREATE EXTENSION pg_trgm; CREATE TABLE words (w text); CREATE INDEX words_trgm ON words USING gin (w gin_trgm_ops); INSERT INTO words VALUES ('hello')");
+    const ok = await api.waitForImport((await api.importTemplate({ name: 'tpl_ext', source_url: source.url('ext') })).id, () => undefined, 100);
+    expect(ok.error, JSON.stringify(ok.error)).to.equal(null);
+    const { rows } = await queryOnce(rt.connection('tdb_tpl_ext__e1'), "SELECT w, similarity(w, 'hallo') > 0 AS similar FROM words");
+    expect(rows).to.deep.equal([{ w: 'hello', similar: true }]);
+
+    // The default owner is the runtime's superuser, whom the allow-list does not bind; a tenant's role is bound.
+    await queryOnce(source.url('ext'), 'CREATE EXTENSION cube; CREATE EXTENSION earthdistance');
+    const refused = await api.waitForImport((await api.importTemplate({ name: 'tpl_ext2', source_url: source.url('ext'), owner: 'tpl_builder' })).id, () => undefined, 100);
+    expect(refused.phase).to.equal('failed');
+    expect(refused.error).to.include({ sqlstate: '42501' });
+    expect(refused.error!.message).to.include('permission denied to create extension "earthdistance"');
   });
 
   it('a wrong password fails with the source\'s reason and never shows the password', async function () {

@@ -91,13 +91,13 @@ export async function logicalCopy(sourceUrl: string, target: CopyTarget, progres
     const sequences = (await src.query<{ sql: string; owned: string | null }>(SEQUENCES)).rows;
     for (const s of sequences) await run(s.sql);
 
-    const tables = (await src.query<{ oid: number; name: string; unlogged: boolean }>(TABLES)).rows;
+    const tables = (await src.query<{ oid: number; name: string; unlogged: boolean; options: string }>(TABLES)).rows;
     const oids = tables.map((t) => t.oid);
     const columns = (await src.query<Column>(COLUMNS, [oids])).rows;
     const lateDefaults: string[] = [];
     for (const t of tables) {
       const cols = columns.filter((c) => c.table === t.oid);
-      await run(`CREATE ${t.unlogged ? 'UNLOGGED ' : ''}TABLE ${t.name} (${cols.map((c) => columnDefinition(c)).join(', ')})`);
+      await run(`CREATE ${t.unlogged ? 'UNLOGGED ' : ''}TABLE ${t.name} (${cols.map((c) => columnDefinition(c)).join(', ')})${t.options}`);
       for (const c of cols) if (c.late_default && c.default !== null) lateDefaults.push(`ALTER TABLE ${t.name} ALTER COLUMN ${c.name} SET DEFAULT ${c.default}`);
     }
     for (const s of sequences) if (s.owned !== null) await run(s.owned);
@@ -266,7 +266,8 @@ const SEQUENCES = `SELECT format('CREATE SEQUENCE %s AS %s ', c.oid::pg_catalog.
 
 const SEQUENCE_NAMES = `SELECT c.oid::pg_catalog.regclass::text AS name FROM pg_catalog.pg_class c WHERE c.relkind = 'S' AND c.oid IN (${USER_RELATIONS}) ORDER BY c.oid`;
 
-const TABLES = `SELECT c.oid::int8::float8 AS oid, c.oid::pg_catalog.regclass::text AS name, c.relpersistence = 'u' AS unlogged
+const TABLES = `SELECT c.oid::int8::float8 AS oid, c.oid::pg_catalog.regclass::text AS name, c.relpersistence = 'u' AS unlogged,
+  coalesce(' WITH (' || array_to_string(c.reloptions, ', ') || ')', '') AS options
   FROM pg_catalog.pg_class c WHERE c.relkind = 'r' AND c.oid IN (${USER_RELATIONS}) ORDER BY c.oid`;
 
 /** late_default: the default calls a function outside pg_catalog, which may not exist until later. */
