@@ -105,8 +105,8 @@ export async function logicalCopy(sourceUrl: string, target: CopyTarget, progres
     progress.tablesTotal(tables.length);
     for (const t of tables) {
       const names = columns.filter((c) => c.table === t.oid && c.generated === '').map((c) => c.name);
-      const list = names.length > 0 ? ` (${names.join(', ')})` : '';
-      await copyTable(src, dst, `${t.name}${list}`, progress);
+      const columnList = names.length > 0 ? ` (${names.join(', ')})` : '';
+      await copyTable(src, dst, `${t.name}${columnList}`, progress);
       progress.tableDone();
     }
 
