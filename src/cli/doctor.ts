@@ -1,6 +1,7 @@
 // `pgx doctor`: what this machine gives a runtime, checked rather than assumed: Node.js, the PostgreSQL
 // 18 binaries, whether the data directory's filesystem clones (copy-on-write databases), the memory
-// limit of this cgroup, the client tools, and a running runtime if one answers at --url.
+// limit of this cgroup, the client tools, which source versions `template import` can read (through
+// the local pg_dump, or the logical copy for newer ones), and a running runtime if one answers at --url.
 
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -9,6 +10,8 @@ import { promisify } from 'node:util';
 import { cgroupLimit } from '../runtime/postgres/cgroup.js';
 import { locatePgBinaries, PG_MAJOR } from '../runtime/postgres/pg-binaries.js';
 import { probeStorage } from '../runtime/postgres/storage-probe.js';
+import { dumpMajor, findDumpToolsOrNone } from '../runtime/templates/import.js';
+import { LOGICAL_COPY_MIN_MAJOR } from '../runtime/templates/logical-copy.js';
 import { apiClient, parseCommand, positionals, TARGET_HELP } from './command-line.js';
 import { printJson } from './output.js';
 
@@ -16,7 +19,8 @@ const DOCTOR_HELP = `Usage: pgx doctor [--data-dir DIR] [--pg-bin DIR] [options]
 
 Checks what this machine gives a PGX runtime: Node.js, the PostgreSQL ${PG_MAJOR} server binaries, whether
 the data directory's filesystem can clone files (copy-on-write databases: XFS with reflink, btrfs,
-OpenZFS >= 2.2 with block cloning), the cgroup memory limit, psql, and a runtime at --url if one runs.
+OpenZFS >= 2.2 with block cloning), the cgroup memory limit, psql, which source PostgreSQL versions
+pgx template import can read here, and a runtime at --url if one runs.
 Exits 1 if a check fails.
 
   --data-dir DIR          the data directory to check (or where it would be made)  [.pgx/data]
@@ -49,6 +53,7 @@ export async function runDoctor(argv: string[]): Promise<number> {
     checkStorage(dataDir),
     checkMemoryLimit(),
     checkPsql(),
+    checkImport(),
     checkRuntime(cmd),
   ]);
   if (cmd.json) printJson({ ok: !checks.some((c) => c.verdict === 'fail'), checks });
@@ -111,6 +116,24 @@ async function checkPsql(): Promise<Check> {
   } catch {
     return { name: 'psql', verdict: 'warn', detail: 'psql is not on PATH (pgx psql NAME and the quickstart use it): apt-get install postgresql-client' };
   }
+}
+
+const NEWER_PG_DUMP = `for pg_dump imports of newer sources install postgresql-client-${PG_MAJOR} from the PostgreSQL apt repository (apt.postgresql.org; Debian's own stops at 15 on bookworm)`;
+
+/**
+ * Which sources `template import` reads: those up to the local pg_dump's major through pg_dump, newer
+ * ones (from LOGICAL_COPY_MIN_MAJOR) through the logical copy, which carries less (docs/operations.md).
+ */
+async function checkImport(): Promise<Check> {
+  const tools = findDumpToolsOrNone();
+  const logical = (from: number): string => `PostgreSQL ${from}-${PG_MAJOR} through the logical copy (no pg_dump needed; it refuses sources with partitions, materialized views, policies and other kinds it does not carry)`;
+  if (tools === null) {
+    return { name: 'import', verdict: 'warn', detail: `no pg_dump found: sources on ${logical(LOGICAL_COPY_MIN_MAJOR)}; older sources and the rest need pg_dump: ${NEWER_PG_DUMP}` };
+  }
+  const major = dumpMajor(tools);
+  const through = `sources up to PostgreSQL ${major} through pg_dump ${major} (${tools.pgDump})`;
+  if (major >= PG_MAJOR) return { name: 'import', verdict: 'ok', detail: through };
+  return { name: 'import', verdict: 'ok', detail: `${through}; ${logical(Math.max(major + 1, LOGICAL_COPY_MIN_MAJOR))}; ${NEWER_PG_DUMP}` };
 }
 
 async function checkRuntime(cmd: Parameters<typeof apiClient>[0]): Promise<Check> {

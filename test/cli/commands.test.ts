@@ -143,8 +143,10 @@ describe('cli: pgx status, template and db against a runtime', function () {
     const r = ok(await pgx(['doctor', '--json', '--data-dir', rt.dataDir]));
     const report = JSON.parse(r.stdout) as { ok: boolean; checks: { name: string; verdict: string; detail: string }[] };
     expect(report.ok).to.equal(true);
-    expect(report.checks.map((c) => c.name)).to.deep.equal(['node', 'postgres', 'storage', 'memory', 'psql', 'runtime']);
+    expect(report.checks.map((c) => c.name)).to.deep.equal(['node', 'postgres', 'storage', 'memory', 'psql', 'import', 'runtime']);
     const by = Object.fromEntries(report.checks.map((c) => [c.name, c]));
+    // Which sources import here: through pg_dump up to its major, newer ones through the logical copy.
+    expect(by.import!.detail).to.match(/^(sources up to PostgreSQL \d+ through pg_dump \d+ \(\S+\)(; PostgreSQL \d+-18 through the logical copy .*postgresql-client-18 .*)?|no pg_dump found: sources on PostgreSQL 12-18 through the logical copy .*)$/);
     expect(by.postgres!.detail).to.match(/^PostgreSQL 18\.\d+ in /);
     expect(by.runtime!.verdict).to.equal('ok');
     expect(by.runtime!.detail).to.include(`pid ${process.pid}`);

@@ -1,6 +1,8 @@
 // A source database for imports: Debian's PostgreSQL 15 server (package postgresql-15, which CI
-// installs), started for a test on a free loopback port with SCRAM passwords over TCP, as a real
-// production database would be reached. As root it runs as Debian's `postgres` OS user.
+// installs), or any other server binaries given as binDir (the embedded PostgreSQL 18, as the runtime
+// finds them: a source newer than the machine's pg_dump), started for a test on a free loopback port
+// with SCRAM passwords over TCP, as a real production database would be reached. As root it runs as
+// Debian's `postgres` OS user.
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -30,7 +32,8 @@ export function sourceUnavailable(): string | null {
   return null;
 }
 
-export async function startSourcePostgres(superPassword: string): Promise<SourcePostgres> {
+/** binDir: the server binaries to run (initdb, postgres); Debian's PostgreSQL 15 when not given. */
+export async function startSourcePostgres(superPassword: string, binDir = PG15_BIN): Promise<SourcePostgres> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-source-'));
   fs.chmodSync(dir, 0o755);
   const dataDir = path.join(dir, 'data');
@@ -39,17 +42,17 @@ export async function startSourcePostgres(superPassword: string): Promise<Source
   const pwFile = path.join(dir, 'pw');
   fs.writeFileSync(pwFile, superPassword, { mode: 0o600 });
   if (asPostgres) fs.chownSync(pwFile, asPostgres.uid, asPostgres.gid);
-  execFileSync(path.join(PG15_BIN, 'initdb'), ['-D', dataDir, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${pwFile}`, '-E', 'UTF8', '--no-locale'], {
+  execFileSync(path.join(binDir, 'initdb'), ['-D', dataDir, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${pwFile}`, '-E', 'UTF8', '--no-locale'], {
     stdio: 'ignore',
     ...asPostgres,
   });
   const port = await freePort();
-  const child: ChildProcess = spawn(path.join(PG15_BIN, 'postgres'), ['-D', dataDir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'], {
+  const child: ChildProcess = spawn(path.join(binDir, 'postgres'), ['-D', dataDir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'], {
     stdio: 'ignore',
     ...asPostgres,
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await waitFor('the PostgreSQL 15 source to accept connections', () => fs.existsSync(path.join(dir, `.s.PGSQL.${port}`)), 30_000);
+  await waitFor(`the source PostgreSQL in ${binDir} to accept connections`, () => fs.existsSync(path.join(dir, `.s.PGSQL.${port}`)), 30_000);
   return {
     port,
     url: (database, user = 'postgres', password = superPassword) => `postgresql://${user}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`,

@@ -2,7 +2,8 @@
 // template's scratch database as its owner, a masking script that overwrites personal data, a check
 // that no value still matches a masking rule (mask-rules.ts), then the usual rename and seal
 // (templates.ts). An import runs as a job: the HTTP API answers at once with its id, and the job's
-// progress (phase, bytes dumped, tables restored) is read while it runs.
+// progress (phase, bytes dumped, tables restored) is read while it runs. A source newer than the
+// local pg_dump (or a machine without one) is copied over the protocol instead (logical-copy.ts).
 //
 // The source URL carries a password: it is given to pg_dump through PGPASSWORD, never on a command
 // line (other users can read those in ps), and never logged.
@@ -15,6 +16,7 @@ import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import { parsePostgresUrl } from '../../postgres-url.js';
 import type { Logger } from '../../log.js';
+import { logicalCopy, sourceMajor } from './logical-copy.js';
 import { checkMaskRules, parseMaskRules } from './mask-rules.js';
 import type { TemplateRecord } from '../databases/records.js';
 import type { SqlClient } from '../postgres/sql-client.js';
@@ -83,7 +85,7 @@ export class TemplateImports {
   start(req: ImportRequest, build: (fill: (database: string, owner: string) => Promise<void>) => Promise<TemplateRecord>): ImportJob {
     const source = parseSource(req.sourceUrl);
     const rules = parseMaskRules(req.mask ?? '');
-    const tools = findDumpTools();
+    const tools = findDumpToolsOrNone();
     const job: ImportJob = {
       id: randomBytes(8).toString('hex'),
       template: req.name,
@@ -103,11 +105,12 @@ export class TemplateImports {
       const file = path.join(this.target.workDir, `pgx-import-${job.id}.dump`);
       try {
         job.phase = 'dumping';
-        await this.dump(tools, source, file, job);
-        job.tablesTotal = await countTableData(tools, file);
-        log.info('import-dumped', { bytes: job.bytes, tables: job.tablesTotal });
-        job.phase = 'restoring';
-        await this.restore(tools, file, database, owner, job);
+        if (await needsLogicalCopy(tools, req.sourceUrl)) {
+          log.info('import-logical-copy', { pg_dump: tools?.version ?? 'none' });
+          job.phase = 'restoring';
+          const progress = { tablesTotal: (n: number) => (job.tablesTotal = n), tableDone: () => job.tablesDone++, bytes: (n: number) => (job.bytes += n) };
+          await logicalCopy(req.sourceUrl, { socketDir: this.target.socketDir, port: this.target.port, database, user: owner }, progress);
+        } else await this.dumpAndRestore(tools!, source, file, database, owner, job, log);
       } finally {
         await fsp.rm(file, { force: true });
       }
@@ -140,6 +143,14 @@ export class TemplateImports {
       if (this.jobs.size <= KEEP_JOBS) break;
       if (j.finishedAt !== null) this.jobs.delete(id);
     }
+  }
+
+  private async dumpAndRestore(tools: DumpTools, source: Source, file: string, database: string, owner: string, job: ImportJob, log: Logger): Promise<void> {
+    await this.dump(tools, source, file, job);
+    job.tablesTotal = await countTableData(tools, file);
+    log.info('import-dumped', { bytes: job.bytes, tables: job.tablesTotal });
+    job.phase = 'restoring';
+    await this.restore(tools, file, database, owner, job);
   }
 
   private async dump(tools: DumpTools, source: Source, file: string, job: ImportJob): Promise<void> {
@@ -207,7 +218,32 @@ function parseSource(text: string): Source {
   return { url: display, display, env };
 }
 
-interface DumpTools {
+/**
+ * Whether the source is newer than the local pg_dump (which refuses it) or there is no pg_dump: then
+ * the import copies logically (logical-copy.ts). When the source cannot be reached and a pg_dump
+ * exists, pg_dump runs and reports why, as it always has.
+ */
+async function needsLogicalCopy(tools: DumpTools | null, sourceUrl: string): Promise<boolean> {
+  if (tools === null) return true;
+  const major = await sourceMajor(sourceUrl).catch(() => null);
+  return major !== null && major > dumpMajor(tools);
+}
+
+/** pg_dump's major version, from `pg_dump (PostgreSQL) 15.14 (Debian 15.14-0+deb12u1)`. */
+export function dumpMajor(tools: DumpTools): number {
+  return Number(/\(PostgreSQL\)\s+(\d+)/.exec(tools.version)?.[1] ?? 0);
+}
+
+/** The local pg_dump, or null when there is none (imports then copy logically). */
+export function findDumpToolsOrNone(): DumpTools | null {
+  try {
+    return findDumpTools();
+  } catch {
+    return null;
+  }
+}
+
+export interface DumpTools {
   pgDump: string;
   pgRestore: string;
   version: string;
