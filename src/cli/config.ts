@@ -19,7 +19,7 @@ const MAX_COUNT = 1_000_000;
 /** 16 TiB: far past any machine's memory, and MB * 2^20 stays an exact number of bytes. */
 const MAX_MEMORY_MB = 16_777_216;
 
-export const runtimeConfigSchema = z
+const runtimeConfigSchema = z
   .object({
     dataDir: z.string().min(1),
     host: z.string().min(1).default('127.0.0.1'),

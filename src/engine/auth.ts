@@ -9,8 +9,8 @@ import { parseSASLInitialResponse, ProtocolError } from '../wire/frontend.js';
 import { PgxError } from '../errors.js';
 import type { Credentials } from './ports.js';
 
-export const SCRAM_MECHANISM = 'SCRAM-SHA-256';
-export const SCRAM_PLUS_MECHANISM = 'SCRAM-SHA-256-PLUS';
+const SCRAM_MECHANISM = 'SCRAM-SHA-256';
+const SCRAM_PLUS_MECHANISM = 'SCRAM-SHA-256-PLUS';
 
 /** The SASL mechanisms to offer: PLUS first when the connection can bind (as PostgreSQL lists them). */
 export function scramMechanisms(bindingData: Buffer | null): string[] {

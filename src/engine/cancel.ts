@@ -19,7 +19,7 @@ interface Entry {
 }
 
 /** PostgreSQL 18's secret length for protocol 3.2 clients (MAX_CANCEL_KEY_LENGTH). */
-export const LONG_SECRET_BYTES = 32;
+const LONG_SECRET_BYTES = 32;
 
 export class CancelKeys {
   private readonly entries = new Map<number, Entry>();

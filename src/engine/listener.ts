@@ -32,7 +32,7 @@ const DEFAULT_RESERVED_BACKENDS = 3;
 const DEFAULT_BACKEND_SHARE = 0.5;
 
 /** Reserved backends, and each role's and database's share, from the options and their defaults. */
-export function backendShares(o: Pick<EngineOptions, 'maxBackends' | 'reservedBackends' | 'maxBackendsPerRole' | 'maxBackendsPerDatabase'>): {
+function backendShares(o: Pick<EngineOptions, 'maxBackends' | 'reservedBackends' | 'maxBackendsPerRole' | 'maxBackendsPerDatabase'>): {
   reserved: number;
   perRole: number;
   perDatabase: number;

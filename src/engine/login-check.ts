@@ -91,7 +91,7 @@ export const FULL_CHECK = serialize.query(
 );
 
 /** Offset of column `i`'s length word in a DataRow frame (type byte at 0), or -1 if it has fewer. */
-export function columnAt(frame: Buffer, i: number): number {
+function columnAt(frame: Buffer, i: number): number {
   if (frame.length < 7 || frame.readInt16BE(5) <= i) return -1;
   let at = 7;
   for (let c = 0; c < i; c++) {

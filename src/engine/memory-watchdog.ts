@@ -31,7 +31,7 @@ const RECANCEL_AFTER_MS = 1000;
 const IDLE_REREAD_PASSES = 10;
 
 /** RssAnon of a process in kB, or null when it has gone. */
-export async function anonymousMemoryKb(pid: number): Promise<number | null> {
+async function anonymousMemoryKb(pid: number): Promise<number | null> {
   try {
     const status = await readFile(`/proc/${pid}/status`, 'utf8');
     const m = /^RssAnon:\s+(\d+) kB/m.exec(status);

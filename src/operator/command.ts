@@ -11,7 +11,7 @@ import { serveMetrics } from './metrics.js';
 import { OperatorMetrics } from './metrics.js';
 import { Operator } from './operator.js';
 
-export const OPERATOR_HELP = `pgx operator: run the PGX Kubernetes operator (Runtime, Template and Branch objects)
+const OPERATOR_HELP = `pgx operator: run the PGX Kubernetes operator (Runtime, Template and Branch objects)
 
 Usage: pgx operator [options]
 

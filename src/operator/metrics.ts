@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** What every operator metric name starts with. */
-export const METRIC_PREFIX = 'pgx_operator_';
+const METRIC_PREFIX = 'pgx_operator_';
 
 export class OperatorMetrics {
   readonly registry = new Registry();

@@ -40,7 +40,7 @@ export function podReady(pod: V1Pod): boolean {
   return pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 }
 
-export function podRuntime(pod: V1Pod): string | undefined {
+function podRuntime(pod: V1Pod): string | undefined {
   return pod.metadata?.labels?.[RUNTIME_LABEL];
 }
 

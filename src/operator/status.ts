@@ -21,7 +21,7 @@ function plain(v: unknown): unknown {
  * resourceVersion: a controller may go on acting in the same pass, and write again on top of it), or null
  * when nothing needed writing.
  */
-export async function writeStatusObject(kube: Kube, plural: 'runtimes' | 'templates' | 'branches', obj: CustomObject, status: object): Promise<CustomObject | null> {
+async function writeStatusObject(kube: Kube, plural: 'runtimes' | 'templates' | 'branches', obj: CustomObject, status: object): Promise<CustomObject | null> {
   if (isDeepStrictEqual(plain(obj.status ?? {}), plain(status))) return null;
   // A merge patch merges maps: a field we cleared must be sent as null to be removed.
   const body: Record<string, unknown> = { ...(plain(status) as Record<string, unknown>) };

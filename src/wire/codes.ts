@@ -57,25 +57,3 @@ export const enum TxStatus {
   Failed = 0x45, // E
 }
 
-/** Frontend message types that a client may send once a session is established. */
-export function isFrontendMessageType(t: number): boolean {
-  switch (t) {
-    case Msg.Bind:
-    case Msg.Close:
-    case Msg.Describe:
-    case Msg.Execute:
-    case Msg.FunctionCall:
-    case Msg.Flush:
-    case Msg.Parse:
-    case Msg.Query:
-    case Msg.Sync:
-    case Msg.Terminate:
-    case Msg.CopyData:
-    case Msg.CopyDone:
-    case Msg.CopyFail:
-    case Msg.Password:
-      return true;
-    default:
-      return false;
-  }
-}

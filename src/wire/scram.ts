@@ -269,7 +269,7 @@ export interface ChannelBinding {
   data: Buffer;
 }
 
-export const CHANNEL_BINDING_TYPE = 'tls-server-end-point';
+const CHANNEL_BINDING_TYPE = 'tls-server-end-point';
 
 export interface ClientFirst {
   ok: true;

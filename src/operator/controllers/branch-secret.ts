@@ -15,11 +15,11 @@ import type { CredentialBody } from '../../api/contract.js';
 import type { CustomObject, Kube } from '../kube.js';
 import { isConflict, isNotFound } from '../kube.js';
 
-export const BRANCH_LABEL = 'pgx.dev/branch';
+const BRANCH_LABEL = 'pgx.dev/branch';
 /** The Service Binding type for PostgreSQL (servicebinding.io spec, "Well-known Secret Entries"). */
-export const BRANCH_SECRET_TYPE = 'servicebinding.io/postgresql';
+const BRANCH_SECRET_TYPE = 'servicebinding.io/postgresql';
 /** PGX runtime pods do not offer TLS to clients yet: clients are told so rather than left to try. */
-export const SSLMODE = 'disable';
+const SSLMODE = 'disable';
 
 export function branchSecretName(branch: string): string {
   return `${branch}-db`;
@@ -130,7 +130,7 @@ export async function createBranchSecret(
   return { waiting: `Secret ${secretName} came back while it was being replaced; trying again` };
 }
 
-export async function deleteStale(kube: Kube, namespace: string, secret: V1Secret): Promise<void> {
+async function deleteStale(kube: Kube, namespace: string, secret: V1Secret): Promise<void> {
   try {
     await kube.core.deleteNamespacedSecret({ name: secret.metadata!.name!, namespace, body: { preconditions: { uid: secret.metadata!.uid! } } });
   } catch (err) {

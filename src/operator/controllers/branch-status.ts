@@ -37,7 +37,7 @@ export type Observed =
   | { expired: true; reason: string; message: string };
 
 /** The Branch's conditions from what the pass observed: Ready, and Expired (from the ttl). */
-export function conditionsFor(p: Pass, seen: Observed, ttl: string | undefined): Condition[] {
+function conditionsFor(p: Pass, seen: Observed, ttl: string | undefined): Condition[] {
   const { ctx, generation } = p;
   const ready =
     'expired' in seen

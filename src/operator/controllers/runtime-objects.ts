@@ -9,8 +9,8 @@ import type { Runtime } from '../crds/index.js';
 import { memoryLimitMb, parseDuration } from '../crds/index.js';
 import { API_TOKEN_KEY, headlessServiceName, RUNTIME_LABEL, runtimeSecretName, type PodNetwork } from '../pods.js';
 
-export const ADMIN_PASSWORD_KEY = 'admin-password';
-export const CONFIG_KEY = 'config.json';
+const ADMIN_PASSWORD_KEY = 'admin-password';
+const CONFIG_KEY = 'config.json';
 /** Hash of the StatefulSet's desired spec: a change of it is what makes the controller update it (a rolling update). */
 export const SPEC_HASH_ANNOTATION = 'pgx.dev/spec-hash';
 /** Where each pod's PersistentVolumeClaim is mounted; PostgreSQL's data is the data/ directory in it. */
@@ -18,7 +18,7 @@ export const DATA_DIR = '/var/lib/pgx';
 /** PostgreSQL 18 of the PGX image (the Dockerfile's base, postgres:18), used instead of the embedded one. */
 export const IMAGE_PG_BIN = '/usr/lib/postgresql/18/bin';
 /** The image's unprivileged user and group (postgres in the postgres:18 base image). */
-export const RUNTIME_UID = 999;
+const RUNTIME_UID = 999;
 
 export function ownerRef(rt: Runtime): V1OwnerReference {
   return { apiVersion: rt.apiVersion, kind: rt.kind, name: rt.metadata.name, uid: rt.metadata.uid!, controller: true, blockOwnerDeletion: true };
@@ -87,7 +87,7 @@ export function disruptionBudget(rt: Runtime): V1PodDisruptionBudget {
  * absent. Throws on a quantity under 1Mi: the controller reports that (runtimeSpecProblem) and makes
  * no StatefulSet from it.
  */
-export function databaseMemoryDefaultMb(rt: Runtime): number | null {
+function databaseMemoryDefaultMb(rt: Runtime): number | null {
   const q = rt.spec.engine.databaseDefaults?.memory;
   if (q === undefined) return null;
   const r = memoryLimitMb('engine.databaseDefaults.memory', q);
@@ -109,7 +109,7 @@ export function runtimeSpecProblem(rt: Runtime): string | null {
  * seccomp profile), so runtime pods run in a namespace labelled
  * pod-security.kubernetes.io/enforce=restricted. PostgreSQL needs none of what is taken away.
  */
-export function restrictedContainer(): V1SecurityContext {
+function restrictedContainer(): V1SecurityContext {
   return { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } };
 }
 

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { API_VERSION, boundedDuration, conditions, DNS_LABEL, DNS_LABEL_WORDS, dnsLabel, objectMeta, observedGeneration, quantity } from './common.js';
 import type { CustomResourceKind } from './kind.js';
 
-export const branchSpec = z
+const branchSpec = z
   .object({
     templateRef: z
       .object({
@@ -51,10 +51,10 @@ export const branchSpec = z
   .strict();
 export type BranchSpec = z.infer<typeof branchSpec>;
 
-export const branchPhase = z.enum(['Pending', 'Creating', 'Ready', 'Unavailable', 'Failed', 'Lost', 'Expired', 'Deleting']);
+const branchPhase = z.enum(['Pending', 'Creating', 'Ready', 'Unavailable', 'Failed', 'Lost', 'Expired', 'Deleting']);
 export type BranchPhase = z.infer<typeof branchPhase>;
 
-export const branchStatus = z
+const branchStatus = z
   .object({
     observedGeneration,
     phase: branchPhase.optional().describe('Pending: waiting for its Template or a pod; Unavailable: its pod is away (re-created, rolled, drained) and it is Ready again when the pod is back with the database; Lost: its database or Runtime is gone and no new database was made; Expired: its ttl ran out (kept with expiryPolicy Retain).'),

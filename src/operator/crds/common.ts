@@ -15,7 +15,7 @@ export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 /** RFC 1035 label (starts with a letter), as Kubernetes checks Service names. */
 export const DNS_1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 /** RFC 1123 subdomain, as Kubernetes checks most object names (Secrets, ConfigMaps, StorageClasses). */
-export const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 export const DNS_LABEL_WORDS = "lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS-1123 label)";
 export const DNS_1035_LABEL_WORDS = "lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (a DNS-1035 label)";
@@ -65,15 +65,15 @@ export function keyRef(what: string, defaultKey: string) {
 export { DURATION, parseDuration };
 
 /** A duration with at least one non-zero part. RE2-compatible (no lookahead), as a CRD pattern must be. */
-export const POSITIVE_DURATION = /^([0-9]+[smhd])*0*[1-9][0-9]*[smhd]([0-9]+[smhd])*$/;
+const POSITIVE_DURATION = /^([0-9]+[smhd])*0*[1-9][0-9]*[smhd]([0-9]+[smhd])*$/;
 
 /**
  * A positive duration of at most five digits per part and 24 characters in all: at most a few hundred
  * years, so a time computed from it is always a valid date (300000000d made "Invalid time value"
  * and a Branch stuck in Creating). The same pattern and length are in the CRD.
  */
-export const BOUNDED_DURATION = /^([0-9]{1,5}[smhd])*0{0,4}[1-9][0-9]{0,4}[smhd]([0-9]{1,5}[smhd])*$/;
-export const BOUNDED_DURATION_LENGTH = 24;
+const BOUNDED_DURATION = /^([0-9]{1,5}[smhd])*0{0,4}[1-9][0-9]{0,4}[smhd]([0-9]{1,5}[smhd])*$/;
+const BOUNDED_DURATION_LENGTH = 24;
 
 export function boundedDuration(what: string): z.ZodString {
   const message = `${what} must be a positive duration such as 30s, 15m, 2h, 7d or 1h30m, each number at most 5 digits`;
@@ -90,9 +90,9 @@ export function duration(what: string, opts: { allowZero?: boolean } = {}): z.Zo
 // --- quantities, as Kubernetes writes memory and CPU: 512Mi, 1Gi, 1.5G, 500m, 2 ---
 
 /** resource.Quantity's syntax, exactly as Kubernetes' own CRDs give it (controller-gen). */
-export const QUANTITY = /^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$/;
+const QUANTITY = /^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$/;
 /** The same without a leading minus: what our fields take, in the CRD pattern and here alike. */
-export const NON_NEGATIVE_QUANTITY = /^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$/;
+const NON_NEGATIVE_QUANTITY = /^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$/;
 const SUFFIX: Record<string, number> = {
   '': 1, n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
   Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
@@ -138,7 +138,7 @@ export function quantity(what: string) {
 
 // --- conditions: metav1.Condition, field for field ---
 
-export const conditionStatus = z.enum(['True', 'False', 'Unknown']);
+const conditionStatus = z.enum(['True', 'False', 'Unknown']);
 
 export const condition = z
   .object({

@@ -49,7 +49,7 @@ export function renderChartCrdFiles(): CrdFile[] {
 }
 
 /** One line per problem, `field: what is wrong`, as kubectl words validation errors. */
-export function describeIssues(issues: readonly z.core.$ZodIssue[], root = ''): string {
+function describeIssues(issues: readonly z.core.$ZodIssue[], root = ''): string {
   return issues
     .map((i) => {
       const at = [root, ...i.path.map(String)].filter((p) => p !== '').join('.');

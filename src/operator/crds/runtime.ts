@@ -34,7 +34,7 @@ export const labelSelector = z
   .describe('A label selector, as in a Deployment: matchLabels and matchExpressions, ANDed.');
 export type LabelSelector = z.infer<typeof labelSelector>;
 
-export const runtimeSpec = z
+const runtimeSpec = z
   .object({
     replicas: z.number().int().min(1, 'replicas must be at least 1').max(100, 'replicas must be at most 100').default(1).describe('Runtime pods. Each holds its own copy of every Template and its own Branches.'),
     image: z.string().min(1, 'image must name a container image').max(512).describe('The PGX runtime image (PostgreSQL 18 plus `pgx start`).'),
@@ -105,7 +105,7 @@ export const runtimeSpec = z
   .strict();
 export type RuntimeSpec = z.infer<typeof runtimeSpec>;
 
-export const runtimePodStatus = z
+const runtimePodStatus = z
   .object({
     pod: z.string().describe('Pod name.'),
     ready: z.boolean().describe("The pod's /readyz answered ready."),

@@ -7,14 +7,14 @@ import { API_VERSION, conditions, DNS_LABEL, DNS_LABEL_WORDS, dnsLabel, keyRef, 
 import type { CustomResourceKind } from './kind.js';
 
 /** Template names are short enough that <prefix><template>__<token> fits in 63 bytes. */
-export const MAX_TEMPLATE_NAME = 40;
+const MAX_TEMPLATE_NAME = 40;
 
 /** The PGX template (a PostgreSQL database name) a Template object builds: its name with '-' as '_'. */
 export function templateDatabaseName(templateName: string): string {
   return templateName.replace(/-/g, '_');
 }
 
-export const templateSource = z
+const templateSource = z
   .object({
     sql: z.string().min(1).optional().describe('SQL run in the new database (schema and seed rows).'),
     configMapRef: keyRef('ConfigMap', 'schema.sql').optional().describe('A ConfigMap key holding the SQL to run.'),
@@ -40,7 +40,7 @@ export const templateSource = z
   .meta({ oneOf: [{ required: ['sql'] }, { required: ['configMapRef'] }, { required: ['database'] }] })
   .describe('Where the template comes from: exactly one of sql, configMapRef or database.');
 
-export const templateSpec = z
+const templateSpec = z
   .object({
     runtimeRef: localRef('Runtime')
       .meta({ 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'runtimeRef is immutable: create a new Template for another Runtime' }] })
@@ -57,7 +57,7 @@ export const templateSpec = z
   .strict();
 export type TemplateSpec = z.infer<typeof templateSpec>;
 
-export const templatePodStatus = z
+const templatePodStatus = z
   .object({
     pod: z.string().describe('Runtime pod name.'),
     phase: z.enum(['Pending', 'Building', 'Sealed', 'Built', 'Failed']).describe('Built: present but not sealed (seal: false).'),
@@ -68,7 +68,7 @@ export const templatePodStatus = z
   })
   .strict();
 
-export const templateStatus = z
+const templateStatus = z
   .object({
     observedGeneration,
     database: z.string().optional().describe('The PGX template name on each pod.'),

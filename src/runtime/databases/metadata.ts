@@ -22,7 +22,7 @@ import { BOUNDS, clampTime, withinBound, type Bound, type CreateStrategy, type D
 import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 /** How long a database row's change nobody waits for may wait to be written with others. */
-export const WRITE_BEHIND_MS = 250;
+const WRITE_BEHIND_MS = 250;
 
 /** Idempotent: run at every start. Later versions add columns with ADD COLUMN IF NOT EXISTS. */
 const SCHEMA = `
@@ -363,7 +363,7 @@ function finite(n: number): number {
 }
 
 /** A create that finds the object already there (42P04) did what was asked. */
-export async function ignoreDuplicate<T>(work: Promise<T>): Promise<T | undefined> {
+async function ignoreDuplicate<T>(work: Promise<T>): Promise<T | undefined> {
   try {
     return await work;
   } catch (err) {

@@ -64,7 +64,7 @@ export function databaseDoesNotExist(name: string, opts: { hint?: string; detail
   return new PgxError('UNKNOWN_DATABASE', `database "${name}" does not exist`, opts);
 }
 
-export function validNameHint(prefix: string): string {
+function validNameHint(prefix: string): string {
   return (
     `A database minted on connect is named ${prefix}<template>__<token>, e.g. ${prefix}tpl_app__agent42: ` +
     `lower-case letters, digits and underscores only, at most ${MAX_NAME_BYTES} bytes, with a sealed template ` +

@@ -114,8 +114,8 @@ export function withinBound(n: number, b: Bound): boolean {
 }
 
 /** 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the times a record holds, written with four-digit years. */
-export const EARLIEST_TIME_MS = -62_135_596_800_000;
-export const LATEST_TIME_MS = 253_402_300_799_999;
+const EARLIEST_TIME_MS = -62_135_596_800_000;
+const LATEST_TIME_MS = 253_402_300_799_999;
 
 /** A time clamped to what records hold (NaN reads as the latest: never). */
 export function clampTime(ms: number): number {

@@ -10,7 +10,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PgxError } from '../../errors.js';
 
-export const ADMIN_PASSWORD_FILE = 'pgx-admin.password';
+const ADMIN_PASSWORD_FILE = 'pgx-admin.password';
 
 export interface AdminPassword {
   password: string;
@@ -26,7 +26,7 @@ export async function adminPassword(dataDir: string, fromConfig: string | undefi
   return { password: await keptSecret(file, 'Give the admin password in PGX_ADMIN_PASSWORD instead, or let the runtime read the data directory.'), source: file };
 }
 
-export const API_TOKEN_FILE = 'pgx-api.token';
+const API_TOKEN_FILE = 'pgx-api.token';
 
 /** The API token kept in the data directory (generated at first use), for a scram runtime given none. */
 export async function keptApiToken(dataDir: string): Promise<{ token: string; file: string }> {

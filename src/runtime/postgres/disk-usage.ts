@@ -69,7 +69,7 @@ function filefrag(files: string[]): Promise<string | null> {
  * Shared bytes in `filefrag -v` output: each file's header gives its block size ("File size of F is N
  * (B blocks of S bytes)"), each extent line its length in blocks and its flags.
  */
-export function sharedInFilefrag(out: string): number {
+function sharedInFilefrag(out: string): number {
   let blockSize = 4096;
   let shared = 0;
   for (const line of out.split('\n')) {

@@ -14,12 +14,12 @@ import fs from 'node:fs';
 const OWN_SCORE = '/proc/self/oom_score_adj';
 const POSTMASTER = '-1000';
 /** The node process where it may lower its score: killable only when nothing else is left. */
-export const RUNTIME_OOM_SCORE = -999;
+const RUNTIME_OOM_SCORE = -999;
 /** PostgreSQL's children where the postmaster runs unprotected: ahead of every other process. */
 export const UNPROTECTED_CHILD_OOM_SCORE = 1000;
 
 /** Environment for the postmaster: each child it forks writes `score` to its own (fork_process.c). */
-export function oomChildEnv(score: number): Record<string, string> {
+function oomChildEnv(score: number): Record<string, string> {
   return { PG_OOM_ADJUST_FILE: '/proc/self/oom_score_adj', PG_OOM_ADJUST_VALUE: String(score) };
 }
 

@@ -20,7 +20,7 @@ export interface OsUser {
 }
 
 /** The system user created for PostgreSQL when we run as root. */
-export const PG_OS_USER = 'pgx';
+const PG_OS_USER = 'pgx';
 /** Used when no user can be created (no useradd) but a distribution package made this one. */
 const FALLBACK_OS_USER = 'postgres';
 

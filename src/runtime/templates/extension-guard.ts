@@ -39,7 +39,7 @@ export const DEFAULT_ALLOWED_EXTENSIONS = [
   'uuid-ossp',
 ];
 
-export function extensionGuardSql(allowed: readonly string[]): string {
+function extensionGuardSql(allowed: readonly string[]): string {
   const list = allowed.length === 0 ? "'{}'::text[]" : `ARRAY[${allowed.map(quoteLiteral).join(', ')}]::text[]`;
   const shown = allowed.length === 0 ? 'none' : allowed.join(', ');
   return `
