@@ -224,6 +224,22 @@ describe('runtime: over the runtime memory limit, the largest tenant pays', func
     await rt?.stop();
   });
 
+  it('says what is missing when it cannot protect the postmaster from the OOM killer (root without CAP_SYS_RESOURCE: the capability)', function () {
+    const warning = logger.lines.find((l) => l.event === 'postmaster-not-oom-protected');
+    if (mayLowerOomScore()) {
+      expect(warning, 'protected, so no warning').to.equal(undefined);
+      return;
+    }
+    expect(warning, 'the warning').to.not.equal(undefined);
+    if (process.getuid?.() === 0) {
+      // This sandbox: root in a container that dropped the capability. "Run as root" would be no help.
+      expect(warning!.fields.reason).to.contain('lacks CAP_SYS_RESOURCE');
+      expect(warning!.fields.hint).to.contain('--cap-add SYS_RESOURCE').and.not.contain('as root');
+    } else {
+      expect(warning!.fields.hint).to.contain('as root with CAP_SYS_RESOURCE');
+    }
+  });
+
   /** A tenant: its own database and its own credential (a role that reaches only that database). */
   async function tenant(name: string): Promise<() => Promise<pg.Client>> {
     await api.createDatabase({ template: 'tpl_hog', name });

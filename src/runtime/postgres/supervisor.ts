@@ -262,11 +262,15 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     this.child = child;
     this.log.info('postgres-spawned', { pid: child.pid, dataDir: this.dataDir, user: this.opts.osUser.name, oomProtected: protectedChild });
     if (!protectedChild) {
+      // Root without CAP_SYS_RESOURCE is a container that dropped it: say what is missing, not "be root".
+      const root = process.getuid?.() === 0;
       this.log.warn('postmaster-not-oom-protected', {
-        reason: 'lowering oom_score_adj needs root (CAP_SYS_RESOURCE)',
+        reason: root ? 'this root process lacks CAP_SYS_RESOURCE, which lowering oom_score_adj needs' : 'lowering oom_score_adj needs CAP_SYS_RESOURCE (root has it unless a container drops it)',
         backendsOomScoreAdj: UNPROTECTED_CHILD_OOM_SCORE,
         detail: `PostgreSQL's children raise their oom_score_adj to ${UNPROTECTED_CHILD_OOM_SCORE} instead, so the OOM killer takes one of them before the postmaster or the runtime.`,
-        hint: 'Run the runtime as root with CAP_SYS_RESOURCE (it runs PostgreSQL as an unprivileged user) for the postmaster at -1000 and backends at 0.',
+        hint: root
+          ? 'Give the container CAP_SYS_RESOURCE (docker run --cap-add SYS_RESOURCE; in Kubernetes securityContext.capabilities.add: [SYS_RESOURCE]) for the postmaster at -1000 and backends at 0.'
+          : 'Run the runtime as root with CAP_SYS_RESOURCE (it runs PostgreSQL as an unprivileged user) for the postmaster at -1000 and backends at 0.',
       });
     }
     return child;
