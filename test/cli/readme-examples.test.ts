@@ -6,35 +6,22 @@
 // outside its own directories, and a line naming a source it cannot have is a placeholder.
 
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { runCommand, type CommandResult } from '../helpers/commands.js';
+import { type CommandResult } from '../helpers/commands.js';
+import { bash, blocks, portFree, script as docScript, section as docSection, startLine, type Adaptation, type StartedLine } from '../helpers/doc-examples.js';
 import { freshDataDir } from '../helpers/runtime.js';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 const README = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
 
-/** The text under `## title`, up to the next `## ` heading. */
-function section(title: string): string {
-  const start = README.indexOf(`\n## ${title}\n`);
-  expect(start, `README has a "## ${title}" section`).to.be.greaterThan(-1);
-  const end = README.indexOf('\n## ', start + 1);
-  return README.slice(start, end === -1 ? undefined : end);
-}
-
-/** The fenced blocks of `lang` in `text`, in order. */
-function blocks(text: string, lang: string): string[] {
-  return [...text.matchAll(new RegExp('^```' + lang + '\\n([\\s\\S]*?)^```$', 'gm'))].map((m) => m[1]!);
-}
+const section = (title: string): string => docSection(README, title);
 
 /** Lines the README writes with a placeholder for something only the reader has (a source database). */
 const PLACEHOLDERS = [/postgresql:\/\/\.\.\./];
 
 /** Lines that run as written except for a path the test keeps in its own directory. */
-const ADAPTED: [RegExp, (dirs: Dirs) => string][] = [
+const ADAPTED: Adaptation<Dirs>[] = [
   // The scram example's data directory is a system path: the test gives it its own.
   [/\/var\/lib\/pgx/g, (d) => d.scramData],
 ];
@@ -45,73 +32,12 @@ interface Dirs {
 }
 
 /** The runnable lines of a block, after ADAPTED; placeholder lines are left out and returned apart. */
-function script(block: string, dirs: Dirs): { lines: string[]; skipped: string[] } {
-  const lines: string[] = [];
-  const skipped: string[] = [];
-  for (const raw of block.split('\n')) {
-    if (raw.trim() === '' || raw.trimStart().startsWith('#')) continue;
-    if (PLACEHOLDERS.some((p) => p.test(raw))) {
-      skipped.push(raw);
-      continue;
-    }
-    lines.push(ADAPTED.reduce((line, [re, to]) => line.replace(re, to(dirs)), raw));
-  }
-  return { lines, skipped };
-}
-
-const env = (): NodeJS.ProcessEnv => {
-  const e: NodeJS.ProcessEnv = { ...process.env, PGX_CONTAINER: '' };
-  for (const k of ['PGX_URL', 'PGX_API_TOKEN', 'PGHOST', 'PGPORT', 'PGUSER', 'PGDATABASE', 'PGPASSWORD', 'DATABASE_URL']) delete e[k];
-  return e;
-};
-
-/** Runs lines in one bash, stopping at the first that fails; its output says which. */
-function bash(lines: string[], cwd: string): Promise<CommandResult> {
-  const text = ['set -eo pipefail', "trap 'echo \"README line failed: $BASH_COMMAND\" >&2' ERR", ...lines].join('\n');
-  return runCommand('bash', ['-c', text], { cwd, env: env(), timeoutMs: 120_000 });
-}
-
-/** A `pgx start` line run by bash in the background, until its ready line. */
-async function startLine(line: string, cwd: string): Promise<{ ready: string; stop: () => Promise<void> }> {
-  const child = spawn('bash', ['-c', `exec ${line}`], { cwd, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
-  const err: Buffer[] = [];
-  child.stderr!.on('data', (b: Buffer) => err.push(b));
-  const ready = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ready line from: ${line}\n${Buffer.concat(err).toString()}`)), 90_000);
-    createInterface({ input: child.stdout! }).on('line', (l) => {
-      if (l.startsWith('PGX ready')) {
-        clearTimeout(timer);
-        resolve(l);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${line} exited (${code}):\n${Buffer.concat(err).toString()}`));
-    });
-  });
-  return {
-    ready,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGINT');
-      await exited;
-    },
-  };
-}
-
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once('error', () => resolve(false));
-    server.listen({ host: '127.0.0.1', port }, () => server.close(() => resolve(true)));
-  });
-}
+const script = (block: string, dirs: Dirs): { lines: string[]; skipped: string[] } => docScript(block, dirs, ADAPTED, PLACEHOLDERS);
 
 describe('README: the shell examples run as written', function () {
   this.timeout(300_000);
   let dirs: Dirs;
-  let runtime: { ready: string; stop: () => Promise<void> } | undefined;
+  let runtime: StartedLine | undefined;
 
   function ok(r: CommandResult, what: string): CommandResult {
     expect(r.code, `${what}\n${r.stdout}\n${r.stderr}`).to.equal(0);
