@@ -2,7 +2,8 @@
 // files is read from the file itself and run by bash in order against a real `pgx start`, from a
 // directory where `node bin/pgx.js` is the checkout's. A `pgx start` line runs in the background until
 // its ready line (a reader gives it its own terminal), with the environment the lines before it set.
-// What is not run as written, and why, is listed in ADAPTED and AFTER_START; a JSON answer shown in a
+// What is not run as written, and why, is listed in ADAPTED, AFTER_START and at the data directories
+// the tests hand the blocks (initialised ones where the doc continues from one); a JSON answer shown in a
 // comment under a curl line is checked against the real answer's keys. The examples take the default
 // addresses (127.0.0.1:6432, /tmp/.s.PGSQL.6432) and api.md's 8080, as readme-examples does 6432/7432:
 // mocha runs files one after the other, and `before` checks that they are free.
@@ -58,6 +59,8 @@ describe('docs/operations.md and docs/api.md: the shell examples run as written'
   let work: string;
   let runtime: StartedLine | undefined;
   let mountPoint: string | undefined;
+  /** Directories outside `work` a test made, removed at the end. */
+  const cleanups: string[] = [];
 
   function ok(r: CommandResult, what: string): CommandResult {
     expect(r.code, `${what}\n${r.stdout}\n${r.stderr}`).to.equal(0);
@@ -81,7 +84,7 @@ describe('docs/operations.md and docs/api.md: the shell examples run as written'
   });
 
   after(function () {
-    if (work) fs.rmSync(work, { recursive: true, force: true });
+    for (const dir of [work, ...cleanups]) if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('every sh block is one the tests below run', function () {
@@ -94,13 +97,15 @@ describe('docs/operations.md and docs/api.md: the shell examples run as written'
     const [block] = blocks(section(OPERATIONS, 'Starting'), 'sh');
     // An initialised data directory, so this start skips initdb: the XFS example below runs a first start.
     const varLibPgx = await freshDataDir();
+    cleanups.push(path.dirname(varLibPgx));
     const started = await runAroundStart(run(block!, { varLibPgx }), work);
     runtime = started.runtime;
     ok(started.result, 'the starting block');
     expect(runtime.ready).to.match(/^PGX ready: postgresql:\/\/postgres@127\.0\.0\.1:6432\/postgres /);
-    await runtime.stop();
-    runtime = undefined;
-    fs.rmSync(path.dirname(varLibPgx), { recursive: true, force: true });
+    // The line's comment: `npm start` keeps its data in .pgx/data and serves the API on port 7432.
+    expect(block).to.include('# or: npm start (data in .pgx/data, API on port 7432)');
+    const npmStart = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+    expect(npmStart).to.match(/ start --data-dir \.pgx\/data .*--api-port 7432\b/);
   });
 
   it('operations.md "Copy-on-write storage": a loop-mounted XFS with reflink, where the runtime finds it clones', async function () {
@@ -129,8 +134,10 @@ describe('docs/operations.md and docs/api.md: the shell examples run as written'
     // api.md continues the README on its data directory: `.pgx/data`, initialised, where the README's
     // first example sealed tpl_app. AFTER_START is that example's lines that made tpl_app, run on the
     // started runtime (the README's own lines, read from README.md, not a copy).
+    const readmeData = await freshDataDir();
+    cleanups.push(path.dirname(readmeData));
     fs.mkdirSync(path.join(work, '.pgx'));
-    fs.renameSync(await freshDataDir(), path.join(work, '.pgx/data'));
+    fs.renameSync(readmeData, path.join(work, '.pgx/data'));
     const [readmeFirst] = blocks(section(README, 'Disposable databases'), 'sh');
     const AFTER_START = readmeFirst!.split('\n').filter((l) => /tpl_app"|-d tpl_app |pgx_seal_template\('tpl_app'\)/.test(l));
     expect(AFTER_START).to.have.length(3);
