@@ -1,4 +1,6 @@
-// Starts the HTTP API for a running runtime (used by src/cli/start.ts).
+// Starts the HTTP API for a running runtime (used by src/cli/start.ts): the control API (--api-port,
+// with its token) and, on a port of its own, the metrics-only listener (--metrics-port, no token), both
+// answering from one context, so /metrics reads the same counters on either.
 
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
@@ -12,7 +14,10 @@ import { ApiServer } from './server.js';
 
 export interface StartApiOptions {
   host: string;
-  port: number;
+  /** null: no control API (the metrics listener alone, when given). */
+  port: number | null;
+  /** The metrics-only listener (/metrics, /healthz, /readyz, no token); null: none. */
+  metrics: { host: string; port: number } | null;
   /** null: no token (refused unless the host is loopback). */
   token: string | null;
   ctx: Omit<ApiContext, 'creates' | 'metrics' | 'logger'>;
@@ -31,19 +36,36 @@ export function checkApiExposure(host: string, token: string | null, logger: Log
   logger.warn('api-without-token', { host, hint: 'anyone on this machine may use the API; set --api-token-file or PGX_API_TOKEN' });
 }
 
-/** Starts the API; call checkApiExposure first (before the runtime starts, so a refusal costs nothing). */
-export async function startApi(opts: StartApiOptions): Promise<ApiServer> {
+/** The listeners started: each null when not asked for. */
+export interface ApiListeners {
+  api: ApiServer | null;
+  metrics: ApiServer | null;
+  stop(): Promise<void>;
+}
+
+/** Starts the API and the metrics listener; call checkApiExposure first (before the runtime starts, so a refusal costs nothing). */
+export async function startApi(opts: StartApiOptions): Promise<ApiListeners> {
   const metrics = new ApiMetrics();
   // The API lives as long as the runtime's databases: the listener needs no removal.
   opts.ctx.databases.onMint((source, ms) => metrics.observeMint(source, ms));
-  const server = new ApiServer({
-    host: opts.host,
-    port: opts.port,
-    token: opts.token === null ? null : new BearerToken(opts.token),
-    ctx: { ...opts.ctx, creates: new IdempotencyStore<CreatedDatabaseBody>(opts.clock), metrics, logger: opts.logger },
-    clock: opts.clock,
-    logger: opts.logger,
-  });
-  await server.start();
-  return server;
+  const ctx = { ...opts.ctx, creates: new IdempotencyStore<CreatedDatabaseBody>(opts.clock), metrics, logger: opts.logger };
+  const started: ApiServer[] = [];
+  const listen = async (host: string, port: number, metricsOnly: boolean): Promise<ApiServer> => {
+    const token = metricsOnly || opts.token === null ? null : new BearerToken(opts.token);
+    const server = new ApiServer({ host, port, token, metricsOnly, ctx, clock: opts.clock, logger: opts.logger });
+    await server.start();
+    started.push(server);
+    return server;
+  };
+  const stop = async (): Promise<void> => {
+    for (const server of started.splice(0)) await server.stop();
+  };
+  try {
+    const api = opts.port === null ? null : await listen(opts.host, opts.port, false);
+    const metricsServer = opts.metrics === null ? null : await listen(opts.metrics.host, opts.metrics.port, true);
+    return { api, metrics: metricsServer, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }

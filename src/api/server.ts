@@ -1,7 +1,8 @@
 // The HTTP listener: the only file in PGX that touches node:http. It admits a request on its head alone
 // (route, token, declared size: router.ts) before reading a byte of its body, reads admitted bodies up to
 // their route's cap within a budget shared by all requests, hands them to run(), writes the answer and
-// logs one line per request. A refused request is answered at once; its unread body is drained without
+// logs one line per request. A metrics-only listener (pgx start --metrics-port) admits only the probes and
+// /metrics, without a token: Prometheus scrapes it without holding control rights. A refused request is answered at once; its unread body is drained without
 // being kept (a moment, then the connection closes), so a client still sending still reads the answer.
 
 import http from 'node:http';
@@ -10,13 +11,17 @@ import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BearerToken } from './auth.js';
+import { ApiError } from './errors.js';
 import type { ApiContext } from './handlers.js';
+import { PATHS } from './paths.js';
 import { admit, bodyTooLarge, errorAnswer, run, type Admission, type ApiResponse, type RequestHead } from './router.js';
 
 export interface ApiServerOptions {
   host: string;
   port: number;
   token: BearerToken | null;
+  /** Serve only METRICS_LISTENER_PATHS, without a token (the token is then not asked for). */
+  metricsOnly?: boolean;
   ctx: ApiContext;
   clock: Clock;
   logger: Logger;
@@ -81,7 +86,7 @@ export class ApiServer {
       contentLength: req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']),
     };
     let response: ApiResponse;
-    const admission = admit(head, ctx, this.opts.token);
+    const admission = this.opts.metricsOnly ? admitMetricsOnly(head, ctx) : admit(head, ctx, this.opts.token);
     if (!admission.admitted) {
       response = admission.response;
       answerAndDrain(req, res, response);
@@ -138,6 +143,19 @@ export class ApiServer {
       this.bodyBytes -= held;
     }
   }
+}
+
+/** What a metrics-only listener serves: reading them grants no control over the runtime. */
+const METRICS_LISTENER_PATHS: ReadonlySet<string> = new Set([PATHS.metrics, PATHS.healthz, PATHS.readyz]);
+
+/** A metrics-only listener's admission: its paths with no token (GET only, as admit() says), any other a 404. */
+function admitMetricsOnly(head: RequestHead, ctx: ApiContext): Admission {
+  if (METRICS_LISTENER_PATHS.has(head.path)) return admit(head, ctx, null);
+  const notHere = new ApiError(
+    404,
+    new PgxError('FEATURE_NOT_SUPPORTED', `no such path on the metrics port: ${head.path}`, { hint: 'This port serves only /metrics, /healthz and /readyz; the control API is on --api-port.' }),
+  );
+  return { admitted: false, response: errorAnswer(notHere, ctx, 'unmatched', head.idempotencyKey) };
 }
 
 /** Every request's body bytes together, while read and run: 4 template scripts at their cap. */

@@ -90,6 +90,10 @@ const runtimeConfigSchema = z
     // The HTTP control API (src/api): off unless apiPort is given; 0 picks a free port (tests).
     apiPort: z.number().int().min(0).max(65535).nullable().default(null),
     apiHost: z.string().min(1).default('127.0.0.1'),
+    /** /metrics, /healthz and /readyz alone on a port of their own, without the API token (Prometheus); null: off. */
+    metricsPort: z.number().int().min(0).max(65535).nullable().default(null),
+    /** Where the metrics port listens; absent: apiHost. */
+    metricsHost: z.string().min(1).optional(),
     /** Bearer token for the API; else read from apiTokenFile, else the PGX_API_TOKEN environment variable. */
     apiToken: z.string().min(16, 'at least 16 characters').optional(),
     apiTokenFile: z.string().min(1).optional(),

@@ -81,6 +81,9 @@ HTTP control API (docs/api.md; off unless --api-port is given):
   --api-host HOST         address the API listens on                                  [${D.apiHost}]
   --api-token-file FILE   file holding the API's bearer token (else env PGX_API_TOKEN);
                           required when --api-host is not a loopback address
+  --metrics-port N        serve only /metrics, /healthz and /readyz here, without a token
+                          (Prometheus scrapes without control rights; 0: any free port) [off]
+  --metrics-host HOST     address the metrics port listens on              [the --api-host]
 
 TLS (SSLRequest answered with a TLS handshake; certificate and key re-read on SIGHUP):
   --tls-cert FILE         PEM certificate (chain) for TCP clients                     [off]
@@ -149,6 +152,8 @@ function parseStartFlags(argv: string[]) {
       'api-port': { type: 'string' },
       'api-host': { type: 'string' },
       'api-token-file': { type: 'string' },
+      'metrics-port': { type: 'string' },
+      'metrics-host': { type: 'string' },
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'tls-require': { type: 'boolean' },
@@ -199,6 +204,8 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     apiPort: num(values['api-port']),
     apiHost: values['api-host'],
     apiTokenFile: values['api-token-file'],
+    metricsPort: num(values['metrics-port']),
+    metricsHost: values['metrics-host'],
     tlsCert: values['tls-cert'],
     tlsKey: values['tls-key'],
     tlsRequire: values['tls-require'],

@@ -9,8 +9,7 @@ import { createLogger, type Logger } from '../log.js';
 import { Engine } from '../engine/listener.js';
 import { CGROUP_GUARD } from '../engine/memory-watchdog.js';
 import type { ControlFunctions, EngineOptions } from '../engine/ports.js';
-import { startApi } from '../api/index.js';
-import type { ApiServer } from '../api/server.js';
+import { startApi, type ApiListeners } from '../api/index.js';
 import { PostgresSupervisor } from '../runtime/postgres/supervisor.js';
 import { ADMIN_ROLE, RoleCredentials } from '../runtime/postgres/role-credentials.js';
 import { authSecret } from '../runtime/postgres/auth-secret.js';
@@ -53,6 +52,7 @@ export async function runStart(argv: string[]): Promise<number> {
   const url = `postgresql://postgres@${hostForUrl(config.host)}:${runtime.engine.port}/postgres`;
   const socketNote = config.socketDir ? `, socket ${socketPath(config.socketDir, runtime.engine.port)}` : '';
   const apiNote = runtime.api ? `, API http://${hostForUrl(config.apiHost)}:${runtime.api.port}/v1${runtime.apiTokenFile ? ` (token in ${runtime.apiTokenFile})` : ''}` : '';
+  const metricsNote = runtime.metrics ? `, metrics http://${hostForUrl(config.metricsHost ?? config.apiHost)}:${runtime.metrics.port}/metrics` : '';
   const passwordNote = runtime.adminPasswordSource === null ? '' : `, admin password ${runtime.adminPasswordSource.startsWith('/') ? 'in ' : 'from '}${runtime.adminPasswordSource}`;
   await new Promise<void>((resolve) => {
     let stopping = false;
@@ -83,7 +83,7 @@ export async function runStart(argv: string[]): Promise<number> {
     process.on('SIGHUP', () => runtime.reloadTls());
     // Only now: whoever reads this line may signal at once, and a signal before the handlers
     // above would kill node outright and leave PostgreSQL running.
-    process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${passwordNote}${socketNote}${apiNote}, data ${config.dataDir})\n`);
+    process.stdout.write(`PGX ready: ${url} (PostgreSQL ${runtime.pgVersion}, auth ${runtime.auth}${passwordNote}${socketNote}${apiNote}${metricsNote}, data ${config.dataDir})\n`);
   });
   return 0;
 }
@@ -103,6 +103,8 @@ function reachableHost(host: string): string {
 export interface RunningRuntime {
   /** The HTTP API, when --api-port was given: the port it is bound to. */
   api?: { port: number };
+  /** The metrics-only listener, when --metrics-port was given: the port it is bound to. */
+  metrics?: { port: number };
   engine: Engine;
   /** What the HTTP API calls (and tests): create, status, records. */
   databases: DatabaseOperations;
@@ -200,7 +202,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
   let databases: DisposableDatabases;
   let engine: Engine;
   let engineListening = false;
-  let api: ApiServer | null = null;
+  let listeners: ApiListeners | null = null;
   let logins: Awaited<ReturnType<typeof prepareLogins>>;
   try {
     logins = await prepareLogins(config, plan, credentials, logger);
@@ -249,11 +251,12 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     await databases.start();
     await engine.start();
     engineListening = true;
-    if (config.apiPort !== null) {
+    if (config.apiPort !== null || config.metricsPort !== null) {
       const engineHost = hostForUrl(reachableHost(config.host));
-      api = await startApi({
+      listeners = await startApi({
         host: config.apiHost,
         port: config.apiPort,
+        metrics: config.metricsPort === null ? null : { host: config.metricsHost ?? config.apiHost, port: config.metricsPort },
         token: logins.token,
         ctx: {
           databases: databases.operations,
@@ -265,16 +268,22 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
         clock: systemClock,
         logger: logger.child({ component: 'api' }),
       });
-      const started = api;
+      const started = listeners;
       teardown.add('api', () => started.stop());
     }
   } catch (err) {
     await teardown.run();
     throw err;
   }
-  logger.info('runtime ready', { port: engine.port, socketDir: config.socketDir, dataDir, pg: binaries.version, auth, ...(api ? { apiPort: api.port } : {}) });
+  const api = listeners?.api ?? null;
+  const metricsListener = listeners?.metrics ?? null;
+  logger.info('runtime ready', {
+    port: engine.port, socketDir: config.socketDir, dataDir, pg: binaries.version, auth,
+    ...(api ? { apiPort: api.port } : {}), ...(metricsListener ? { metricsPort: metricsListener.port } : {}),
+  });
   return {
     ...(api ? { api: { port: api.port } } : {}),
+    ...(metricsListener ? { metrics: { port: metricsListener.port } } : {}),
     engine,
     databases: databases.operations,
     disposableDatabases: databases,
