@@ -25,6 +25,7 @@ Options:
   --metrics-port N       serve /metrics, /healthz and /readyz on this port (default 8080; 0 for none)
   --pod-api-port N       the runtime pods' control API port (default 7432)
   --pod-engine-port N    the runtime pods' PostgreSQL port, written into Branch Secrets (default 6432)
+  --pod-metrics-port N   the runtime pods' metrics port: /metrics without the API token (default 9187)
   --resync SECONDS       reconcile every object again this often (default 300)
   --log-format json|text (default: text on a terminal, else json)
   --log-level error|warn|info|debug (default info)
@@ -62,6 +63,7 @@ export async function runOperator(argv: string[]): Promise<number> {
         'metrics-port': { type: 'string' },
         'pod-api-port': { type: 'string' },
         'pod-engine-port': { type: 'string' },
+        'pod-metrics-port': { type: 'string' },
         resync: { type: 'string' },
         'log-format': { type: 'string' },
         'log-level': { type: 'string' },
@@ -79,7 +81,8 @@ export async function runOperator(argv: string[]): Promise<number> {
   const metricsPort = port(values['metrics-port'], 8080);
   const apiPort = port(values['pod-api-port'], 7432);
   const enginePort = port(values['pod-engine-port'], 6432);
-  if (metricsPort === null || apiPort === null || enginePort === null) return usage('ports are integers from 0 to 65535');
+  const podMetricsPort = port(values['pod-metrics-port'], 9187);
+  if (metricsPort === null || apiPort === null || enginePort === null || podMetricsPort === null) return usage('ports are integers from 0 to 65535');
   const resync = values.resync === undefined ? 300 : Number(values.resync);
   if (!Number.isFinite(resync) || resync < 1) return usage('--resync takes a number of seconds, at least 1');
   if (values['log-format'] !== undefined && !['json', 'text'].includes(values['log-format'])) return usage('--log-format is json or text');
@@ -113,7 +116,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     identity: values.identity ?? process.env.POD_NAME ?? os.hostname(),
     logger,
     metrics,
-    network: { apiPort, enginePort },
+    network: { apiPort, enginePort, metricsPort: podMetricsPort },
     resyncMs: resync * 1000,
   });
   const server = metricsPort === 0 ? null : await serveMetrics(metrics, metricsPort, () => operator.ready);

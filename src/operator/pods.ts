@@ -29,11 +29,13 @@ export interface PodNetwork {
   apiPort: number;
   /** The engine's port inside the pod (pgx start --port). */
   enginePort: number;
+  /** The metrics-only port inside the pod (pgx start --metrics-port): /metrics without the API token. */
+  metricsPort: number;
   /** Cluster DNS suffix. */
   clusterDomain: string;
 }
 
-export const DEFAULT_POD_NETWORK: PodNetwork = { apiPort: 7432, enginePort: 6432, clusterDomain: 'cluster.local' };
+export const DEFAULT_POD_NETWORK: PodNetwork = { apiPort: 7432, enginePort: 6432, metricsPort: 9187, clusterDomain: 'cluster.local' };
 
 export function podReady(pod: V1Pod): boolean {
   if (pod.metadata?.deletionTimestamp) return false;

@@ -8,13 +8,13 @@ import { ApiClientError } from '../../api/client.js';
 import type { CredentialBody, DatabaseBody } from '../../api/contract.js';
 import { isoSeconds } from '../conditions.js';
 import { podApi, runtimeRefOf, templateNamespaceOf, type OperatorContext } from '../context.js';
-import { templateDatabaseName, type BranchSpec } from '../crds/index.js';
+import { parseObject, runtime as runtimeSchema, templateDatabaseName, type BranchSpec } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import type { CustomObject } from '../kube.js';
 import { podEngineEndpoint, podReady } from '../pods.js';
 import { create, type CreateOutcome, type Limits } from './branch-create.js';
 import { expire } from './branch-expire.js';
-import { branchSecretName, createBranchSecret, secretState } from './branch-secret.js';
+import { branchSecretName, clientTls, createBranchSecret, secretState, type ClientTls } from './branch-secret.js';
 import { requeueAtExpiry, setPhase, setReady, type Pass } from './branch-status.js';
 
 /** How often a Branch whose pod is away looks again (the pod's own events requeue it sooner). */
@@ -26,6 +26,19 @@ const SECRET_TAKEN_RETRY_MS = 10_000;
 function liveRuntime(ctx: OperatorContext, namespace: string, runtimeName: string | undefined): CustomObject | undefined {
   const rt = runtimeName ? ctx.caches.runtimes.get(runtimeName, namespace) : undefined;
   return rt && !rt.metadata?.deletionTimestamp ? rt : undefined;
+}
+
+/** The TLS the Branch's Runtime offers clients (spec.tls and its Secret); a string says why it is not known yet. */
+async function runtimeTls(ctx: OperatorContext, namespace: string, runtimeName: string | undefined): Promise<ClientTls | string> {
+  const obj = runtimeName ? ctx.caches.runtimes.get(runtimeName, namespace) : undefined;
+  if (!obj) return `Runtime ${runtimeName ?? '(none)'} is not known yet; the Secret waits for it (it says whether clients use TLS)`;
+  const rt = parseObject(runtimeSchema, obj);
+  if (!rt.ok) return `Runtime ${runtimeName}: ${rt.message}`;
+  try {
+    return await clientTls(ctx.kube, namespace, rt.value.spec.tls);
+  } catch (err) {
+    return `Runtime ${runtimeName}'s TLS Secret ${rt.value.spec.tls?.secretName}: ${(err as Error).message}`;
+  }
 }
 
 /** Look again after `ms`, or at expiry if that is sooner. */
@@ -105,8 +118,10 @@ export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promi
   let waiting: string | null = null;
   if (state.kind === 'absent' || state.kind === 'stale') {
     // A stale Secret (an earlier Branch's of this name) is replaced by createBranchSecret.
+    const tls = await runtimeTls(ctx, tplNamespace, runtimeName);
+    if (typeof tls === 'string') return { retry: tls };
     const credential = fresh ?? (await api.client.createCredential(database, {}));
-    const made = await createBranchSecret(ctx.kube, p.obj, secretName, podEngineEndpoint(pod, ctx.net), database, credential);
+    const made = await createBranchSecret(ctx.kube, p.obj, secretName, podEngineEndpoint(pod, ctx.net), database, credential, tls);
     if (made === 'made') madeSecret = true;
     else await api.client.revokeCredential(database, credential.user);
     if (typeof made === 'object') {

@@ -2,7 +2,10 @@
 // labelled with its name. Keys: host, port, dbname, user, password and DATABASE_URL (the first ones),
 // and what apps and CloudNativePG users expect besides: username, uri, jdbc-uri, pgpass, sslmode. Its
 // type, servicebinding.io/postgresql (with the keys type and provider), is what Service Binding
-// aware libraries detect. The password exists only here and in the runtime's SCRAM verifier: if the
+// aware libraries detect. On a Runtime with spec.tls the Secret says sslmode verify-full and carries
+// the Runtime's CA as ca.crt (require when its TLS Secret has no ca.crt); the URLs carry sslmode=require,
+// which connects encrypted without a CA file on the client's disk (a URL cannot hold the CA itself, and
+// where the app mounts ca.crt is the app's to say: it adds sslrootcert=<that path> and verify-full). The password exists only here and in the runtime's SCRAM verifier: if the
 // Secret is lost, a new credential is made.
 //
 // The operator never writes into, nor reports, a Secret the Branch does not own: a name already taken
@@ -18,8 +21,26 @@ import { isConflict, isNotFound } from '../kube.js';
 const BRANCH_LABEL = 'pgx.dev/branch';
 /** The Service Binding type for PostgreSQL (servicebinding.io spec, "Well-known Secret Entries"). */
 const BRANCH_SECRET_TYPE = 'servicebinding.io/postgresql';
-/** PGX runtime pods do not offer TLS to clients yet: clients are told so rather than left to try. */
-const SSLMODE = 'disable';
+/** A Runtime without spec.tls offers no TLS: clients are told so rather than left to try. */
+const NO_TLS: ClientTls = { sslmode: 'disable' };
+/** The CA key, as in a kubernetes.io/tls Secret (and cert-manager's). */
+export const CA_KEY = 'ca.crt';
+
+/** What a Branch Secret tells clients of TLS: the mode, and the CA that verifies the pod when there is one. */
+export type ClientTls = { sslmode: 'disable' } | { sslmode: 'require' } | { sslmode: 'verify-full'; ca: string };
+
+/**
+ * The TLS a Runtime offers its clients: none without spec.tls; else verify-full with the CA of its TLS
+ * Secret (in the Runtime's namespace), or require when that Secret has no ca.crt. A missing Secret is an
+ * error: the pods cannot start without it either, and a Secret saying disable would be wrong.
+ */
+export async function clientTls(kube: Kube, runtimeNamespace: string, tls: { secretName: string } | undefined): Promise<ClientTls> {
+  if (tls === undefined) return NO_TLS;
+  const secret = await kube.core.readNamespacedSecret({ name: tls.secretName, namespace: runtimeNamespace });
+  const ca = secret.data?.[CA_KEY] ?? (secret.stringData?.[CA_KEY] === undefined ? undefined : Buffer.from(secret.stringData[CA_KEY]).toString('base64'));
+  if (ca === undefined || ca === '') return { sslmode: 'require' };
+  return { sslmode: 'verify-full', ca: Buffer.from(ca, 'base64').toString('utf8') };
+}
 
 export function branchSecretName(branch: string): string {
   return `${branch}-db`;
@@ -63,11 +84,13 @@ export function branchSecret(
   endpoint: { host: string; port: number },
   database: string,
   credential: CredentialBody,
+  tls: ClientTls = NO_TLS,
 ): V1Secret {
   const c = { user: credential.user, password: credential.password, host: endpoint.host, port: endpoint.port, database };
-  const url = connectionUrl(c);
+  const url = tls.sslmode === 'disable' ? connectionUrl(c) : `${connectionUrl(c)}?sslmode=require`;
   const host = c.host.includes(':') ? `[${c.host}]` : c.host;
-  const jdbc = `jdbc:postgresql://${host}:${c.port}/${encodeURIComponent(database)}?user=${encodeURIComponent(c.user)}&password=${encodeURIComponent(c.password)}&sslmode=${SSLMODE}`;
+  const jdbcSslmode = tls.sslmode === 'disable' ? 'disable' : 'require';
+  const jdbc = `jdbc:postgresql://${host}:${c.port}/${encodeURIComponent(database)}?user=${encodeURIComponent(c.user)}&password=${encodeURIComponent(c.password)}&sslmode=${jdbcSslmode}`;
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -92,7 +115,8 @@ export function branchSecret(
       uri: url,
       'jdbc-uri': jdbc,
       pgpass: `${[endpoint.host, String(endpoint.port), database, credential.user, credential.password].map(pgpassField).join(':')}\n`,
-      sslmode: SSLMODE,
+      sslmode: tls.sslmode,
+      ...(tls.sslmode === 'verify-full' ? { [CA_KEY]: tls.ca } : {}),
     },
   };
 }
@@ -109,11 +133,12 @@ export async function createBranchSecret(
   endpoint: { host: string; port: number },
   database: string,
   credential: CredentialBody,
+  tls: ClientTls = NO_TLS,
 ): Promise<'made' | 'ours' | { taken: string } | { waiting: string }> {
   const namespace = branch.metadata!.namespace!;
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      await kube.core.createNamespacedSecret({ namespace, body: branchSecret(branch, secretName, endpoint, database, credential) });
+      await kube.core.createNamespacedSecret({ namespace, body: branchSecret(branch, secretName, endpoint, database, credential, tls) });
       return 'made';
     } catch (err) {
       if (!isConflict(err)) throw err;

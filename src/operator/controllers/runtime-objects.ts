@@ -17,6 +17,8 @@ export const SPEC_HASH_ANNOTATION = 'pgx.dev/spec-hash';
 export const DATA_DIR = '/var/lib/pgx';
 /** PostgreSQL 18 of the PGX image (the Dockerfile's base, postgres:18), used instead of the embedded one. */
 export const IMAGE_PG_BIN = '/usr/lib/postgresql/18/bin';
+/** Where the Runtime's TLS Secret (spec.tls) is mounted: its tls.crt and tls.key only. */
+export const TLS_DIR = '/etc/pgx-tls';
 /** The image's unprivileged user and group (postgres in the postgres:18 base image). */
 const RUNTIME_UID = 999;
 
@@ -58,6 +60,7 @@ export function headlessService(rt: Runtime, net: PodNetwork): V1Service {
       ports: [
         { name: 'postgres', port: net.enginePort, targetPort: net.enginePort },
         { name: 'api', port: net.apiPort, targetPort: net.apiPort },
+        { name: 'metrics', port: net.metricsPort, targetPort: net.metricsPort },
       ],
     },
   };
@@ -137,10 +140,14 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
     '--api-port', String(net.apiPort),
     '--api-host', '0.0.0.0',
     '--api-token-file', `/etc/pgx/${API_TOKEN_KEY}`,
+    // Prometheus scrapes this port without the API token (a PodMonitor on the port named metrics).
+    '--metrics-port', String(net.metricsPort),
+    '--metrics-host', '0.0.0.0',
     '--prefix', s.engine.prefix,
     '--grace', String(graceSeconds),
     '--pool-size', String(s.engine.poolSize),
     '--log-format', 'json',
+    ...(s.tls ? ['--tls-cert', `${TLS_DIR}/tls.crt`, '--tls-key', `${TLS_DIR}/tls.key`] : []),
     ...(s.engine.databaseDefaults?.connections !== undefined ? ['--max-sessions-per-db', String(s.engine.databaseDefaults.connections)] : []),
     ...(s.engine.databaseDefaults?.memory !== undefined ? ['--database-memory-limit', String(databaseMemoryDefaultMb(rt)!)] : []),
   ];
@@ -180,6 +187,7 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
               ports: [
                 { name: 'postgres', containerPort: net.enginePort },
                 { name: 'api', containerPort: net.apiPort },
+                { name: 'metrics', containerPort: net.metricsPort },
               ],
               securityContext: restrictedContainer(),
               // /healthz answers only after PostgreSQL's recovery: the startupProbe gives a start
@@ -192,6 +200,7 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
                 { name: 'data', mountPath: DATA_DIR },
                 { name: 'secret', mountPath: '/etc/pgx', readOnly: true },
                 { name: 'shm', mountPath: '/dev/shm' },
+                ...(s.tls ? [{ name: 'tls', mountPath: TLS_DIR, readOnly: true }] : []),
               ],
             },
           ],
@@ -199,6 +208,11 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
             { name: 'secret', secret: { secretName: secret, defaultMode: 0o400 } },
             // The container runtime's /dev/shm is 64 MB: PostgreSQL's parallel queries need more.
             { name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: String(s.sharedMemory) } },
+            // The key readable by the runtime's group alone (fsGroup), as PostgreSQL wants of a key file;
+            // a Secret without tls.crt or tls.key keeps the pod from starting, and the kubelet says why.
+            ...(s.tls
+              ? [{ name: 'tls', secret: { secretName: s.tls.secretName, defaultMode: 0o440, items: [{ key: 'tls.crt', path: 'tls.crt' }, { key: 'tls.key', path: 'tls.key' }] } }]
+              : []),
           ],
         },
       },

@@ -66,6 +66,15 @@ const runtimeSpec = z
     tolerations: z.array(toleration).optional().describe('Taints the runtime pods tolerate, as in a Pod spec.'),
     affinity: podField('Node and pod affinity').optional(),
     topologySpreadConstraints: z.array(podField('A topology spread constraint')).optional().describe('How runtime pods spread over zones or nodes, as in a Pod spec.'),
+    tls: z
+      .object({
+        secretName: dnsSubdomain('tls.secretName').describe(
+          'A kubernetes.io/tls Secret in this namespace: tls.crt and tls.key (mounted read-only into every pod and given to pgx start --tls-cert/--tls-key), and optionally ca.crt, copied into each Branch Secret so clients verify the pod (sslmode verify-full; require without it). Its certificate must name the pod hosts Branch Secrets name: *.<runtime>-pods.<namespace>.svc.cluster.local.',
+        ),
+      })
+      .strict()
+      .optional()
+      .describe('TLS for clients of the runtime pods; absent: no TLS (Branch Secrets say sslmode disable).'),
     sharedMemory: quantity('sharedMemory')
       .default('256Mi')
       .describe("Size of the memory-backed /dev/shm of each pod (PostgreSQL's shared memory for parallel queries); counted against the pod's memory limit."),
