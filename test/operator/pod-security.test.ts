@@ -80,6 +80,42 @@ describe('operator: runtime pods and the restricted Pod Security profile', () =>
     expect(defaults.volumes?.find((v) => v.name === 'shm')?.emptyDir?.sizeLimit).to.equal('256Mi');
   });
 
+  it('serves /metrics on a named port of its own, without the token: the flag and the container port agree', () => {
+    const pod = statefulSet(runtimeOf({}), { ...DEFAULT_POD_NETWORK, metricsPort: 9300 }).spec!.template.spec!;
+    const c = pod.containers[0]!;
+    expect(c.ports).to.deep.include({ name: 'metrics', containerPort: 9300 });
+    const args = c.args!;
+    expect(args[args.indexOf('--metrics-port') + 1]).to.equal('9300');
+    expect(args[args.indexOf('--metrics-host') + 1]).to.equal('0.0.0.0');
+    // The API port is unchanged and keeps its token.
+    expect(args[args.indexOf('--api-port') + 1]).to.equal(String(DEFAULT_POD_NETWORK.apiPort));
+    expect(args).to.include('--api-token-file');
+    expect(statefulSet(runtimeOf({}), DEFAULT_POD_NETWORK).spec!.template.spec!.containers[0]!.ports).to.deep.include({ name: 'metrics', containerPort: 9187 });
+  });
+
+  it("mounts the Runtime's TLS Secret read-only (tls.crt and tls.key only) and starts the runtime with it, still restricted", () => {
+    const plain = statefulSet(runtimeOf({}), DEFAULT_POD_NETWORK).spec!.template.spec!;
+    expect(plain.containers[0]!.args).to.not.include('--tls-cert');
+    expect(plain.volumes?.map((v) => v.name)).to.not.include('tls');
+    const pod = statefulSet(runtimeOf({ tls: { secretName: 'main-tls' } }), DEFAULT_POD_NETWORK).spec!.template.spec!;
+    const c = pod.containers[0]!;
+    const args = c.args!;
+    expect(args[args.indexOf('--tls-cert') + 1]).to.equal('/etc/pgx-tls/tls.crt');
+    expect(args[args.indexOf('--tls-key') + 1]).to.equal('/etc/pgx-tls/tls.key');
+    expect(c.volumeMounts).to.deep.include({ name: 'tls', mountPath: '/etc/pgx-tls', readOnly: true });
+    expect(pod.volumes?.find((v) => v.name === 'tls')?.secret).to.deep.equal({
+      secretName: 'main-tls',
+      defaultMode: 0o440,
+      items: [{ key: 'tls.crt', path: 'tls.crt' }, { key: 'tls.key', path: 'tls.key' }],
+    });
+    expect(restrictedViolations(pod)).to.deep.equal([]);
+  });
+
+  it('refuses a TLS Secret name that cannot name a Secret', () => {
+    expect(() => runtimeOf({ tls: { secretName: 'Not_A_Name' } })).to.throw(/tls\.secretName/);
+    expect(() => runtimeOf({ tls: {} })).to.throw(/secretName/);
+  });
+
   it('places pods as the Runtime says: nodeSelector, tolerations, affinity, topology spread and pull secrets', () => {
     const affinity = { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'zfs', operator: 'In', values: ['yes'] }] }] } } };
     const spread = { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { 'pgx.dev/runtime': 'main' } } };

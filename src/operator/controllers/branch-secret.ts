@@ -3,9 +3,10 @@
 // and what apps and CloudNativePG users expect besides: username, uri, jdbc-uri, pgpass, sslmode. Its
 // type, servicebinding.io/postgresql (with the keys type and provider), is what Service Binding
 // aware libraries detect. On a Runtime with spec.tls the Secret says sslmode verify-full and carries
-// the Runtime's CA as ca.crt (require when its TLS Secret has no ca.crt); the URLs carry sslmode=require,
-// which connects encrypted without a CA file on the client's disk (a URL cannot hold the CA itself, and
-// where the app mounts ca.crt is the app's to say: it adds sslrootcert=<that path> and verify-full). The password exists only here and in the runtime's SCRAM verifier: if the
+// the Runtime's CA as ca.crt (require when its TLS Secret has no ca.crt). uri and DATABASE_URL stay
+// plain, as CloudNativePG's are: libpq takes sslmode and sslrootcert from PGSSLMODE and PGSSLROOTCERT
+// (the sslmode key, and wherever the app mounts ca.crt), which a parameter in the URL would override;
+// jdbc-uri, which has always said its sslmode, says require (encrypted, no CA file needed). The password exists only here and in the runtime's SCRAM verifier: if the
 // Secret is lost, a new credential is made.
 //
 // The operator never writes into, nor reports, a Secret the Branch does not own: a name already taken
@@ -87,7 +88,7 @@ export function branchSecret(
   tls: ClientTls = NO_TLS,
 ): V1Secret {
   const c = { user: credential.user, password: credential.password, host: endpoint.host, port: endpoint.port, database };
-  const url = tls.sslmode === 'disable' ? connectionUrl(c) : `${connectionUrl(c)}?sslmode=require`;
+  const url = connectionUrl(c);
   const host = c.host.includes(':') ? `[${c.host}]` : c.host;
   const jdbcSslmode = tls.sslmode === 'disable' ? 'disable' : 'require';
   const jdbc = `jdbc:postgresql://${host}:${c.port}/${encodeURIComponent(database)}?user=${encodeURIComponent(c.user)}&password=${encodeURIComponent(c.password)}&sslmode=${jdbcSslmode}`;
