@@ -10,9 +10,17 @@ import { CustomObjectsApi, KubernetesObjectApi, type KubernetesObject } from '@k
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { renderChartCrdFiles, renderCrdFiles } from '../../src/operator/crds/index.js';
+import { statefulSet } from '../../src/operator/controllers/runtime-objects.js';
+import { parseObject, renderChartCrdFiles, renderCrdFiles, runtime as runtimeSchema, type Runtime } from '../../src/operator/crds/index.js';
+import { DEFAULT_POD_NETWORK } from '../../src/operator/pods.js';
 import { startKubeApi, type KubeApi } from '../helpers/kube-api/index.js';
 import { helm, kustomize, root, yamlObjects } from './kube-tools.js';
+
+function runtimeOf(): Runtime {
+  const r = parseObject(runtimeSchema, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main', namespace: 'pgx-system', uid: 'u-1' }, spec: { image: 'ghcr.io/pgx/pgx:1' } });
+  if (!r.ok) throw new Error(r.message);
+  return r.value;
+}
 
 function objects(yamlText: string): (KubernetesObject & Record<string, unknown>)[] {
   return yamlObjects(yamlText) as (KubernetesObject & Record<string, unknown>)[];
@@ -63,9 +71,10 @@ describe('Helm chart and kustomize manifests', function () {
 
     const all = objects(
       helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-other', '--set', 'runtime.create=true', '--set', 'storageClass.create=true', '--set', 'operator.allNamespaces=true', '--set', 'runtime.storage.storageClassName=pgx-zfs',
-        '--set', 'imagePullSecrets[0].name=registry', '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'metrics.podMonitor.enabled=true'),
+        '--set', 'imagePullSecrets[0].name=registry', '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'metrics.podMonitor.enabled=true',
+        '--set', 'metrics.runtimePodMonitor.enabled=true'),
     );
-    expect(all.map((o) => o.kind).sort()).to.deep.equal(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'PodDisruptionBudget', 'PodMonitor', 'Runtime', 'Service', 'ServiceAccount', 'ServiceMonitor', 'StorageClass']);
+    expect(all.map((o) => o.kind).sort()).to.deep.equal(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'PodDisruptionBudget', 'PodMonitor', 'PodMonitor', 'Runtime', 'Service', 'ServiceAccount', 'ServiceMonitor', 'StorageClass']);
     expect(all.find((o) => o.kind === 'ClusterRole')?.metadata?.namespace).to.equal(undefined);
     // imagePullSecrets reach the operator's pods and the chart's Runtime (and so its pods).
     expect((all.find((o) => o.kind === 'Deployment') as unknown as { spec: { template: { spec: { imagePullSecrets: unknown } } } }).spec.template.spec.imagePullSecrets).to.deep.equal([{ name: 'registry' }]);
@@ -74,6 +83,24 @@ describe('Helm chart and kustomize manifests', function () {
     expect(await applyAll(all, 'pgx-other')).to.deep.equal(['PodMonitor', 'ServiceMonitor', 'StorageClass']);
     // One operator replica: no PodDisruptionBudget (it would block every drain).
     expect(objects(helm('template', 'pgx', 'charts/pgx', '--set', 'operator.replicas=1')).map((o) => o.kind)).to.not.include('PodDisruptionBudget');
+  });
+
+  it("scrapes the Runtime pods' metrics port, named as the operator names it, with no token", () => {
+    interface PodMonitor { spec: { namespaceSelector: Record<string, unknown>; selector: { matchLabels: Record<string, string> }; podMetricsEndpoints: Record<string, unknown>[] } }
+    const monitorOf = (...set: string[]): PodMonitor & KubernetesObject =>
+      objects(helm('template', 'pgx', 'charts/pgx', '--namespace', 'pgx-system', '--set', 'metrics.runtimePodMonitor.enabled=true', ...set.flatMap((s) => ['--set', s]))).find(
+        (o) => o.kind === 'PodMonitor' && o.metadata?.name === 'pgx-runtimes',
+      ) as unknown as PodMonitor & KubernetesObject;
+    const monitor = monitorOf();
+    // What the operator makes: a runtime pod's labels, and its container port named metrics.
+    const pod = statefulSet(runtimeOf(), DEFAULT_POD_NETWORK).spec!.template;
+    for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) expect(pod.metadata!.labels![k], k).to.equal(v);
+    expect(pod.spec!.containers[0]!.ports!.map((p) => p.name)).to.include(monitor.spec.podMetricsEndpoints[0]!.port);
+    expect(monitor.spec.podMetricsEndpoints).to.deep.equal([{ port: 'metrics', path: '/metrics', interval: '30s' }]);
+    for (const endpoint of monitor.spec.podMetricsEndpoints) expect(Object.keys(endpoint)).to.not.include.members(['authorization', 'bearerTokenSecret', 'basicAuth']);
+    expect(monitor.spec.namespaceSelector).to.deep.equal({ matchNames: ['pgx-system'] });
+    expect(monitorOf('operator.allNamespaces=true').spec.namespaceSelector).to.deep.equal({ any: true });
+    expect(objects(helm('template', 'pgx', 'charts/pgx')).filter((o) => o.kind === 'PodMonitor')).to.deep.equal([]);
   });
 
   it('refuses values the schema does not know or cannot take (values.schema.json)', () => {
