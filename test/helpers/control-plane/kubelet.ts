@@ -174,7 +174,7 @@ export async function startNode(kc: KubeConfig, root: string): Promise<Node> {
         i++; // the image's PostgreSQL: here the embedded one, the runtime's default
         continue;
       }
-      if ((a === '--host' || a === '--api-host') && args[i + 1] === '0.0.0.0') {
+      if ((a === '--host' || a === '--api-host' || a === '--metrics-host') && args[i + 1] === '0.0.0.0') {
         out.push(a, ip);
         i++;
         continue;
