@@ -6,8 +6,9 @@
 // the Runtime's CA as ca.crt (require when its TLS Secret has no ca.crt). uri and DATABASE_URL stay
 // plain, as CloudNativePG's are: libpq takes sslmode and sslrootcert from PGSSLMODE and PGSSLROOTCERT
 // (the sslmode key, and wherever the app mounts ca.crt), which a parameter in the URL would override;
-// jdbc-uri, which has always said its sslmode, says require (encrypted, no CA file needed). The password exists only here and in the runtime's SCRAM verifier: if the
-// Secret is lost, a new credential is made.
+// jdbc-uri, which has always said its sslmode, says require (encrypted, no CA file needed). The
+// password exists only here and in the runtime's SCRAM verifier: if the Secret is lost, a new
+// credential is made.
 //
 // The operator never writes into, nor reports, a Secret the Branch does not own: a name already taken
 // by another object is a condition naming the owner. One exception, safe by construction: a Secret
@@ -38,7 +39,8 @@ export type ClientTls = { sslmode: 'disable' } | { sslmode: 'require' } | { sslm
 export async function clientTls(kube: Kube, runtimeNamespace: string, tls: { secretName: string } | undefined): Promise<ClientTls> {
   if (tls === undefined) return NO_TLS;
   const secret = await kube.core.readNamespacedSecret({ name: tls.secretName, namespace: runtimeNamespace });
-  const ca = secret.data?.[CA_KEY] ?? (secret.stringData?.[CA_KEY] === undefined ? undefined : Buffer.from(secret.stringData[CA_KEY]).toString('base64'));
+  // The API server answers data only (stringData is write-only).
+  const ca = secret.data?.[CA_KEY];
   if (ca === undefined || ca === '') return { sslmode: 'require' };
   return { sslmode: 'verify-full', ca: Buffer.from(ca, 'base64').toString('utf8') };
 }
