@@ -47,6 +47,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: 'branches of 1-10 GB templates on XFS reflink: ready time, new storage, vs full copies; neighbour latency',
     load: () => import('./cow.js'),
   },
+  'mint-ab': {
+    about: 'warm mint A/B in one run: --base DIR (a commit before) vs this tree, against a plain connect, samples interleaved',
+    load: () => import('./mint-ab.js'),
+  },
   'login-check': {
     about: 'A/B of pgbench -S -C through two runtimes, --base DIR (a commit before) vs this tree: the reuse login check',
     load: () => import('./login-check.js'),
