@@ -48,8 +48,9 @@ VOLUME ["/var/lib/pgx"]
 # PGX_CONTAINER=1: password (SCRAM) authentication is the default, as in a Kubernetes pod.
 ENV NODE_ENV=production PGX_CONTAINER=1
 USER 999:999
-# 6432 PostgreSQL clients (the engine), 7432 the runtime's control API, 8080 the operator's metrics.
-EXPOSE 6432 7432 8080
+# 6432 PostgreSQL clients (the engine), 7432 the runtime's control API, 8080 the operator's metrics, 9187 the
+# runtime's metrics without a token (--metrics-port).
+EXPOSE 6432 7432 8080 9187
 # pgx start stops PostgreSQL cleanly on SIGTERM (the base image says SIGINT).
 STOPSIGNAL SIGTERM
 # For `docker run`; Kubernetes ignores it and uses the StatefulSet's probes (/readyz, /healthz).
