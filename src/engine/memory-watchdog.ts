@@ -163,9 +163,13 @@ export class MemoryWatchdog {
       const limit = this.databaseLimit(database);
       if (limit !== null) this.enforceSum(list, 'database', limit);
     }
-    const paid = runtimeMb !== null && this.enforceRuntime(readings, runtimeMb);
+    if (runtimeMb !== null) this.enforceRuntime(readings, runtimeMb);
+    // The cgroup guard runs in the same pass even when the runtime limit just made one tenant pay:
+    // that tenant counts as leaving, and when the cgroup is the tighter bound (shared buffers hold
+    // much of it) the guard pays whatever else its excess needs now; waiting a pass let four sorts
+    // reach the kernel's limit first.
     const cgroup = this.limits.cgroup;
-    if (!paid && cgroup && cgroupMb !== null) this.enforceCgroup(readings, cgroupMb, cgroup.limitMb);
+    if (cgroup && cgroupMb !== null) this.enforceCgroup(readings, cgroupMb, cgroup.limitMb);
   }
 
   /**
@@ -175,11 +179,9 @@ export class MemoryWatchdog {
    * a large setting) has its session ended (FATAL 53200) and is closed, not pooled. Backends just
    * canceled do not count, as in enforceSum.
    */
-  private enforceRuntime(readings: Reading[], limitMb: number): boolean {
+  private enforceRuntime(readings: Reading[], limitMb: number): void {
     const { sum, hog } = this.largestTenant(readings);
-    if (sum <= limitMb || hog === null) return false;
-    this.pay(hog, 'runtime', sum, limitMb);
-    return true;
+    if (sum > limitMb && hog !== null) this.pay(hog, 'runtime', sum, limitMb);
   }
 
   /**
