@@ -146,9 +146,9 @@ describe('operator: Branch lifecycle (Secrets, ttl and expiry policy, pods that 
     await apply(c, 'branches', branch('holder'));
     await waitForCondition(c, 'branches', 'holder', 'Ready', 'DatabaseReady');
     const apps = c.kc.makeApiClient(AppsV1Api);
-    // Held by the finalizer while holder has its database on main-0; its StatefulSet stays.
-    const rt = await read(c, 'runtimes', 'main');
-    expect(rt!.metadata!.finalizers).to.include('pgx.dev/runtime-in-use');
+    // Held by the finalizer while holder has its database on main-0 (the Runtime's own reconcile adds
+    // it, which may come a moment after the Branch is Ready); its StatefulSet stays.
+    await waitFor('the Runtime held by its finalizer', async () => (((await read(c, 'runtimes', 'main'))?.metadata?.finalizers ?? []).includes('pgx.dev/runtime-in-use') ? true : null));
     await remove(c, 'runtimes', 'main');
     const blocked = await waitForCondition(c, 'runtimes', 'main', 'Ready', 'DeletionBlocked');
     expect(condition(blocked, 'Ready')?.message).to.contain('holder');
