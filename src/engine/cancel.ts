@@ -5,7 +5,7 @@
 // 32-byte secret, as PostgreSQL 18 gives; a 3.0 client's is 4 bytes, and guessable at network
 // speed: CancelFailures throttles wrong guesses of such short keys per source.
 
-import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { randomFillSync, randomInt, timingSafeEqual } from 'node:crypto';
 import type { Clock } from '../clock.js';
 
 export interface Cancellable {
@@ -20,6 +20,26 @@ interface Entry {
 
 /** PostgreSQL 18's secret length for protocol 3.2 clients (MAX_CANCEL_KEY_LENGTH). */
 const LONG_SECRET_BYTES = 32;
+const SHORT_SECRET_BYTES = 4;
+
+/**
+ * Secrets come from blocks of CSPRNG bytes, each byte handed out once: one randomFillSync per 4 kB
+ * instead of a crypto call per connection. A secret is a view of its block, which stays allocated
+ * while any of its secrets is live (4 kB per 128 to 1,024 sessions).
+ */
+const RANDOM_BLOCK_BYTES = 4096;
+let randomBlock = Buffer.alloc(0);
+let randomUsed = 0;
+
+function randomSecret(bytes: number): Buffer {
+  if (randomUsed + bytes > randomBlock.length) {
+    randomBlock = randomFillSync(Buffer.allocUnsafeSlow(RANDOM_BLOCK_BYTES));
+    randomUsed = 0;
+  }
+  const secret = randomBlock.subarray(randomUsed, randomUsed + bytes);
+  randomUsed += bytes;
+  return secret;
+}
 
 export class CancelKeys {
   private readonly entries = new Map<number, Entry>();
@@ -41,14 +61,7 @@ export class CancelKeys {
       while (this.entries.has(pid)) pid = pid >= 0x7fffffff ? 1000 : pid + 1;
       this.nextPid = pid >= 0x7fffffff ? 1000 : pid + 1;
     }
-    let secret: Buffer;
-    if (long) {
-      secret = randomBytes(LONG_SECRET_BYTES);
-    } else {
-      // From Node's shared pool (4 bytes of their own, no allocation per key).
-      secret = Buffer.allocUnsafe(4);
-      secret.writeInt32BE(randomInt(0, 0xffffffff) | 0);
-    }
+    const secret = randomSecret(long ? LONG_SECRET_BYTES : SHORT_SECRET_BYTES);
     this.entries.set(pid, { secret, session });
     return { pid, secret };
   }

@@ -27,7 +27,7 @@ const MAX_PIPELINED = 65536;
  * a warm mint) is ready well within it, and the client then hears everything in one write; a slow one
  * (a template copy) lets AuthenticationOk go ahead alone, as PostgreSQL sends it before its startup.
  */
-const AUTH_OK_HOLD_MS = 100;
+export const AUTH_OK_HOLD_MS = 100;
 
 /** How long a closing client may take to read its last bytes after a login timeout: it has had its time. */
 const LOGIN_CLOSE_GRACE_MS = 1000;
@@ -35,15 +35,14 @@ const LOGIN_CLOSE_GRACE_MS = 1000;
 /** The newest protocol 3.x minor version the engine speaks: 3.2 (PostgreSQL 18's, longer cancel keys). */
 const NEWEST_PROTOCOL_MINOR = 2;
 
-/** Unix-socket clients have no remote address; TLS is for TCP only, as in PostgreSQL. */
-export function overUnixSocket(socket: net.Socket): boolean {
-  return socket.remoteAddress === undefined;
-}
-
 /** What the login needs of its session. */
 export interface LoginHost {
   /** The client's socket now (the TLS one once the connection is upgraded). */
   socket(): net.Socket;
+  /** The client came over the Unix socket (TLS is for TCP only, as in PostgreSQL). */
+  readonly viaUnixSocket: boolean;
+  /** The client's address; undefined over the Unix socket. */
+  readonly remoteAddress: string | undefined;
   state(): ClientState;
   /** The client's bytes travel over TLS; `handshaken`: its handshake has finished. */
   encrypted(): boolean;
@@ -60,22 +59,24 @@ export interface LoginHost {
   close(): void;
 }
 
+/** Shared, never written: a session's login starts with these instead of allocating its own. */
+const NOTHING = Buffer.alloc(0);
+const NO_PARAMS: ReadonlyMap<string, string> = new Map();
+
 export class ClientLogin {
-  private inbuf: Buffer = Buffer.alloc(0);
+  private inbuf: Buffer = NOTHING;
   /** The startup packet's parameters. */
-  params = new Map<string, string>();
+  params: ReadonlyMap<string, string> = NO_PARAMS;
   /** The protocol 3.x minor version spoken with the client: 2 gets a 32-byte cancel secret. */
   protocolMinor = 0;
   private user = '';
   private scram: ScramExchange | null = null;
   /** The client's first SASL message has been taken; the next one is its final message. */
   private scramStarted = false;
-  private readonly loginTimer: NodeJS.Timeout;
   /** Holds a throttled login until its turn (askPassword). */
   private throttleTimer: NodeJS.Timeout | null = null;
   /** AuthenticationOk (and SASLFinal) not yet written: they precede whatever the client hears next. */
   private authPending: Buffer | null = null;
-  private authTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly ctx: EngineContext,
@@ -83,7 +84,7 @@ export class ClientLogin {
     private readonly local: boolean,
     private readonly host: LoginHost,
   ) {
-    this.loginTimer = setTimeout(() => this.onLoginTimeout(), ctx.options.loginTimeoutMs);
+    ctx.loginDeadlines.add(this);
   }
 
   /** The client's reader until the pump takes over. Login bytes are few: kept as a copy (a chunk may be the reused read buffer). */
@@ -97,7 +98,7 @@ export class ClientLogin {
   /** The bytes the client sent ahead of its greeting, for the pump; null if none. */
   takePipelined(): Buffer | null {
     const pipelined = this.inbuf.length > 0 ? this.inbuf : null;
-    this.inbuf = Buffer.alloc(0);
+    this.inbuf = NOTHING;
     return pipelined;
   }
 
@@ -106,7 +107,7 @@ export class ClientLogin {
     const pending = this.authPending;
     if (pending !== null) {
       this.authPending = null;
-      this.clearAuthTimer();
+      this.ctx.authHolds.delete(this);
       frames.unshift(pending);
     }
     return frames.length === 1 ? frames[0]! : Buffer.concat(frames);
@@ -114,9 +115,9 @@ export class ClientLogin {
 
   /** The session closed: no timer of the login's may fire, nothing held back goes out. */
   stop(): void {
-    clearTimeout(this.loginTimer);
+    this.ctx.loginDeadlines.delete(this);
     if (this.throttleTimer !== null) clearTimeout(this.throttleTimer);
-    this.clearAuthTimer();
+    this.ctx.authHolds.delete(this);
     this.authPending = null;
   }
 
@@ -174,9 +175,9 @@ export class ClientLogin {
     const sent = msg.params.get('user');
     const user = sent ? clipIdentifier(sent) : sent;
     if (!user) throw new PgxError('INVALID_AUTHORIZATION', 'no PostgreSQL user name specified in startup packet');
-    if (this.ctx.options.tls?.require && !this.host.encrypted() && !overUnixSocket(socket)) {
+    if (this.ctx.options.tls?.require && !this.host.encrypted() && !this.host.viaUnixSocket) {
       // As PostgreSQL words a hostssl-only pg_hba.conf refusing a plain connection.
-      throw new PgxError('INVALID_AUTHORIZATION', `no pg_hba.conf entry for host "${socket.remoteAddress}", user "${user}", database "${msg.params.get('database') || user}", no encryption`, {
+      throw new PgxError('INVALID_AUTHORIZATION', `no pg_hba.conf entry for host "${this.host.remoteAddress}", user "${user}", database "${msg.params.get('database') || user}", no encryption`, {
         hint: 'This server accepts TCP connections over TLS only: connect with sslmode=require (or verify-full).',
       });
     }
@@ -241,7 +242,7 @@ export class ClientLogin {
 
   /** The admin over the Unix socket: its failures are counted and logged but never hold it up. */
   private get throttleExempt(): boolean {
-    return overUnixSocket(this.host.socket()) && this.user === (this.ctx.options.adminUser ?? 'postgres');
+    return this.host.viaUnixSocket && this.user === (this.ctx.options.adminUser ?? 'postgres');
   }
 
   /**
@@ -264,7 +265,7 @@ export class ClientLogin {
 
   /** Where the client connects from, for the failed-login limit: its address, or the Unix socket. */
   private get source(): string {
-    return this.host.socket().remoteAddress ?? 'the Unix socket';
+    return this.host.remoteAddress ?? 'the Unix socket';
   }
 
   private onPasswordMessage(body: Buffer): void {
@@ -308,26 +309,20 @@ export class ClientLogin {
    * one takes longer, it goes out alone. A failure to get a backend still follows it (see failClient).
    */
   private authenticated(prefix?: Buffer): void {
-    clearTimeout(this.loginTimer);
+    this.ctx.loginDeadlines.delete(this);
     this.scram = null;
     this.authPending = prefix ? Buffer.concat([prefix, AUTHENTICATION_OK]) : AUTHENTICATION_OK;
-    this.authTimer = setTimeout(this.flushAuth, AUTH_OK_HOLD_MS);
+    this.ctx.authHolds.add(this);
     this.host.authenticated();
   }
 
-  private readonly flushAuth = (): void => {
-    this.authTimer = null;
+  /** The hold ran out (ctx.authHolds): AuthenticationOk goes out alone. */
+  flushAuth(): void {
     const pending = this.authPending;
     if (pending === null) return;
     this.authPending = null;
     const socket = this.host.socket();
     if (!socket.destroyed && socket.writable) socket.write(pending);
-  };
-
-  private clearAuthTimer(): void {
-    if (this.authTimer === null) return;
-    clearTimeout(this.authTimer);
-    this.authTimer = null;
   }
 
   /**
@@ -335,7 +330,7 @@ export class ClientLogin {
    * finished by then is cut (no error can be sent before it ends), as is a socket that does not take
    * the FATAL within a second after it.
    */
-  private onLoginTimeout(): void {
+  onLoginTimeout(): void {
     const state = this.host.state();
     if (state !== 'startup' && state !== 'authenticating') return;
     if (this.host.encrypted() && !this.host.handshaken()) {

@@ -13,7 +13,7 @@ import type { BackendConnection } from './server.js';
 import { BackendRefused, BackendUnreachable } from './backend-errors.js';
 import { Pump } from './pump.js';
 import { ControlSession } from './control.js';
-import { ClientLogin, overUnixSocket } from './client-login.js';
+import { ClientLogin } from './client-login.js';
 import type { EngineContext } from './context.js';
 import type { ClientReader, ClientState, EngineSession } from './session-types.js';
 import { giveReadBuffer, largeReadBuffers, smallReadBuffers } from './read-buffers.js';
@@ -31,6 +31,23 @@ const ROUTING_PARAMS = new Set(['user', 'database', 'replication']);
  * through 'data' events (a listener that cannot make sockets itself).
  */
 export type ClientSocketSource = net.Socket | ((onread: net.OnReadOpts) => net.Socket);
+
+/**
+ * Where a client connects from, as the listener accepted it: read once there (a getpeername call),
+ * not from the socket on every check.
+ */
+export interface ClientPeer {
+  /** Over the Unix socket: no address, no TLS, the admin's way in. */
+  unix: boolean;
+  /** The TCP peer's address; undefined over the Unix socket. */
+  address: string | undefined;
+}
+
+/** Loopback TCP peers are trusted in trust mode, as the Unix socket is. */
+function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
+}
 
 export class ClientSession implements EngineSession {
   state: ClientState = 'startup';
@@ -69,8 +86,8 @@ export class ClientSession implements EngineSession {
   constructor(
     source: ClientSocketSource,
     private readonly ctx: EngineContext,
-    /** Unix socket or loopback: trusted in trust mode. */
-    local: boolean,
+    /** Where the client connects from: the Unix socket, or TCP from `address`. */
+    private readonly peer: ClientPeer,
   ) {
     if (source instanceof net.Socket) {
       this.socket = source;
@@ -81,8 +98,10 @@ export class ClientSession implements EngineSession {
     }
     this.socket.on('close', this.onClose);
     this.socket.on('error', this.onSocketError);
-    this.login = new ClientLogin(ctx, local, {
+    this.login = new ClientLogin(ctx, peer.unix || isLoopback(peer.address), {
       socket: () => this.socket,
+      viaUnixSocket: peer.unix,
+      remoteAddress: peer.address,
       state: () => this.state,
       encrypted: () => this.encrypted,
       handshaken: () => this.handshaken,
@@ -166,7 +185,7 @@ export class ClientSession implements EngineSession {
    */
   private startTls(buffered: number): boolean {
     const options = this.ctx.options.tls;
-    if (!options || overUnixSocket(this.socket)) return false;
+    if (!options || this.peer.unix) return false;
     if (this.encrypted) throw new ProtocolError('received SSLRequest on an encrypted connection');
     // Bytes sent before the handshake would be read as if they came over TLS (CVE-2021-23214).
     if (buffered > 0) throw new ProtocolError('received unencrypted data after SSL request');
@@ -233,7 +252,7 @@ export class ClientSession implements EngineSession {
 
   /** The runtime's own roles, or any client on the Unix socket: no share, and the reserved backends. */
   private get isAdmin(): boolean {
-    return overUnixSocket(this.socket) || this.ctx.options.adminRoles?.includes(this.user) === true;
+    return this.peer.unix || this.ctx.options.adminRoles?.includes(this.user) === true;
   }
 
   /** Admits the session on its database's cap; false when the cap is reached. */

@@ -9,6 +9,8 @@ import type { EngineSession } from './session-types.js';
 import type { ActiveSlots } from './active-slots.js';
 import type { LoginFailures } from './login-failures.js';
 import type { BackendShares } from './backend-shares.js';
+import type { Deadlines } from './deadlines.js';
+import type { ClientLogin } from './client-login.js';
 
 export interface EngineContext {
   options: EngineOptions;
@@ -22,5 +24,9 @@ export interface EngineContext {
   loginFailures: LoginFailures;
   /** options.mockAuthSecret, or a random one for this engine. */
   mockAuthSecret: Buffer;
+  /** --login-timeout for every session still logging in (client-login.ts). */
+  loginDeadlines: Deadlines<ClientLogin>;
+  /** The short hold of each authenticated session's AuthenticationOk (client-login.ts). */
+  authHolds: Deadlines<ClientLogin>;
   logger: Logger;
 }

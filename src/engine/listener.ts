@@ -5,7 +5,9 @@ import net from 'node:net';
 import fs from 'node:fs';
 import { PgxError } from '../errors.js';
 import { CancelFailures, CancelKeys } from './cancel.js';
-import { ClientSession, type ClientSocketSource } from './client.js';
+import { ClientSession, type ClientPeer, type ClientSocketSource } from './client.js';
+import { AUTH_OK_HOLD_MS } from './client-login.js';
+import { Deadlines } from './deadlines.js';
 import type { EngineContext } from './context.js';
 import { BackendPool, type PoolStats } from './pool.js';
 import type { EngineOptions } from './ports.js';
@@ -68,10 +70,7 @@ export interface MemoryStats {
   sessions_ended: number;
 }
 
-function isLoopback(address: string | undefined): boolean {
-  if (!address) return false;
-  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
-}
+const UNIX_PEER: ClientPeer = { unix: true, address: undefined };
 
 export class Engine {
   private readonly servers: net.Server[] = [];
@@ -105,6 +104,8 @@ export class Engine {
       mockAuthSecret: options.mockAuthSecret ?? randomBytes(32),
       shares: new BackendShares({ perRole: shares.perRole, perDatabase: shares.perDatabase, maxBackends: options.maxBackends }),
       activeSlots: new ActiveSlots(options.maxActivePerDatabase ?? null, options.activeWaitTimeoutMs ?? DEFAULT_ACTIVE_WAIT_MS),
+      loginDeadlines: new Deadlines(options.loginTimeoutMs, (login) => login.onLoginTimeout()),
+      authHolds: new Deadlines(AUTH_OK_HOLD_MS, (login) => login.flushAuth()),
       logger: options.logger,
     };
     this.watchdog = options.memoryLimits ? new MemoryWatchdog(options.memoryLimits, () => this.ctx.sessions, options.logger) : null;
@@ -116,9 +117,9 @@ export class Engine {
   async start(): Promise<void> {
     // Each connection gets one socket, made by the session around its read buffer (acceptWithOnread).
     // Sockets net.Server makes itself (if this Node's server cannot be hooked) come paused.
-    const tcp = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.accept(socket, isLoopback(socket.remoteAddress)));
+    const tcp = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.accept(socket, { unix: false, address: socket.remoteAddress }));
     await listen(tcp, { host: this.options.host, port: this.options.port });
-    acceptWithOnread(tcp, true, (source, remoteAddress) => this.accept(source, isLoopback(remoteAddress)));
+    acceptWithOnread(tcp, true, (source, address) => this.accept(source, { unix: false, address }));
     this.servers.push(tcp);
     this.watchdog?.start();
     const address = tcp.address();
@@ -127,9 +128,9 @@ export class Engine {
       fs.mkdirSync(this.options.socketDir, { recursive: true });
       const unixPath = socketPath(this.options.socketDir, this.port);
       removeStaleSocket(unixPath);
-      const unix = net.createServer({ pauseOnConnect: true }, (socket) => this.accept(socket, true));
+      const unix = net.createServer({ pauseOnConnect: true }, (socket) => this.accept(socket, UNIX_PEER));
       await listen(unix, { path: unixPath });
-      acceptWithOnread(unix, false, (source) => this.accept(source, true));
+      acceptWithOnread(unix, false, (source) => this.accept(source, UNIX_PEER));
       fs.chmodSync(unixPath, 0o777);
       this.unixPath = unixPath;
       this.servers.push(unix);
@@ -194,12 +195,14 @@ export class Engine {
     this.servers.length = 0;
     for (const session of [...this.ctx.sessions]) session.terminate('terminating connection due to administrator command');
     this.ctx.pool.close();
+    this.ctx.loginDeadlines.clear();
+    this.ctx.authHolds.clear();
     await closed;
     if (this.unixPath) fs.rmSync(this.unixPath, { force: true });
   }
 
-  private accept(source: ClientSocketSource, local: boolean): void {
-    const session = new ClientSession(source, this.ctx, local);
+  private accept(source: ClientSocketSource, peer: ClientPeer): void {
+    const session = new ClientSession(source, this.ctx, peer);
     this.ctx.sessions.add(session);
   }
 }

@@ -76,8 +76,11 @@ export class FrameScanner {
 
   /** Body bytes of a passing frame still to come in later chunks. */
   private skip = 0;
-  /** A header that straddles chunks (a slice of Node's shared pool: no allocation of its own). */
-  private readonly header = Buffer.allocUnsafe(5);
+  /**
+   * A header that straddles chunks. Made the first time one does: most scanners (a short session's)
+   * never need it, and three are made per connection.
+   */
+  private headerBuf: Buffer | null = null;
   private headerLen = 0;
   /** A Whole frame that straddles chunks. */
   private whole: Buffer | null = null;
@@ -109,6 +112,10 @@ export class FrameScanner {
       this.ownsActions = true;
     }
     this.actions[type] = action;
+  }
+
+  private get header(): Buffer {
+    return (this.headerBuf ??= Buffer.allocUnsafe(5));
   }
 
   /** True when the scanner sits exactly on a message boundary. */
