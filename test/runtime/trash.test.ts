@@ -108,6 +108,29 @@ describe('runtime: drops through the trash', function () {
     expect(rows).to.deep.equal([]);
   });
 
+  it("drops in place when a tenant's own database holds the trash name, and leaves that database alone", async function () {
+    const name = 'tdb_tpl_app__squatted';
+    await h.dbs.router.route({ user: 'postgres', database: name });
+    const oid = await oidOf(h, name);
+    const asAlice = await h.rt.runtime.supervisor.connect('postgres', 'alice');
+    try {
+      await asAlice.query(`CREATE DATABASE pgx_trash_${oid}`);
+    } finally {
+      await asAlice.close();
+    }
+    try {
+      await h.dbs.control.call('drop_database', [name], AS_POSTGRES);
+      const { rows } = await h.admin.query(`SELECT 1 FROM pg_database WHERE datname = '${name}'`);
+      expect(rows).to.deep.equal([]);
+      await h.dbs.operations.runJanitor();
+      await trashOf(h.dbs).emptied();
+      const { rows: squat } = await h.admin.query(`SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'pgx_trash_${oid}'`);
+      expect(squat).to.deep.equal([['alice']]);
+    } finally {
+      await h.admin.query(`DROP DATABASE IF EXISTS pgx_trash_${oid}`);
+    }
+  });
+
   it('never lets a tenant reach, mint or drop a trash name', async function () {
     await h.admin.query('CREATE DATABASE pgx_trash_424242');
     await h.admin.query('GRANT CONNECT ON DATABASE pgx_trash_424242 TO alice');

@@ -136,7 +136,8 @@ export class Dropper {
    * Renames `name` away to pgx_trash_<oid> for the trash to drop, in one transaction that also closes
    * it to connections and gives it to the runtime (its tenant owner could otherwise reopen it). Returns
    * the trash name, or null when the drop must run in place: no trash configured, a database with
-   * credentials, or a session found on it after all (55006; the transaction changed nothing).
+   * credentials, or a rename that failed (a session found on it after all, 55006; the trash name taken
+   * by a tenant's CREATE DATABASE, 42P04): the transaction changed nothing.
    */
   private async renameAway(client: SqlClient, name: string, oid: string): Promise<string | null> {
     if (this.away === null || this.away.inPlace(name) || isTrashName(name)) return null;
@@ -145,8 +146,10 @@ export class Dropper {
     try {
       await client.query(`ALTER DATABASE ${db} ALLOW_CONNECTIONS false; ALTER DATABASE ${db} OWNER TO CURRENT_USER; ALTER DATABASE ${db} RENAME TO ${quoteIdent(trash)}`);
     } catch (err) {
-      if (postgresSqlstate(err) !== OBJECT_IN_USE) throw err;
-      this.log.info('database-drop-in-place', { database: name, reason: 'a session outside the engine is still on it' });
+      const sqlstate = postgresSqlstate(err);
+      if (sqlstate === null) throw err;
+      const reason = sqlstate === OBJECT_IN_USE ? 'a session outside the engine is still on it' : `the rename to ${trash} failed`;
+      this.log.info('database-drop-in-place', { database: name, reason, err });
       return null;
     }
     this.away.trash.add(trash);

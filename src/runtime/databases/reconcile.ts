@@ -9,7 +9,8 @@
 //     own mint whose record a crash lost stays out too: logged, for a superuser to drop;
 //   - a spare with no record is handed to the janitor to drop;
 //   - a dropped database renamed to pgx_trash_<oid> whose DROP DATABASE never ran (the runtime stopped
-//     or died first) goes to the trash (trash.ts), which drops it in the background;
+//     or died first) goes to the trash (trash.ts), which drops it in the background; only one a
+//     superuser owns (a drop gives it to the runtime), never a tenant's database named like it;
 //   - a template recorded sealed that PostgreSQL no longer has sealed is recorded unsealed (or gone).
 // Anything changed after the catalog snapshot was taken is left for the next run.
 
@@ -64,7 +65,13 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
 
   for (const [name, db] of cluster) {
     if (isTrashName(name)) {
-      if (o.trash(name)) logger.info('trash-found', { database: name, reason: 'dropped, but its DROP DATABASE had not run: dropped in the background now' });
+      // Only trash a drop made (it gives the database to the runtime): a tenant's CREATE DATABASE of
+      // such a name is its own, left alone as an unadopted name under the prefix is.
+      if (db.ownerIsSuperuser && o.trash(name)) logger.info('trash-found', { database: name, reason: 'dropped, but its DROP DATABASE had not run: dropped in the background now' });
+      else if (!db.ownerIsSuperuser && !o.reported.has(name)) {
+        o.reported.add(name);
+        logger.warn('trash-not-dropped', { database: name, owner: db.owner, reason: 'named as trash but not owned by a superuser, so not made by a drop: never served; a superuser may drop it' });
+      }
       continue;
     }
     if (o.busy(name) || registry.databases.has(name) || registry.spares.has(name)) continue;
