@@ -2,9 +2,9 @@
 // connections, owned by the runtime, their records gone) whose DROP DATABASE has not run yet. A drop
 // answers once its database is renamed away (dropper.ts); the DROP DATABASE itself (a buffer scan, a
 // checkpoint request, a barrier over every backend, the files unlinked) runs here, in the background,
-// one at a time on a connection of its own at the lowest CPU priority, and holds back while clients
-// wait for a mint, as the warm pool's refill does. Trash survives restarts by its name: reconcile adds
-// every pgx_trash_ database it finds.
+// one at a time on a connection of its own at the lowest CPU priority, and holds back while a mint
+// copies a template or waits to (the warm pool's refill holds back only for waiting mints). Trash
+// survives restarts by its name: reconcile adds every pgx_trash_ database a superuser owns.
 
 import os from 'node:os';
 import type { Clock } from '../../clock.js';
@@ -17,8 +17,8 @@ import { isTrashName } from './names.js';
 export interface TrashOptions {
   /** The connection the DROP DATABASEs run on (its own: a drop must not hold up a rename). */
   connect: () => Promise<SqlClient>;
-  /** True while clients wait for a mint worker: drops hold back meanwhile. */
-  mintsWaiting: () => boolean;
+  /** True while a mint copies a template or waits to: drops hold back meanwhile. */
+  mintsInFlight: () => boolean;
   /** False while the data filesystem is low on space (disk-guard.ts): drops then hold back for nobody. */
   hasRoom?: () => boolean;
   counters: Counters;
@@ -89,6 +89,8 @@ export class Trash {
     if (!this.started || this.stopped || this.emptying !== null) return;
     this.emptying = this.empty().finally(() => {
       this.emptying = null;
+      // A name added after the loop found none, before this ran, found it still running.
+      if (this.pending.size > 0) this.kick();
     });
   }
 
@@ -119,9 +121,9 @@ export class Trash {
     }
   }
 
-  /** Whether the next drop waits: clients wait for a mint, unless the disk is low, the backlog long, or it waited long enough. */
+  /** Whether the next drop waits: a mint is in flight, unless the disk is low, the backlog long, or it waited long enough. */
   private holdsBack(heldSince: number | null): boolean {
-    if (!this.opts.mintsWaiting()) return false;
+    if (!this.opts.mintsInFlight()) return false;
     if (this.opts.hasRoom?.() === false || this.pending.size >= URGENT_BACKLOG) return false;
     return heldSince === null || this.opts.clock.monotonic() - heldSince < HOLD_MAX_MS;
   }
