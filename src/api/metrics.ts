@@ -40,7 +40,7 @@ export class ApiMetrics {
     const registers = [this.registry];
     this.sessions = new Gauge({ name: 'pgx_sessions', help: 'Client sessions open in the engine', registers });
     this.sessionDatabases = new Gauge({ name: 'pgx_session_databases', help: 'Databases with at least one open session', registers });
-    this.databases = new Gauge({ name: 'pgx_databases', help: 'Databases by kind: ephemeral (minted), spare, pinned, template (sealed), cluster (pg_database)', labelNames: ['kind'], registers });
+    this.databases = new Gauge({ name: 'pgx_databases', help: 'Databases by kind: ephemeral (minted), spare, pinned, template (sealed), cluster (pg_database), trash (dropped, DROP DATABASE still to run)', labelNames: ['kind'], registers });
     this.poolReady = new Gauge({ name: 'pgx_pool_ready', help: 'Warm spares ready per sealed template', labelNames: ['template'], registers });
     this.poolSize = new Gauge({ name: 'pgx_pool_size', help: 'Warm spares wanted per sealed template (setting)', labelNames: ['template'], registers });
     this.mints = new Counter({ name: 'pgx_mints_total', help: 'Databases minted, by source (warm: a spare claimed; cold: a template copied)', labelNames: ['source'], registers });
@@ -89,6 +89,7 @@ export class ApiMetrics {
     this.databases.set({ kind: 'pinned' }, d.pinned);
     this.databases.set({ kind: 'template' }, d.templates);
     this.databases.set({ kind: 'cluster' }, d.total);
+    this.databases.set({ kind: 'trash' }, d.trash);
     this.poolReady.reset();
     this.poolSize.reset();
     for (const [template, p] of Object.entries(status.pool)) {

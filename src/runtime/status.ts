@@ -29,7 +29,7 @@ export interface RuntimeStatus {
     databases: number;
   };
   databases: {
-    /** Databases in pg_database, PGX's own (pgx_control, spares) not counted. */
+    /** Databases in pg_database, PGX's own (pgx_control, spares, trash) not counted. */
     total: number;
     /** Minted databases alive (spares and templates excluded). */
     ephemeral: number;
@@ -39,6 +39,12 @@ export interface RuntimeStatus {
     pinned: number;
     /** Sealed templates, snapshots included. */
     templates: number;
+    /**
+     * Dropped databases whose DROP DATABASE has not run yet (renamed pgx_trash_<oid>, dropped in the
+     * background; see trash.ts). Each still holds its disk (in disk_usage.other_mb and used_mb): a
+     * backlog that grows means drops lag behind.
+     */
+    trash: number;
   };
   /** Per sealed template. */
   pool: Record<string, WarmPoolStats>;
@@ -82,7 +88,7 @@ export interface DiskUsageStatus {
   /** Minted databases. */
   databases_mb: number;
   spares_mb: number;
-  /** Every other database: postgres, template0/1, pgx_control, databases PGX does not manage. */
+  /** Every other database: postgres, template0/1, pgx_control, trash not dropped yet, databases PGX does not manage. */
   other_mb: number;
   /** Clones share blocks: the kinds' sizes overlap, and used_mb is their real cost. */
   clones_share_blocks: boolean;
@@ -138,6 +144,8 @@ export interface StatusInputs {
   sessions: { total: number; databases: number };
   /** Counted in pg_database when the status was asked for. */
   clusterDatabases: number;
+  /** Trash databases not dropped yet (Trash.backlog). */
+  trashBacklog: number;
   registry: Registry;
   pool: WarmPool;
   counters: Counters;
@@ -172,6 +180,7 @@ export function runtimeStatus(i: StatusInputs): RuntimeStatus {
       spares: registry.spares.size,
       pinned,
       templates: sealed.length,
+      trash: i.trashBacklog,
     },
     pool,
     mints: {

@@ -202,6 +202,7 @@ describe('api: HTTP control API', function () {
     for (const name of [
       'pgx_sessions',
       'pgx_databases{kind="ephemeral"}',
+      'pgx_databases{kind="trash"}',
       'pgx_pool_ready{template="tpl_app"}',
       'pgx_mints_total{source="cold"}',
       'pgx_mints_total{source="warm"}',

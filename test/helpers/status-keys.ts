@@ -18,6 +18,7 @@ export const PINNED_STATUS_KEYS = [
   'databases.spares',
   'databases.pinned',
   'databases.templates',
+  'databases.trash',
   'pool.tpl_app.size',
   'pool.tpl_app.ready',
   'pool.tpl_app.handouts',

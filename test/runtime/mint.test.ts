@@ -252,7 +252,7 @@ describe('runtime: mint on connect', function () {
         expect(err.sqlstate).to.equal('3D000');
       }
       const status = await h.dbs.operations.status();
-      const { rows: all } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE datname <> 'pgx_control' AND NOT starts_with(datname, 'pgx_spare_')`);
+      const { rows: all } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE datname <> 'pgx_control' AND NOT starts_with(datname, 'pgx_spare_') AND NOT starts_with(datname, 'pgx_trash_')`);
       expect(status.databases.total).to.equal(Number(all[0]![0]));
     });
 

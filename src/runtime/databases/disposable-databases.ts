@@ -40,6 +40,7 @@ import { MintRouter } from './router.js';
 import { SessionTracker } from './session-observer.js';
 import { DEFAULT_DATABASE_SETTINGS, type DatabaseSettings } from './settings.js';
 import { Tombstones } from './tombstones.js';
+import { Trash } from './trash.js';
 import { ActivityVacuum } from './vacuum.js';
 import { WarmPool } from './warm-pool.js';
 
@@ -87,6 +88,7 @@ export class DisposableDatabases {
   private readonly pool: WarmPool;
   private readonly minter: Minter;
   private readonly dropper: Dropper;
+  private readonly trash: Trash;
   private readonly janitor: Janitor;
   private readonly credentials: DatabaseCredentials;
   private readonly vacuum: ActivityVacuum;
@@ -101,8 +103,8 @@ export class DisposableDatabases {
 
   /** Admin connections it holds at most: size PostgreSQL's max_connections with this on top. */
   static adminConnections(settings: Partial<DatabaseSettings> = {}): number {
-    // metadata + pool refill + dropper + warm claims + a seal's VACUUM connection, and the mint workers.
-    return 5 + (settings.mintWorkers ?? DEFAULT_DATABASE_SETTINGS.mintWorkers);
+    // metadata + pool refill + dropper + trash + warm claims + a seal's VACUUM connection, and the mint workers.
+    return 6 + (settings.mintWorkers ?? DEFAULT_DATABASE_SETTINGS.mintWorkers);
   }
 
   constructor(private readonly opts: DisposableDatabasesOptions) {
@@ -141,12 +143,14 @@ export class DisposableDatabases {
     }));
     const credentials = (this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) }));
     const tombstones = (this.tombstones = new Tombstones(metadata, s.tombstoneSeconds * 1000, clock));
+    const trash = (this.trash = new Trash({ connect: () => connect(CONTROL_DATABASE), mintsInFlight: () => queue.pending > 0, hasRoom: () => disk?.hasRoom() ?? true, counters, clock, logger: log }));
+    const inPlace = (name: string): boolean => credentials.rolesOf(name).length > 0;
     const dropper = (this.dropper = new Dropper(control, registry, metadata, opts.engine, log, async (name, tombstone) => {
       this.vacuum.forget(name);
       await credentials.databaseDropped(name);
       if (tombstone !== null) await tombstones.bury(name, tombstone);
       await this.dropSnapshotsOf(name);
-    }));
+    }, { trash, inPlace }));
     this.router = new MintRouter({ prefix: s.prefix, lifecycle, registry, credentials, dropper, tombstones, minter, clock });
     const pg = opts.postgres;
     const imports = new TemplateImports({ socketDir: pg.socketDir, port: pg.port, workDir: pg.dataDir, connectAs: (db, user) => connect(db, user) }, clock, log.child({ component: 'import' }));
@@ -224,6 +228,7 @@ export class DisposableDatabases {
     }
     this.lifecycle.state = 'running';
     this.janitor.start();
+    this.trash.start();
     this.pool.kick();
     this.log.info('disposable-databases-ready', {
       prefix: this.settings.prefix,
@@ -246,6 +251,7 @@ export class DisposableDatabases {
     await this.sessions.flushed();
     await flushCountersTask(this.counters, this.metadata).run().catch((err: unknown) => this.log.warn('counters-not-saved', { err }));
     await this.dropper.close();
+    await this.trash.stop();
     await this.metadata.close();
     this.lifecycle.state = 'stopped';
   }
@@ -309,6 +315,7 @@ export class DisposableDatabases {
       metadata: this.metadata,
       reported: this.notAdopted,
       busy: (name) => this.minter.isMinting(name) || this.pool.isBusy(name) || this.scratches.has(name) || this.dropper.dropping(name) !== undefined,
+      trash: (name) => this.trash.add(name),
       clock: this.opts.clock,
       logger: this.log,
     });

@@ -15,6 +15,11 @@ export const CONTROL_DATABASE = 'pgx_control';
 export const SPARE_PREFIX = 'pgx_spare_';
 /** A template being built from a script is `pgx_build_<n>` until it is renamed into place. */
 export const BUILD_PREFIX = 'pgx_build_';
+/**
+ * A dropped database waiting for its DROP DATABASE is `pgx_trash_<oid>` (trash.ts): the name is free
+ * for a new mint at once, and the oid makes the trash name unique for as long as the database exists.
+ */
+export const TRASH_PREFIX = 'pgx_trash_';
 /** PostgreSQL's NAMEDATALEN - 1: longer names are truncated by PostgreSQL, so we refuse them. */
 export const MAX_NAME_BYTES = 63;
 /** Splits template from token: the first occurrence after the prefix. */
@@ -33,9 +38,9 @@ export function isSystemDatabase(name: string): boolean {
   return name === 'postgres' || name === 'template0' || name === 'template1';
 }
 
-/** The control database, a spare or a template being built: names tenants must never reach or see. */
+/** The control database, a spare, a template being built or a dropped database: names tenants must never reach or see. */
 export function isReservedName(name: string): boolean {
-  return name === CONTROL_DATABASE || name.startsWith(SPARE_PREFIX) || name.startsWith(BUILD_PREFIX);
+  return name === CONTROL_DATABASE || name.startsWith(SPARE_PREFIX) || name.startsWith(BUILD_PREFIX) || name.startsWith(TRASH_PREFIX);
 }
 
 export function spareName(n: number): string {
@@ -53,6 +58,15 @@ export function buildName(n: number): string {
 /** A scratch database of a template build (see script-build.ts). */
 export function isBuildName(name: string): boolean {
   return name.startsWith(BUILD_PREFIX) && /^[0-9]+$/.test(name.slice(BUILD_PREFIX.length));
+}
+
+export function trashName(oid: number | string): string {
+  return `${TRASH_PREFIX}${oid}`;
+}
+
+/** A dropped database whose DROP DATABASE has not run yet (see trash.ts). */
+export function isTrashName(name: string): boolean {
+  return name.startsWith(TRASH_PREFIX) && /^[0-9]+$/.test(name.slice(TRASH_PREFIX.length));
 }
 
 export function isUnderPrefix(name: string, prefix: string): boolean {

@@ -27,7 +27,7 @@ import type { Janitor } from './janitor.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { MetadataStore } from './metadata.js';
 import type { Minter } from './mint.js';
-import { BUILD_PREFIX, CONTROL_DATABASE, databaseDoesNotExist, MAX_NAME_BYTES, mintNameProblem, parseMintName, SPARE_PREFIX } from './names.js';
+import { BUILD_PREFIX, CONTROL_DATABASE, databaseDoesNotExist, MAX_NAME_BYTES, mintNameProblem, parseMintName, SPARE_PREFIX, TRASH_PREFIX } from './names.js';
 import type { DatabaseRecord, InitialSettings, TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import type { SessionCounts } from './session-counts.js';
@@ -301,7 +301,7 @@ export class DatabaseOperations {
     const p = this.p;
     const { rows } = await (await p.metadata.client()).query(
       `SELECT count(*) FROM pg_catalog.pg_database WHERE datname <> ${quoteLiteral(CONTROL_DATABASE)} ` +
-        `AND NOT starts_with(datname::text, ${quoteLiteral(SPARE_PREFIX)}) AND NOT starts_with(datname::text, ${quoteLiteral(BUILD_PREFIX)})`,
+        `AND NOT starts_with(datname::text, ${quoteLiteral(SPARE_PREFIX)}) AND NOT starts_with(datname::text, ${quoteLiteral(BUILD_PREFIX)}) AND NOT starts_with(datname::text, ${quoteLiteral(TRASH_PREFIX)})`,
     );
     return runtimeStatus({
       pid: process.pid,
@@ -312,6 +312,7 @@ export class DatabaseOperations {
       memory: await this.treeMemory(),
       sessions: p.sessions.totals(),
       clusterDatabases: Number(rows[0]?.[0] ?? 0),
+      trashBacklog: p.dropper.trashBacklog,
       registry: p.registry,
       pool: p.pool,
       counters: p.counters,

@@ -8,13 +8,16 @@
 //     tenant's CREATE DATABASE under the prefix would squat a name someone else is handed. A tenant's
 //     own mint whose record a crash lost stays out too: logged, for a superuser to drop;
 //   - a spare with no record is handed to the janitor to drop;
+//   - a dropped database renamed to pgx_trash_<oid> whose DROP DATABASE never ran (the runtime stopped
+//     or died first) goes to the trash (trash.ts), which drops it in the background; only one a
+//     superuser owns (a drop gives it to the runtime), never a tenant's database named like it;
 //   - a template recorded sealed that PostgreSQL no longer has sealed is recorded unsealed (or gone).
 // Anything changed after the catalog snapshot was taken is left for the next run.
 
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../log.js';
 import type { MetadataStore } from './metadata.js';
-import { isBuildName, isSpareName, mintNameProblem, parseMintName } from './names.js';
+import { isBuildName, isSpareName, isTrashName, mintNameProblem, parseMintName } from './names.js';
 import { newDatabaseRecord, type DatabaseRecord } from './records.js';
 import type { Registry } from './registry.js';
 
@@ -26,6 +29,8 @@ export interface ReconcileOptions {
   reported: Set<string>;
   /** Names a mint, claim, refill or drop is working on right now: not drift, work in progress. */
   busy: (name: string) => boolean;
+  /** Queues a trash database for its DROP DATABASE; true when it was not queued already. */
+  trash: (name: string) => boolean;
   clock: Clock;
   logger: Logger;
 }
@@ -59,6 +64,16 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
   }
 
   for (const [name, db] of cluster) {
+    if (isTrashName(name)) {
+      // Only trash a drop made (it gives the database to the runtime): a tenant's CREATE DATABASE of
+      // such a name is its own, left alone as an unadopted name under the prefix is.
+      if (db.ownerIsSuperuser && o.trash(name)) logger.info('trash-found', { database: name, reason: 'dropped, but its DROP DATABASE had not run: dropped in the background now' });
+      else if (!db.ownerIsSuperuser && !o.reported.has(name)) {
+        o.reported.add(name);
+        logger.warn('trash-not-dropped', { database: name, owner: db.owner, reason: 'named as trash but not owned by a superuser, so not made by a drop: never served; a superuser may drop it' });
+      }
+      continue;
+    }
     if (o.busy(name) || registry.databases.has(name) || registry.spares.has(name)) continue;
     if (isSpareName(name) || isBuildName(name)) {
       // Not recorded, so never handed out: a stale spare (or a build's scratch copy) the janitor drops.

@@ -1,0 +1,157 @@
+// The trash: databases already dropped as far as anyone can tell (renamed to pgx_trash_<oid>, closed to
+// connections, owned by the runtime, their records gone) whose DROP DATABASE has not run yet. A drop
+// answers once its database is renamed away (dropper.ts); the DROP DATABASE itself (a buffer scan, a
+// checkpoint request, a barrier over every backend, the files unlinked) runs here, in the background,
+// one at a time on a connection of its own at the lowest CPU priority, and holds back while a mint
+// copies a template or waits to (the warm pool's refill holds back only for waiting mints). Trash
+// survives restarts by its name: reconcile adds every pgx_trash_ database a superuser owns.
+
+import os from 'node:os';
+import type { Clock } from '../../clock.js';
+import type { Logger } from '../../log.js';
+import { AdminConnection } from '../postgres/admin-connection.js';
+import { quoteIdent, type SqlClient } from '../postgres/sql-client.js';
+import type { Counters } from './counters.js';
+import { isTrashName } from './names.js';
+
+export interface TrashOptions {
+  /** The connection the DROP DATABASEs run on (its own: a drop must not hold up a rename). */
+  connect: () => Promise<SqlClient>;
+  /** True while a mint copies a template or waits to: drops hold back meanwhile. */
+  mintsInFlight: () => boolean;
+  /** False while the data filesystem is low on space (disk-guard.ts): drops then hold back for nobody. */
+  hasRoom?: () => boolean;
+  counters: Counters;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** How often a held-back drop looks again whether clients still wait. */
+const YIELD_MS = 20;
+/** Drops hold back for mints at most this long in a row: under a steady stream of mints the trash still empties. */
+const HOLD_MAX_MS = 1000;
+/** From this backlog on, drops no longer hold back: each trash database holds disk until it is dropped. */
+const URGENT_BACKLOG = 100;
+/** The drop backend's nice value, as the refill's (warm-pool.ts). */
+const DROP_NICE = 19;
+const BACKOFF_MIN_MS = 1000;
+const BACKOFF_MAX_MS = 30_000;
+
+export class Trash {
+  private readonly conn: AdminConnection;
+  /** Trash names not dropped yet, the one being dropped included, oldest first. */
+  private readonly pending = new Set<string>();
+  private emptying: Promise<void> | null = null;
+  /** Until start(), names are queued and nothing is dropped (the runtime's start-up still reads base/). */
+  private started = false;
+  private stopped = false;
+  private backoffMs = 0;
+  private wake: (() => void) | null = null;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly opts: TrashOptions) {
+    this.conn = new AdminConnection(async () => this.background(await opts.connect()));
+  }
+
+  /** Trash databases not dropped yet (the runtime status's `trash_backlog`). */
+  get backlog(): number {
+    return this.pending.size;
+  }
+
+  /** Queues trash `name` for its DROP DATABASE; false when it was queued already (or is no trash name). */
+  add(name: string): boolean {
+    if (!isTrashName(name) || this.pending.has(name)) return false;
+    this.pending.add(name);
+    this.kick();
+    return true;
+  }
+
+  /** Begins dropping what is queued, and what is queued from now on. */
+  start(): void {
+    this.started = true;
+    this.kick();
+  }
+
+  /** Resolves once the trash is empty, or the trash stopped (tests wait for the background with it). */
+  async emptied(): Promise<void> {
+    while (this.emptying !== null) await this.emptying;
+  }
+
+  /** Drops nothing more (the one in progress finishes); what is left is dropped after the next start. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wakeUp();
+    await this.emptying;
+    await this.conn.close();
+  }
+
+  private kick(): void {
+    if (!this.started || this.stopped || this.emptying !== null) return;
+    this.emptying = this.empty().finally(() => {
+      this.emptying = null;
+      // A name added after the loop found none, before this ran, found it still running.
+      if (this.pending.size > 0) this.kick();
+    });
+  }
+
+  private async empty(): Promise<void> {
+    let heldSince: number | null = null;
+    while (!this.stopped) {
+      const name = this.pending.values().next().value;
+      if (name === undefined) return;
+      if (this.holdsBack(heldSince)) {
+        heldSince ??= this.opts.clock.monotonic();
+        await this.pause(YIELD_MS);
+        continue;
+      }
+      heldSince = null;
+      try {
+        const started = this.opts.clock.monotonic();
+        await (await this.conn.get()).query(`DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`);
+        this.pending.delete(name);
+        this.backoffMs = 0;
+        this.opts.counters.add('trash.dropped');
+        this.opts.logger.debug('trash-dropped', { database: name, ms: Math.round(this.opts.clock.monotonic() - started), backlog: this.pending.size });
+      } catch (err) {
+        // Still in pg_database, still named as trash: retried here, or by the next runtime's reconcile.
+        this.backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.backoffMs * 2));
+        this.opts.logger.warn('trash-drop-failed', { database: name, err, retryInMs: this.backoffMs });
+        await this.pause(this.backoffMs);
+      }
+    }
+  }
+
+  /** Whether the next drop waits: a mint is in flight, unless the disk is low, the backlog long, or it waited long enough. */
+  private holdsBack(heldSince: number | null): boolean {
+    if (!this.opts.mintsInFlight()) return false;
+    if (this.opts.hasRoom?.() === false || this.pending.size >= URGENT_BACKLOG) return false;
+    return heldSince === null || this.opts.clock.monotonic() - heldSince < HOLD_MAX_MS;
+  }
+
+  /** The drop backend at the lowest CPU priority (see WarmPool.background for why that needs no privilege). */
+  private async background(client: SqlClient): Promise<SqlClient> {
+    const { rows } = await client.query('SELECT pg_catalog.pg_backend_pid()');
+    const pid = Number(rows[0]?.[0]);
+    try {
+      os.setPriority(pid, DROP_NICE);
+    } catch (err) {
+      this.opts.logger.warn('trash-priority-not-lowered', { pid, err });
+    }
+    return client;
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.wake = resolve;
+      this.timer = setTimeout(() => this.wakeUp(), ms);
+    });
+  }
+
+  private wakeUp(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+}
