@@ -119,9 +119,12 @@ interface MintSample {
 interface ApiTimes {
   databases: number;
   statusMs: number;
+  /** One page of GET /v1/databases at the server's default limit (what an old client gets, and the bar). */
   listMs: number;
   listItems: number;
   listBytes: number;
+  /** Every page, one after another, at the largest limit (absent in results from before paging). */
+  listAllMs?: number;
   cliStatusMs: number;
 }
 
@@ -217,7 +220,7 @@ async function medianMs(calls: number, fn: () => Promise<unknown>): Promise<numb
 }
 
 async function timeApi(rt: RuntimeProcess, databases: number): Promise<ApiTimes> {
-  const list = await rt.api.listDatabases();
+  const page = await rt.api.listDatabasesPage();
   const cli = path.join(packageRoot(), 'bin', 'pgx.js');
   const cliStatusMs = await medianMs(3, async () => {
     const r = await runCommand(process.execPath, [cli, 'status', '--url', rt.api.url], { env: process.env, discardStdout: true });
@@ -226,12 +229,13 @@ async function timeApi(rt: RuntimeProcess, databases: number): Promise<ApiTimes>
   const api: ApiTimes = {
     databases,
     statusMs: await medianMs(API_CALLS, () => rt.api.status()),
-    listMs: await medianMs(API_CALLS, () => rt.api.listDatabases()),
-    listItems: list.length,
-    listBytes: JSON.stringify({ items: list }).length,
+    listMs: await medianMs(API_CALLS, () => rt.api.listDatabasesPage()),
+    listItems: page.items.length,
+    listBytes: JSON.stringify(page).length,
+    listAllMs: await medianMs(API_CALLS, () => rt.api.listDatabases()),
     cliStatusMs,
   };
-  progress(`  GET /v1/status ${api.statusMs} ms, GET /v1/databases ${api.listMs} ms (${api.listItems} items), pgx status ${api.cliStatusMs} ms`);
+  progress(`  GET /v1/status ${api.statusMs} ms, GET /v1/databases ${api.listMs} ms (a page of ${api.listItems}; all pages ${api.listAllMs} ms), pgx status ${api.cliStatusMs} ms`);
   return api;
 }
 
@@ -595,7 +599,7 @@ function scaleRows(r: Meta & Body, systems: System[]): string[][] {
     [`warm mint p50, at ${n} databases`, mintAt(pgx, n), ...systems.slice(1).map(() => '-'), ...pad],
     [
       `GET /v1/status, GET /v1/databases, pgx status at ${n}`,
-      pgx.api ? `${pgx.api.statusMs} ms, ${pgx.api.listMs} ms (${pgx.api.listItems} items, ${kb(pgx.api.listBytes)}), ${pgx.api.cliStatusMs} ms` : '-',
+      pgx.api ? `${pgx.api.statusMs} ms, ${pgx.api.listMs} ms (${pgx.api.listItems} items, ${kb(pgx.api.listBytes)}${pgx.api.listAllMs !== undefined ? `; all pages ${pgx.api.listAllMs} ms` : ''}), ${pgx.api.cliStatusMs} ms` : '-',
       ...systems.slice(1).map(() => '-'),
       ...pad,
     ],
@@ -642,7 +646,7 @@ function scaleBars(r: Meta & Body): Bar[] {
     const a = p.api;
     bars.push({
       text: `GET /v1/status (what pgx status reads) and GET /v1/databases answer in <= 200 ms with ${n} databases${at}`,
-      measured: `${a.statusMs} ms and ${a.listMs} ms (${a.listItems} items in the answer, ${kb(a.listBytes)}); the pgx status command ${a.cliStatusMs} ms with node's start`,
+      measured: `${a.statusMs} ms and ${a.listMs} ms (${a.listItems} items in the answer, ${kb(a.listBytes)}${a.listAllMs !== undefined ? `; every page in turn ${a.listAllMs} ms` : ''}); the pgx status command ${a.cliStatusMs} ms with node's start`,
       pass: a.statusMs <= 200 && a.listMs <= 200,
     });
   }

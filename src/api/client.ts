@@ -12,6 +12,7 @@ import type {
   CreateDatabaseRequest,
   CredentialBody,
   DatabaseBody,
+  DatabasePageBody,
   ErrorBody,
   ImportJobBody,
   ImportTemplateRequest,
@@ -26,6 +27,7 @@ import type {
   StatusBody,
   TemplateBody,
 } from './contract.js';
+import { DATABASE_PAGE } from './contract.js';
 import { PATHS, pathFor, type PathPattern } from './paths.js';
 
 export interface ApiClientOptions {
@@ -140,8 +142,29 @@ export class ApiClient {
     return this.request('POST', PATHS.databases, {}, body, { idempotencyKey: body.request_id });
   }
 
+  /**
+   * Every minted database, paging through GET /v1/databases at the largest page. A database minted or
+   * dropped meanwhile may or may not be in it; every other one is in it once.
+   */
   async listDatabases(): Promise<DatabaseBody[]> {
-    return (await this.request<ListBody<DatabaseBody>>('GET', PATHS.databases)).items;
+    const all: DatabaseBody[] = [];
+    let after: string | null = null;
+    do {
+      const page: DatabasePageBody = await this.listDatabasesPage({ limit: DATABASE_PAGE.maxLimit, after });
+      all.push(...page.items);
+      after = page.next;
+    } while (after !== null);
+    return all;
+  }
+
+  /** One page: up to `limit` databases (the server's default without one) after name `after`; `next` is the following page's `after`. */
+  async listDatabasesPage({ limit, after }: { limit?: number | undefined; after?: string | null | undefined } = {}): Promise<DatabasePageBody> {
+    const query = new URLSearchParams();
+    if (limit !== undefined) query.set('limit', String(limit));
+    if (after !== undefined && after !== null) query.set('after', after);
+    const page = await this.request<DatabasePageBody>('GET', PATHS.databases, {}, undefined, query.size > 0 ? { query: query.toString() } : {});
+    // A runtime from before paging answers every database and no `next`: that is the last page.
+    return { items: page.items, next: page.next ?? null };
   }
 
   getDatabase(name: string): Promise<DatabaseBody> {

@@ -25,13 +25,15 @@ import {
   type CreatedDatabaseBody,
   type CredentialBody,
   type DatabaseBody,
+  type DatabasePageBody,
+  DATABASE_PAGE,
   type ImportJobBody,
   type ListBody,
   type ReadyBody,
   type TemplateBody,
 } from './contract.js';
 import { ApiError, errorBody } from './errors.js';
-import { buildHints, createHints, databaseHints, dropTemplateHints, keepSnapshotHints, renameTemplateHints, sealHints, snapshotHints } from './hints.js';
+import { buildHints, createHints, databaseHints, listDatabasesHints, dropTemplateHints, keepSnapshotHints, renameTemplateHints, sealHints, snapshotHints } from './hints.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { ApiMetrics } from './metrics.js';
 import type { z } from 'zod';
@@ -172,10 +174,39 @@ export const createDatabase: Handler = async ({ body, idempotencyKey }, ctx) => 
   return ok(req.credential === undefined ? created : { ...created, credential: credential ?? null }, 201);
 };
 
-export const listDatabases: Handler = async (_input, ctx) => {
-  const body: ListBody<DatabaseBody> = { items: ctx.databases.listDatabases().map((d) => databaseBody(d, ctx)) };
+/**
+ * A keyset page (?limit=N&after=NAME, docs/api.md "Listing databases"): at 10,000 databases the whole
+ * list is megabytes of JSON, so a request without a limit gets the first DATABASE_PAGE.defaultLimit.
+ */
+export const listDatabases: Handler = async ({ query }, ctx) => {
+  const limit = limitParam(query);
+  const after = afterParam(query);
+  const page = ctx.databases.listDatabasesAfter(after, limit);
+  const items = page.items.map((d) => databaseBody(d, ctx));
+  const body: DatabasePageBody = { items, next: page.more ? items.at(-1)!.name : null };
   return ok(body);
 };
+
+/** ?limit=N: a whole number from 1 to DATABASE_PAGE.maxLimit; absent, the default. */
+function limitParam(query: URLSearchParams | undefined): number {
+  const raw = query?.get('limit');
+  if (raw === null || raw === undefined) return DATABASE_PAGE.defaultLimit;
+  const n = /^[0-9]{1,7}$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= 1 && n <= DATABASE_PAGE.maxLimit)) {
+    throw new PgxError('INVALID_PARAMETER', `limit must be a whole number from 1 to ${DATABASE_PAGE.maxLimit}, not "${raw}"`, { hint: listDatabasesHints().INVALID_PARAMETER });
+  }
+  return n;
+}
+
+/** ?after=NAME: the `next` of the page before; absent or empty, the first page. */
+function afterParam(query: URLSearchParams | undefined): string | null {
+  const raw = query?.get('after');
+  if (raw === null || raw === undefined || raw === '') return null;
+  if (Buffer.byteLength(raw) > 63) {
+    throw new PgxError('INVALID_PARAMETER', 'after must be a database name (at most 63 bytes), as "next" gives it', { hint: listDatabasesHints().INVALID_PARAMETER });
+  }
+  return raw;
+}
 
 export const getDatabase: Handler = async ({ params }, ctx) => ok(databaseBody(minted(param(params), ctx), ctx));
 

@@ -3,6 +3,7 @@
 // the CLI (cli/hints.ts) and the MCP tools (mcp/tools.ts) word theirs for their own users.
 
 import type { HintsByCode } from '../errors.js';
+import { DATABASE_PAGE } from './contract.js';
 
 const LIST_DATABASES = 'GET /v1/databases lists the live databases; POST /v1/databases with "name" makes one under a name again.';
 const DROPPED = 'PGX keeps a dropped name for a while (--tombstone) rather than mint it again empty: POST /v1/databases with "name" makes it again.';
@@ -10,6 +11,13 @@ const DROPPED = 'PGX keeps a dropped name for a while (--tombstone) rather than 
 /** Any operation on minted database `name`. */
 export function databaseHints(): HintsByCode {
   return { UNKNOWN_DATABASE: LIST_DATABASES, DATABASE_DROPPED: DROPPED };
+}
+
+/** GET /v1/databases?limit=N&after=NAME. */
+export function listDatabasesHints(): HintsByCode {
+  return {
+    INVALID_PARAMETER: `limit takes 1 to ${DATABASE_PAGE.maxLimit} (default ${DATABASE_PAGE.defaultLimit}); after takes the "next" of the previous page (docs/api.md, Listing databases).`,
+  };
 }
 
 /** POST /v1/databases from `template`. */

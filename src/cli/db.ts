@@ -1,6 +1,6 @@
 // `pgx db create|list|get|drop|pin|unpin|ttl|snapshot|restore|limit|memory-limit|credential|revoke`: minted databases through the runtime's HTTP API.
 
-import { BOUNDS, type DatabaseBody } from '../api/contract.js';
+import { BOUNDS, DATABASE_PAGE, type DatabaseBody } from '../api/contract.js';
 import { withHints } from '../errors.js';
 import { withinBound, type Bound } from '../runtime/databases/records.js';
 import { apiClient, parseCommand, parseDuration, positionals, TARGET_HELP, UsageError } from './command-line.js';
@@ -20,7 +20,10 @@ const DB_HELP = `Usage: pgx db <subcommand> [options]
                   --memory-limit MB
                                MB its backends may hold together; past it the largest
                                running statement is canceled with 53200
-  list          the minted databases
+  list [--limit N] [--after NAME]
+                the minted databases, by name; all of them, fetched a page at a time, or
+                with --limit one page of N (1 to ${DATABASE_PAGE.maxLimit}) and the command for the next
+                  --after NAME the page after NAME (the "next" a page ends with)
   get NAME      one minted database
   drop NAME     drop it now (open sessions end with 57P01); a database already gone is not an error
   pin NAME      keep it when idle
@@ -53,6 +56,8 @@ export async function runDb(argv: string[]): Promise<number> {
     'memory-limit': { type: 'string' },
     force: { type: 'boolean' },
     keep: { type: 'boolean' },
+    limit: { type: 'string' },
+    after: { type: 'string' },
   });
   if (cmd.help) {
     process.stdout.write(DB_HELP);
@@ -64,6 +69,8 @@ export async function runDb(argv: string[]): Promise<number> {
   if (sub !== 'create' && createOnly.length > 0) throw new UsageError(`--${createOnly[0]} is an option of pgx db create only`, DB_HELP);
   if (cmd.values.force !== undefined && sub !== 'snapshot' && sub !== 'restore') throw new UsageError('--force is an option of pgx db snapshot and restore only', DB_HELP);
   if (cmd.values.keep !== undefined && sub !== 'snapshot') throw new UsageError('--keep is an option of pgx db snapshot only', DB_HELP);
+  const listOnly = ['limit', 'after'].filter((f) => cmd.values[f] !== undefined);
+  if (sub !== 'list' && listOnly.length > 0) throw new UsageError(`--${listOnly[0]} is an option of pgx db list only`, DB_HELP);
   switch (sub) {
     case 'create': {
       const [template] = positionals(rest, ['TEMPLATE'], DB_HELP);
@@ -82,9 +89,28 @@ export async function runDb(argv: string[]): Promise<number> {
     }
     case 'list': {
       positionals(rest, [], DB_HELP);
-      const items = await apiClient(cmd).listDatabases();
-      if (cmd.json) printJson({ items });
-      else printDatabases(items);
+      const after = (cmd.values.after as string | undefined) ?? null;
+      if (cmd.values.limit === undefined) {
+        // Every page, one request each, in one table (or one JSON list, as before paging).
+        const items: DatabaseBody[] = [];
+        const client = apiClient(cmd);
+        let next = after;
+        do {
+          const page = await client.listDatabasesPage({ limit: DATABASE_PAGE.maxLimit, after: next });
+          items.push(...page.items);
+          next = page.next;
+        } while (next !== null);
+        if (cmd.json) printJson({ items });
+        else printDatabases(items);
+        return 0;
+      }
+      const limit = parseLimit(cmd.values.limit as string, '--limit', PAGE_LIMIT);
+      const page = await apiClient(cmd).listDatabasesPage({ limit, after });
+      if (cmd.json) printJson(page);
+      else {
+        printDatabases(page.items);
+        if (page.next !== null) process.stdout.write(`more: pgx db list --limit ${limit} --after ${page.next}\n`);
+      }
       return 0;
     }
     case 'get': {
@@ -188,6 +214,9 @@ function printDatabases(items: DatabaseBody[], withUrl = false): void {
     'no minted databases (create one with: pgx db create TEMPLATE)',
   );
 }
+
+/** --limit of pgx db list: the API's page sizes. */
+const PAGE_LIMIT: Bound = { min: 1, max: DATABASE_PAGE.maxLimit, int: true, text: `1 to ${DATABASE_PAGE.maxLimit}` };
 
 /** A limit within its range (the API's, records.ts BOUNDS), refused here before any request. */
 function parseLimit(text: string, what: string, bound: Bound): number {

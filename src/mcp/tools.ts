@@ -8,6 +8,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { ApiClient } from '../api/client.js';
+import { DATABASE_PAGE } from '../api/contract.js';
 import { parseSeconds } from '../durations.js';
 import type { HintsByCode } from '../errors.js';
 import { toolError, toolResult } from './results.js';
@@ -135,10 +136,23 @@ export const TOOLS: PgxTool[] = [
   ),
   tool(
     'list_databases',
-    'List the minted databases: name, template, in use, pinned, expires_at and connection URL of each.',
+    `List the minted databases by name, a page at a time (${DATABASE_PAGE.defaultLimit} unless limit says otherwise): name, template, in use, pinned, expires_at and connection URL of each; next, when not null, is the cursor of the next page.`,
     { title: 'List databases', readOnlyHint: true },
-    args({}),
-    async (_input, ctx) => toolResult({ items: await ctx.api.listDatabases() }),
+    args({
+      limit: z
+        .number({ error: `limit must be a whole number from 1 to ${DATABASE_PAGE.maxLimit}` })
+        .int({ error: `limit must be a whole number from 1 to ${DATABASE_PAGE.maxLimit}` })
+        .min(1, { error: `limit must be a whole number from 1 to ${DATABASE_PAGE.maxLimit}` })
+        .max(DATABASE_PAGE.maxLimit, { error: `limit must be a whole number from 1 to ${DATABASE_PAGE.maxLimit}` })
+        .describe(`how many databases at most in this page, 1 to ${DATABASE_PAGE.maxLimit}; default ${DATABASE_PAGE.defaultLimit}`)
+        .optional(),
+      cursor: z
+        .string({ error: 'cursor must be a string: the next of the previous page' })
+        .max(63, { error: 'cursor must be the next of the previous page (a database name)' })
+        .describe('the next of the previous list_databases page; leave it out for the first page')
+        .optional(),
+    }),
+    async (input, ctx) => toolResult({ ...(await ctx.api.listDatabasesPage({ limit: input.limit, after: input.cursor ?? null })) }),
   ),
   tool(
     'database_status',

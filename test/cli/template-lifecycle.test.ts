@@ -2,7 +2,7 @@
 // test/mcp/stdio.test.ts): a snapshot belongs to its database and goes when PGX drops it, unless kept;
 // --snapshot-retention caps the unkept ones a database has (oldest go first); templates and snapshots
 // are renamed (refused while databases minted from them are alive) and listed with their size on disk;
-// pgx status shows disk used by templates, snapshots and databases, and the free space.
+// pgx status --disk shows disk used by templates, snapshots and databases, and the free space.
 
 import { expect } from 'chai';
 import path from 'node:path';
@@ -192,7 +192,7 @@ describe('cli: templates and snapshots have a whole lifecycle (psql, HTTP, pgx)'
     expect(notSnapshot.code).to.equal(1);
     expect(notSnapshot.stderr).to.match(/^hint: Only snapshots belong to a database; templates are always kept \(pgx template list/m);
 
-    const status = await pgx(['status']);
+    const status = await pgx(['status', '--disk']);
     expect(status.code, status.stderr).to.equal(0);
     expect(status.stdout).to.match(/^disk use\s+templates \d+(\.\d)? MB, snapshots \d+(\.\d)? MB, databases \d+(\.\d)? MB, spares \d+(\.\d)? MB, other \d+(\.\d)? MB/m);
     expect(status.stdout).to.match(/^filesystem\s+\d+(\.\d)? MB used, \d+(\.\d)? MB free of \d+(\.\d)? MB$/m);

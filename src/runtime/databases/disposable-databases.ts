@@ -281,9 +281,7 @@ export class DisposableDatabases {
     const [templates, databases, counters] = [await metadata.loadTemplates(), await metadata.loadDatabases(), await metadata.loadCounters()];
     registry.load(templates, databases);
     // Sessions open when the last runtime stopped (or died) ended with it: their grace starts now.
-    for (const open of databases.filter((d) => d.inUse)) {
-      await metadata.saveDatabase(registry.update(open.name, { inUse: false, lastSessionEnd: clock.now() })!);
-    }
+    await metadata.saveDatabases(databases.filter((d) => d.inUse).map((open) => registry.update(open.name, { inUse: false, lastSessionEnd: clock.now() })!));
     this.counters.load(counters);
     await this.tombstones.load();
     await this.reconcile();

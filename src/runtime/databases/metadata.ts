@@ -229,6 +229,12 @@ export class MetadataStore {
     return this.queue([[r.name, r]], true);
   }
 
+  /** saveDatabase for many rows in one transaction (a start's sessions-ended rewrite: one round trip, not one each). */
+  saveDatabases(records: DatabaseRecord[]): Promise<void> {
+    if (records.length === 0) return Promise.resolve();
+    return this.queue(records.map((r): [string, DatabaseRecord] => [r.name, r]), true);
+  }
+
   /**
    * Writes the row within WRITE_BEHIND_MS, batched with other changes; `replaces` (a claimed spare's
    * row) goes in the same transaction. Resolves once committed; a crash before that loses the change,

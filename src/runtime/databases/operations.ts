@@ -224,6 +224,11 @@ export class DatabaseOperations {
     return [...this.p.registry.databases.values()].sort((a, b) => a.name.localeCompare(b.name));
   }
 
+  /** A page of them: up to `limit` after name `after`, in binary name order (see Registry.databasesAfter). */
+  listDatabasesAfter(after: string | null, limit: number): { items: DatabaseRecord[]; more: boolean } {
+    return this.p.registry.databasesAfter(after, limit);
+  }
+
   /** True when PostgreSQL answers a query on the control connection (the API's /readyz). */
   async ping(): Promise<boolean> {
     if (this.p.lifecycle.state !== 'running') return false;
