@@ -1,7 +1,7 @@
 // The overhead benchmark: what the PGX engine costs compared with connecting to PostgreSQL directly
 // and with PgBouncer, all three in front of the same PostgreSQL 18 in the same run. On request
 // (--targets ...,relay) a fourth target, a bare Node.js relay (lib/node-relay-main.ts), measures in the
-// same run the floor any Node.js proxy has on this machine.
+// same run the floor any Node.js proxy has on this machine; bun-relay is the same relay run by Bun.
 //
 // Method (see docs/benchmarks.md): every target is warmed up; each workload's fixed work is sized from
 // the warm-up (same work for every target); then rounds run each workload on every target, the order
@@ -43,11 +43,12 @@ Options:
   --only IDS         only these workloads (comma-separated: select-simple-1, select-prepared-16,
                      connect-simple-4, scan, ...): a partial run, results to a temp file, docs
                      untouched; for before/after CPU per transaction at two commits
-  --targets LIST     targets to run, comma-separated, among direct, pgx, pgbouncer, relay
-                     [direct,pgx,pgbouncer]. relay: a bare Node.js relay in its own process
-                     (bytes copied both ways, no parsing, no pool), the floor of any Node.js
-                     proxy here; a new PostgreSQL connection per client connection, so on -C
-                     it pays a backend fork. Any other list is a partial run, like --only
+  --targets LIST     targets to run, comma-separated, among direct, pgx, pgbouncer, relay,
+                     bun-relay [direct,pgx,pgbouncer]. relay: a bare Node.js relay in its own
+                     process (bytes copied both ways, no parsing, no pool), the floor of any
+                     Node.js proxy here; a new PostgreSQL connection per client connection, so
+                     on -C it pays a backend fork. bun-relay: the same relay run by Bun (npm
+                     package @oven/bun-linux-x64). Any other list is a partial run, like --only
   --report FILE      redraw the table, docs section and chart from a results JSON
   -h, --help         this help
 `;
@@ -160,6 +161,7 @@ function progress(text: string): void {
 interface ProxyPids {
   pgbouncer?: number;
   relay?: number;
+  'bun-relay'?: number;
 }
 
 /** CPU the proxy has used so far: the engine runs in this process, PgBouncer and the relay in their own. */
@@ -167,6 +169,7 @@ function proxyCpu(target: OverheadTargetName, pids: ProxyPids): number | null {
   if (target === 'pgx') return ownCpuMs();
   if (target === 'pgbouncer' && pids.pgbouncer !== undefined) return processCpuMs(pids.pgbouncer);
   if (target === 'relay' && pids.relay !== undefined) return processCpuMs(pids.relay);
+  if (target === 'bun-relay' && pids['bun-relay'] !== undefined) return processCpuMs(pids['bun-relay']);
   return null;
 }
 
@@ -243,13 +246,16 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
     bouncer = await startPgBouncer({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, poolSize: POOL_SIZE, transport: opts.transport }, cleanup);
     targets.pgbouncer = bouncer.target;
   }
-  let relay: RunningNodeRelay | undefined;
-  if (opts.targets.includes('relay')) {
-    progress("starting the Node relay (to PostgreSQL's Unix socket, a new connection per client connection)");
-    relay = await startNodeRelay({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, transport: opts.transport }, cleanup);
-    targets.relay = relay.target;
+  const relays: Partial<Record<'relay' | 'bun-relay', RunningNodeRelay>> = {};
+  for (const [name, runtime] of [['relay', 'node'], ['bun-relay', 'bun']] as const) {
+    if (!opts.targets.includes(name)) continue;
+    progress(`starting the ${runtime === 'bun' ? 'Bun' : 'Node'} relay (to PostgreSQL's Unix socket, a new connection per client connection)`);
+    const relay = await startNodeRelay({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, transport: opts.transport, runtime }, cleanup);
+    progress(`  accepted sockets read ${relay.onread ? 'with onread' : "through 'data' events"}`);
+    relays[name] = relay;
+    targets[name] = relay.target;
   }
-  const pids: ProxyPids = { pgbouncer: bouncer?.pid, relay: relay?.pid };
+  const pids: ProxyPids = { pgbouncer: bouncer?.pid, relay: relays.relay?.pid, 'bun-relay': relays['bun-relay']?.pid };
   const postgres = await psqlValue(rt.direct, 'SHOW server_version');
 
   const only = opts.only;
