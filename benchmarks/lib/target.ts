@@ -9,12 +9,13 @@ export const TARGET_NAMES: readonly TargetName[] = ['direct', 'pgx', 'pgbouncer'
 
 /**
  * The overhead benchmark's targets: the three, and the opt-in `relay` (node-relay-main.ts), the floor
- * any Node.js proxy has on the machine, with `bun-relay`, the same relay run by Bun. A separate union,
- * so benchmarks that only know the three keep exhaustive records of them.
+ * any Node.js proxy has on the machine, with `bun-relay`, the same relay run by Bun, and `pgx-bun`, a
+ * PGX runtime of its own run by Bun (`pgx start --engine-runtime bun`). A separate union, so
+ * benchmarks that only know the three keep exhaustive records of them.
  */
-export type OverheadTargetName = TargetName | 'relay' | 'bun-relay';
+export type OverheadTargetName = TargetName | 'relay' | 'bun-relay' | 'pgx-bun';
 
-export const OVERHEAD_TARGET_NAMES: readonly OverheadTargetName[] = ['direct', 'pgx', 'pgbouncer', 'relay', 'bun-relay'];
+export const OVERHEAD_TARGET_NAMES: readonly OverheadTargetName[] = ['direct', 'pgx', 'pgbouncer', 'relay', 'bun-relay', 'pgx-bun'];
 
 export const TARGET_LABELS: Record<OverheadTargetName, string> = {
   direct: 'PostgreSQL direct',
@@ -22,6 +23,7 @@ export const TARGET_LABELS: Record<OverheadTargetName, string> = {
   pgbouncer: 'PgBouncer',
   relay: 'Node relay',
   'bun-relay': 'Bun relay',
+  'pgx-bun': 'PGX engine on Bun',
 };
 
 export interface Target {
