@@ -2,7 +2,7 @@
 // and with PgBouncer, all three in front of the same PostgreSQL 18 in the same run. On request
 // (--targets ...,relay) a fourth target, a bare Node.js relay (lib/node-relay-main.ts), measures in the
 // same run the floor any Node.js proxy has on this machine; bun-relay is the same relay run by Bun, and
-// pgx-bun a second PGX runtime run by Bun (`pgx start --engine-runtime bun`, its own process and its
+// pgx-bun a second PGX runtime run by Bun (`bun bin/pgx.js start`, its own process and its
 // own PostgreSQL, set up as the first), for Node and Bun side by side.
 //
 // Method (see docs/benchmarks.md): every target is warmed up; each workload's fixed work is sized from

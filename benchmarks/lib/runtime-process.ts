@@ -3,7 +3,7 @@
 // measure the runtime's memory and CPU (PSS and /proc times of node plus every postgres process) and
 // the benchmark's own clients must not be part of that tree. Flags are pgx start's own; the defaults
 // are the runtime's defaults unless a benchmark passes something else. With runtime 'bun' the same
-// bin/pgx.js runs under Bun (what `pgx start --engine-runtime bun` re-executes), started directly so
+// bin/pgx.js runs under Bun (no flag needed: the code base is the same), started directly so
 // the pid is Bun's own (the overhead benchmark's pgx-bun target reads its CPU); no heap probe there.
 
 import { spawn, type ChildProcess } from 'node:child_process';

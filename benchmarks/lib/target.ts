@@ -10,7 +10,7 @@ export const TARGET_NAMES: readonly TargetName[] = ['direct', 'pgx', 'pgbouncer'
 /**
  * The overhead benchmark's targets: the three, and the opt-in `relay` (node-relay-main.ts), the floor
  * any Node.js proxy has on the machine, with `bun-relay`, the same relay run by Bun, and `pgx-bun`, a
- * PGX runtime of its own run by Bun (`pgx start --engine-runtime bun`). A separate union, so
+ * PGX runtime of its own run by Bun (`bun bin/pgx.js start`). A separate union, so
  * benchmarks that only know the three keep exhaustive records of them.
  */
 export type OverheadTargetName = TargetName | 'relay' | 'bun-relay' | 'pgx-bun';
