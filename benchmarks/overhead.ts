@@ -1,7 +1,9 @@
 // The overhead benchmark: what the PGX engine costs compared with connecting to PostgreSQL directly
 // and with PgBouncer, all three in front of the same PostgreSQL 18 in the same run. On request
 // (--targets ...,relay) a fourth target, a bare Node.js relay (lib/node-relay-main.ts), measures in the
-// same run the floor any Node.js proxy has on this machine.
+// same run the floor any Node.js proxy has on this machine; bun-relay is the same relay run by Bun, and
+// pgx-bun a second PGX runtime run by Bun (`bun bin/pgx.js start`, its own process and its
+// own PostgreSQL, set up as the first), for Node and Bun side by side.
 //
 // Method (see docs/benchmarks.md): every target is warmed up; each workload's fixed work is sized from
 // the warm-up (same work for every target); then rounds run each workload on every target, the order
@@ -28,6 +30,7 @@ import { startPgBouncer, type RunningPgBouncer } from './lib/pgbouncer.js';
 import { psqlValue, timeScan } from './lib/psql.js';
 import { waitForQuiet } from './lib/quiet.js';
 import { startBenchRuntime, type Transport } from './lib/runtime.js';
+import { startRuntimeProcess } from './lib/runtime-process.js';
 import { median } from './lib/stats.js';
 import { BENCH_DATABASE, OVERHEAD_TARGET_NAMES, TARGET_NAMES, type OverheadTargetName, type Target } from './lib/target.js';
 
@@ -43,11 +46,14 @@ Options:
   --only IDS         only these workloads (comma-separated: select-simple-1, select-prepared-16,
                      connect-simple-4, scan, ...): a partial run, results to a temp file, docs
                      untouched; for before/after CPU per transaction at two commits
-  --targets LIST     targets to run, comma-separated, among direct, pgx, pgbouncer, relay
-                     [direct,pgx,pgbouncer]. relay: a bare Node.js relay in its own process
-                     (bytes copied both ways, no parsing, no pool), the floor of any Node.js
-                     proxy here; a new PostgreSQL connection per client connection, so on -C
-                     it pays a backend fork. Any other list is a partial run, like --only
+  --targets LIST     targets to run, comma-separated, among direct, pgx, pgbouncer, relay,
+                     bun-relay [direct,pgx,pgbouncer]. relay: a bare Node.js relay in its own
+                     process (bytes copied both ways, no parsing, no pool), the floor of any
+                     Node.js proxy here; a new PostgreSQL connection per client connection, so
+                     on -C it pays a backend fork. bun-relay: the same relay run by Bun (npm
+                     package @oven/bun-linux-x64). pgx-bun: a second PGX runtime run by Bun,
+                     in its own process in front of its own PostgreSQL (same settings, pgbench
+                     data made the same way); TCP only. Any other list is a partial run
   --report FILE      redraw the table, docs section and chart from a results JSON
   -h, --help         this help
 `;
@@ -160,6 +166,8 @@ function progress(text: string): void {
 interface ProxyPids {
   pgbouncer?: number;
   relay?: number;
+  'bun-relay'?: number;
+  'pgx-bun'?: number;
 }
 
 /** CPU the proxy has used so far: the engine runs in this process, PgBouncer and the relay in their own. */
@@ -167,6 +175,8 @@ function proxyCpu(target: OverheadTargetName, pids: ProxyPids): number | null {
   if (target === 'pgx') return ownCpuMs();
   if (target === 'pgbouncer' && pids.pgbouncer !== undefined) return processCpuMs(pids.pgbouncer);
   if (target === 'relay' && pids.relay !== undefined) return processCpuMs(pids.relay);
+  if (target === 'bun-relay' && pids['bun-relay'] !== undefined) return processCpuMs(pids['bun-relay']);
+  if (target === 'pgx-bun' && pids['pgx-bun'] !== undefined) return processCpuMs(pids['pgx-bun']);
   return null;
 }
 
@@ -243,13 +253,30 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
     bouncer = await startPgBouncer({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, poolSize: POOL_SIZE, transport: opts.transport }, cleanup);
     targets.pgbouncer = bouncer.target;
   }
-  let relay: RunningNodeRelay | undefined;
-  if (opts.targets.includes('relay')) {
-    progress("starting the Node relay (to PostgreSQL's Unix socket, a new connection per client connection)");
-    relay = await startNodeRelay({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, transport: opts.transport }, cleanup);
-    targets.relay = relay.target;
+  const relays: Partial<Record<'relay' | 'bun-relay', RunningNodeRelay>> = {};
+  for (const [name, runtime] of [['relay', 'node'], ['bun-relay', 'bun']] as const) {
+    if (!opts.targets.includes(name)) continue;
+    progress(`starting the ${runtime === 'bun' ? 'Bun' : 'Node'} relay (to PostgreSQL's Unix socket, a new connection per client connection)`);
+    const relay = await startNodeRelay({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, transport: opts.transport, runtime }, cleanup);
+    progress(`  accepted sockets read ${relay.onread ? 'with onread' : "through 'data' events"}`);
+    relays[name] = relay;
+    targets[name] = relay.target;
   }
-  const pids: ProxyPids = { pgbouncer: bouncer?.pid, relay: relay?.pid };
+  let pgxBunPid: number | undefined;
+  if (opts.targets.includes('pgx-bun')) {
+    if (opts.transport !== 'tcp') throw new PgxError('CONFIG_INVALID', 'the pgx-bun target runs on TCP only', { hint: 'Leave out --transport unix, or pgx-bun.' });
+    progress('starting a second PGX runtime on Bun (its own PostgreSQL), and pgbench -i in it');
+    const bunDir = path.join(workDir, 'pgx-bun');
+    mkdirSync(bunDir, { mode: 0o755 });
+    chmodSync(bunDir, 0o755);
+    const onBun = await startRuntimeProcess({ workDir: bunDir, runtime: 'bun', flags: ['--max-backends', String(rt.maxBackends)] }, cleanup);
+    const bunPostgres: Target = { name: 'pgx-bun', host: onBun.postgres.host, port: onBun.postgres.port };
+    await psqlValue(bunPostgres, `CREATE DATABASE ${BENCH_DATABASE}`, 'postgres');
+    await initPgbench(bunPostgres, SCALE);
+    targets['pgx-bun'] = { name: 'pgx-bun', host: onBun.engine.host, port: onBun.engine.port };
+    pgxBunPid = onBun.pid;
+  }
+  const pids: ProxyPids = { pgbouncer: bouncer?.pid, relay: relays.relay?.pid, 'bun-relay': relays['bun-relay']?.pid, 'pgx-bun': pgxBunPid };
   const postgres = await psqlValue(rt.direct, 'SHOW server_version');
 
   const only = opts.only;

@@ -1,4 +1,5 @@
-// Starts node-relay-main.ts, the bare Node.js relay, as the overhead benchmark's `relay` target: its
+// Starts node-relay-main.ts, the bare relay, as the overhead benchmark's `relay` target (run by this
+// Node.js) or `bun-relay` target (run by Bun, from its npm package, src/cli/bun-binary.ts): its
 // own process (so its CPU is read from /proc like PgBouncer's, and none of the benchmark's is in it),
 // in front of PostgreSQL's Unix socket as the engine and PgBouncer are. It listens on 127.0.0.1 (a port
 // the kernel picks, so no race as with freePort()) or, for --transport unix, on a Unix socket in its
@@ -9,6 +10,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { bunBinary } from '../../src/cli/bun-binary.js';
 import { PgxError } from '../../src/errors.js';
 import type { Cleanup } from './cleanup.js';
 import { runCommand } from './exec.js';
@@ -21,11 +23,15 @@ export interface NodeRelayOptions {
   pgSocketDir: string;
   pgPort: number;
   transport: Transport;
+  /** The runtime that runs the relay: this Node.js, or Bun. */
+  runtime: 'node' | 'bun';
 }
 
 export interface RunningNodeRelay {
   target: Target;
   pid: number;
+  /** Accepted sockets read with onread (Node), or through 'data' events (Bun: see node-relay-main.ts). */
+  onread: boolean;
 }
 
 const READY_TIMEOUT_MS = 15_000;
@@ -34,12 +40,15 @@ const UNIX_PORT = 5432;
 
 export async function startNodeRelay(opts: NodeRelayOptions, cleanup: Cleanup): Promise<RunningNodeRelay> {
   const backend = path.join(opts.pgSocketDir, `.s.PGSQL.${opts.pgPort}`);
-  const dir = path.join(opts.workDir, 'relay');
+  const name = opts.runtime === 'bun' ? 'bun-relay' : 'relay';
+  const label = opts.runtime === 'bun' ? 'Bun relay' : 'Node relay';
+  const execPath = opts.runtime === 'bun' ? bunBinary() : process.execPath;
+  const dir = path.join(opts.workDir, name);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const listenAt = opts.transport === 'tcp' ? '127.0.0.1' : path.join(dir, `.s.PGSQL.${UNIX_PORT}`);
   const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'node-relay-main.js');
   // Its own process group, as PgBouncer: a terminal's Ctrl-C reaches us, and we stop it in order.
-  const child = spawn(process.execPath, [main, backend, listenAt], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], detached: true });
+  const child = spawn(execPath, [main, backend, listenAt], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], detached: true });
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr = (stderr + s).slice(-4000)));
   let exited = false;
@@ -47,7 +56,7 @@ export async function startNodeRelay(opts: NodeRelayOptions, cleanup: Cleanup): 
   child.once('error', (err) => {
     stderr += `\nspawn failed: ${err.message}`;
   });
-  cleanup.add('Node relay', async () => {
+  cleanup.add(label, async () => {
     if (exited || child.pid === undefined) return;
     if (child.connected) child.disconnect();
     child.kill('SIGTERM');
@@ -56,19 +65,19 @@ export async function startNodeRelay(opts: NodeRelayOptions, cleanup: Cleanup): 
     await exit;
   });
 
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new PgxError('INTERNAL', `the Node relay did not listen within ${READY_TIMEOUT_MS / 1000} s: ${stderr.trim()}`)), READY_TIMEOUT_MS);
+  const { port, onread } = await new Promise<{ port: number; onread: boolean }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new PgxError('INTERNAL', `the ${label} did not listen within ${READY_TIMEOUT_MS / 1000} s: ${stderr.trim()}`)), READY_TIMEOUT_MS);
     child.once('message', (m) => {
       clearTimeout(timer);
-      resolve((m as { port: number }).port);
+      resolve(m as { port: number; onread: boolean });
     });
     void exit.then(() => {
       clearTimeout(timer);
-      reject(new PgxError('INTERNAL', `the Node relay exited at start: ${stderr.trim()}`, { hint: `Run: node ${main} ${backend} ${listenAt}` }));
+      reject(new PgxError('INTERNAL', `the ${label} exited at start: ${stderr.trim()}`, { hint: `Run: ${execPath} ${main} ${backend} ${listenAt}` }));
     });
   });
-  const target: Target = opts.transport === 'tcp' ? { name: 'relay', host: '127.0.0.1', port } : { name: 'relay', host: dir, port: UNIX_PORT };
+  const target: Target = opts.transport === 'tcp' ? { name, host: '127.0.0.1', port } : { name, host: dir, port: UNIX_PORT };
   const probe = await runCommand('psql', ['-XAtqc', 'SELECT 1'], { env: clientEnv(target, 'postgres') });
-  if (probe.code !== 0) throw new PgxError('INTERNAL', `SELECT 1 through the Node relay failed: ${probe.stderr.trim()} ${stderr.trim()}`);
-  return { target, pid: child.pid ?? 0 };
+  if (probe.code !== 0) throw new PgxError('INTERNAL', `SELECT 1 through the ${label} failed: ${probe.stderr.trim()} ${stderr.trim()}`);
+  return { target, pid: child.pid ?? 0, onread };
 }

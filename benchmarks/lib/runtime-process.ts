@@ -2,7 +2,9 @@
 // burst, density and churn benchmarks use it rather than startRuntime() in this process, because they
 // measure the runtime's memory and CPU (PSS and /proc times of node plus every postgres process) and
 // the benchmark's own clients must not be part of that tree. Flags are pgx start's own; the defaults
-// are the runtime's defaults unless a benchmark passes something else.
+// are the runtime's defaults unless a benchmark passes something else. With runtime 'bun' the same
+// bin/pgx.js runs under Bun (no flag needed: the code base is the same), started directly so
+// the pid is Bun's own (the overhead benchmark's pgx-bun target reads its CPU); no heap probe there.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
@@ -10,6 +12,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { ApiClient } from '../../src/api/client.js';
+import { bunBinary } from '../../src/cli/bun-binary.js';
 import { systemClock } from '../../src/clock.js';
 import { PgxError } from '../../src/errors.js';
 import type { Cleanup } from './cleanup.js';
@@ -38,10 +41,12 @@ export interface RuntimeProcessOptions {
   root?: string;
   /** Each line the runtime writes to stderr (its JSON log), e.g. to read PostgreSQL's statement durations. */
   onStderrLine?: (line: string) => void;
+  /** The JavaScript runtime that runs pgx start: this Node.js (default), or Bun (no heap probe). */
+  runtime?: 'node' | 'bun';
 }
 
 export interface RuntimeProcess {
-  /** The node process; PostgreSQL's processes are below it. */
+  /** The node (or bun) process; PostgreSQL's processes are below it. */
   pid: number;
   engine: Endpoint;
   /** PostgreSQL directly: TCP when tcpPostgres, else its private socket. */
@@ -76,8 +81,12 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
   ];
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('PG')) env[k] = v;
-  const args = ['--expose-gc', '--import', distFile('heap-probe.js'), path.join(opts.root ?? packageRoot(), 'bin', 'pgx.js'), 'start', ...flags];
-  const child: ChildProcess = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env });
+  const pgxBin = path.join(opts.root ?? packageRoot(), 'bin', 'pgx.js');
+  const onBun = opts.runtime === 'bun';
+  const [execPath, args] = onBun
+    ? [bunBinary(), [pgxBin, 'start', ...flags]]
+    : [process.execPath, ['--expose-gc', '--import', distFile('heap-probe.js'), pgxBin, 'start', ...flags]];
+  const child: ChildProcess = spawn(execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env });
   let tail = '';
   let stdout = '';
   let partLine = '';
@@ -123,6 +132,7 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
   }
   const heap = (): Promise<HeapReport> =>
     new Promise((resolve, reject) => {
+      if (onBun) return reject(new PgxError('INTERNAL', 'the heap probe runs on Node.js only (the runtime runs on Bun)'));
       const timer = setTimeout(() => reject(new PgxError('INTERNAL', 'the runtime did not answer the heap probe')), 30_000);
       child.once('message', (m) => {
         clearTimeout(timer);

@@ -1,5 +1,5 @@
 // A target is one way of reaching the same PostgreSQL: directly, through the PGX engine, or through
-// PgBouncer; in the overhead benchmark, on request, also through a bare Node.js relay. libpq clients
+// PgBouncer; in the overhead benchmark, on request, also through a bare relay on Node.js or on Bun. libpq clients
 // take it as PGHOST/PGPORT (a directory in PGHOST means a Unix socket).
 
 /** The three targets every benchmark compares (the frameworks bench keys its tables by these). */
@@ -9,18 +9,21 @@ export const TARGET_NAMES: readonly TargetName[] = ['direct', 'pgx', 'pgbouncer'
 
 /**
  * The overhead benchmark's targets: the three, and the opt-in `relay` (node-relay-main.ts), the floor
- * any Node.js proxy has on the machine. A separate union, so benchmarks that only know the three keep
- * exhaustive records of them.
+ * any Node.js proxy has on the machine, with `bun-relay`, the same relay run by Bun, and `pgx-bun`, a
+ * PGX runtime of its own run by Bun (`bun bin/pgx.js start`). A separate union, so
+ * benchmarks that only know the three keep exhaustive records of them.
  */
-export type OverheadTargetName = TargetName | 'relay';
+export type OverheadTargetName = TargetName | 'relay' | 'bun-relay' | 'pgx-bun';
 
-export const OVERHEAD_TARGET_NAMES: readonly OverheadTargetName[] = ['direct', 'pgx', 'pgbouncer', 'relay'];
+export const OVERHEAD_TARGET_NAMES: readonly OverheadTargetName[] = ['direct', 'pgx', 'pgbouncer', 'relay', 'bun-relay', 'pgx-bun'];
 
 export const TARGET_LABELS: Record<OverheadTargetName, string> = {
   direct: 'PostgreSQL direct',
   pgx: 'PGX engine',
   pgbouncer: 'PgBouncer',
   relay: 'Node relay',
+  'bun-relay': 'Bun relay',
+  'pgx-bun': 'PGX engine on Bun',
 };
 
 export interface Target {

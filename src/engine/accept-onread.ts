@@ -1,8 +1,16 @@
 // Accepting connections into sockets that read with `onread`, which net.Server cannot do itself.
 // Imports node:net only, so the overhead benchmark's bare relay (benchmarks/lib/node-relay-main.ts)
-// reads the same way without loading the engine.
+// reads the same way without loading the engine. Node.js only: on a runtime whose net is not built on
+// libuv handles (Bun) it declines, and the caller's net.Server 'connection' path takes the sockets.
 
 import net from 'node:net';
+
+/** The listening handle: Node's libuv TCP or Pipe wrap (the class its accepted handles have too). */
+interface ListeningHandle {
+  onconnection?: OnConnection;
+  /** What net.Socket's `onread` needs of a handle: a libuv stream that reads into a given buffer. */
+  useUserBuffer?: unknown;
+}
 
 /** The accepted connection as net.Server's listening handle reports it (a TCP or Pipe handle). */
 interface AcceptedHandle {
@@ -25,16 +33,19 @@ type OnConnection = (this: unknown, status: number, handle?: AcceptedHandle) => 
  * option are undocumented, though stable for years: they are what net.Server's own onconnection
  * does. test/engine/client-socket.test.ts fails if a Node release changes them. Returns false, and
  * leaves `server` as it is (its paused sockets reach the 'connection' listener), when the handle
- * has no onconnection to replace.
+ * has no onconnection to replace, or is no libuv stream handle net.Socket could adopt: Bun's
+ * net.Server has a `_handle.onconnection` too, but hands it Bun's own socket objects, which a
+ * net.Socket built around them never reads (the connection hangs), so the handle's class decides.
  */
 export function acceptWithOnread(
   server: net.Server,
   noDelay: boolean,
   accept: (source: (onread: net.OnReadOpts) => net.Socket, remoteAddress: string | undefined) => void,
 ): boolean {
-  const internals = server as unknown as { _handle?: { onconnection?: OnConnection } | null; _connections: number };
+  const internals = server as unknown as { _handle?: ListeningHandle | null; _connections: number };
   const listening = internals._handle;
   if (listening === null || listening === undefined || typeof listening.onconnection !== 'function' || typeof internals._connections !== 'number') return false;
+  if (typeof listening.useUserBuffer !== 'function') return false;
   const nodeOnConnection = listening.onconnection;
   listening.onconnection = function (this: unknown, status: number, handle?: AcceptedHandle): void {
     // Errors (and anything unexpected) go the way Node handles them: an 'error' event on the server.
