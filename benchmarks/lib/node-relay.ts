@@ -1,5 +1,5 @@
 // Starts node-relay-main.ts, the bare relay, as the overhead benchmark's `relay` target (run by this
-// Node.js) or `bun-relay` target (run by Bun, from its npm package, src/cli/bun-binary.ts): its
+// Node.js) or `bun-relay` target (run by Bun, from its npm package, bun-binary.ts): its
 // own process (so its CPU is read from /proc like PgBouncer's, and none of the benchmark's is in it),
 // in front of PostgreSQL's Unix socket as the engine and PgBouncer are. It listens on 127.0.0.1 (a port
 // the kernel picks, so no race as with freePort()) or, for --transport unix, on a Unix socket in its
@@ -10,7 +10,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { bunBinary } from '../../src/cli/bun-binary.js';
+import { bunBinary } from './bun-binary.js';
 import { PgxError } from '../../src/errors.js';
 import type { Cleanup } from './cleanup.js';
 import { runCommand } from './exec.js';

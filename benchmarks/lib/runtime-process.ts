@@ -12,7 +12,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { ApiClient } from '../../src/api/client.js';
-import { bunBinary } from '../../src/cli/bun-binary.js';
+import { bunBinary } from './bun-binary.js';
 import { systemClock } from '../../src/clock.js';
 import { PgxError } from '../../src/errors.js';
 import type { Cleanup } from './cleanup.js';

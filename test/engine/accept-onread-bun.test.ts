@@ -8,7 +8,7 @@
 import { expect } from 'chai';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bunBinary } from '../../src/cli/bun-binary.js';
+import { bunBinary } from '../../benchmarks/lib/bun-binary.js';
 import { runCommand } from '../helpers/commands.js';
 
 const acceptOnread = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/engine/accept-onread.js');

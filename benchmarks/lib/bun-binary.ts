@@ -6,20 +6,14 @@
 import { accessSync, constants } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { PgxError } from '../errors.js';
+import { PgxError } from '../../src/errors.js';
 
 /** The package that ships the Bun binary for this platform (an optional dependency). */
-export const BUN_PACKAGE = '@oven/bun-linux-x64';
-
-/**
- * Names another package to resolve instead of BUN_PACKAGE, to see the error a machine without the
- * optional package gets (npm skips optional packages whose platform does not match). For tests only.
- */
-export const BUN_PACKAGE_ENV = 'PGX_TEST_BUN_PACKAGE';
+const BUN_PACKAGE = '@oven/bun-linux-x64';
 
 /** The absolute path of the Bun binary; CONFIG_INVALID with a hint when the package is absent. */
-export function bunBinary(env: NodeJS.ProcessEnv = process.env): string {
-  const pkg = env[BUN_PACKAGE_ENV] || BUN_PACKAGE;
+export function bunBinary(): string {
+  const pkg = BUN_PACKAGE;
   let dir: string;
   try {
     dir = path.dirname(createRequire(import.meta.url).resolve(`${pkg}/package.json`));
