@@ -10,7 +10,12 @@ import type { ActiveSlots } from './active-slots.js';
 import type { LoginFailures } from './login-failures.js';
 import type { BackendShares } from './backend-shares.js';
 import type { Deadlines } from './deadlines.js';
-import type { ClientLogin } from './client-login.js';
+
+/** What the login deadlines call back: a session's login (client-login.ts). */
+export interface TimedLogin {
+  onLoginTimeout(): void;
+  flushAuth(): void;
+}
 
 export interface EngineContext {
   options: EngineOptions;
@@ -25,8 +30,8 @@ export interface EngineContext {
   /** options.mockAuthSecret, or a random one for this engine. */
   mockAuthSecret: Buffer;
   /** --login-timeout for every session still logging in (client-login.ts). */
-  loginDeadlines: Deadlines<ClientLogin>;
+  loginDeadlines: Deadlines<TimedLogin>;
   /** The short hold of each authenticated session's AuthenticationOk (client-login.ts). */
-  authHolds: Deadlines<ClientLogin>;
+  authHolds: Deadlines<TimedLogin>;
   logger: Logger;
 }
