@@ -72,7 +72,8 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
   --max-databases N       minted databases in the runtime; beyond it 53400           [${D.maxDatabases}]
   --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
   --mint-queue-size N     mints waiting at once; beyond it 57P03                      [${D.mintQueueSize}]
-  --mint-timeout S        how long a mint may wait in the queue, then 57P03           [${D.mintTimeout}]
+  --mint-timeout S        how long mints may go without one finishing; then 57P03 to
+                          those waiting (a mint waits as long as others finish)      [${D.mintTimeout}]
   --allow-extensions L    comma-separated extensions tenants may create (others: 42501)
                           [pgcrypto, uuid-ossp, citext, hstore, pg_trgm, ... docs/limits.md]
 

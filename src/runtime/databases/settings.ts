@@ -25,7 +25,7 @@ export interface DatabaseSettings {
   mintWorkers: number;
   /** Mint requests allowed to wait for a worker (--mint-queue-size). */
   mintQueueSize: number;
-  /** Seconds a mint request may wait for a worker (--mint-timeout). */
+  /** Seconds the mint queue may go without a request finishing; then those waiting get 57P03 (--mint-timeout). */
   mintTimeoutSeconds: number;
   janitorIntervalMs: number;
   /** Drops per janitor task per pass at most. */
@@ -52,7 +52,8 @@ export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
   // CREATE DATABASE is CPU- and WAL-bound: on the 2-core machine 4 creates at once were no faster in
   // total than one after another, so more workers than cores only add contention and connections.
   mintWorkers: 2,
-  mintQueueSize: 1000,
+  // A waiter costs a promise and a closure; a burst of thousands must wait, not be refused.
+  mintQueueSize: 10_000,
   mintTimeoutSeconds: 30,
   janitorIntervalMs: 1000,
   janitorBatch: 64,
