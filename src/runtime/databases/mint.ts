@@ -137,6 +137,8 @@ export class Minter {
       if (claimed !== null) return claimed;
     }
     if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
+    // No spare was ready: the pool grows towards the demand it could not meet (warm-pool.ts).
+    this.opts.pool.missed(template);
     return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user, initial));
   }
 

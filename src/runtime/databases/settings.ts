@@ -15,6 +15,10 @@ export interface DatabaseSettings {
   protectSeconds: number;
   /** Warm spares per sealed template (--pool-size); 0 disables the pool. */
   poolSize: number;
+  /** Spares per template at most after bursts (--pool-max): a mint that found none ready asks one more. */
+  poolMax: number;
+  /** Seconds without a mint of a template after which its pool shrinks back to poolSize (--pool-idle). */
+  poolIdleSeconds: number;
   /** Who may mint on connect (--mint-roles): default roles with CREATEDB (and superusers). */
   mintRoles: MintRoles;
   /** Minted databases at most (--max-databases). */
@@ -46,6 +50,10 @@ export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
   tombstoneSeconds: 86_400,
   protectSeconds: 5,
   poolSize: 2,
+  // Idle spares cost no memory (the density benchmark: PSS flat from 0 to 1,000 untouched databases);
+  // on disk the pool caps extra spares of a copying filesystem at a tenth of the free space.
+  poolMax: 500,
+  poolIdleSeconds: 600,
   mintRoles: { kind: 'createdb' },
   maxDatabases: 10_000,
   maxDatabasesPerRole: null,
