@@ -12,6 +12,11 @@ import type { SqlClient } from '../postgres/sql-client.js';
 export interface MintQueueOptions {
   /** Creates run at once on this many connections: CREATE DATABASE from one template runs concurrently. */
   workers: number;
+  /**
+   * Worker connections kept open while nothing waits (default: all): the others are opened by a burst
+   * and closed when it has passed, so an idle runtime holds no more backends than it needs.
+   */
+  keepOpen?: number;
   /** Requests allowed to wait beyond the running ones; more are refused with 57P03. */
   maxQueued: number;
   /**
@@ -106,6 +111,7 @@ export class MintQueue {
         if (this.stopped) return;
         this.dispatch();
         this.armStallTimer();
+        if (this.waiting.length === 0 && this.free.length > (this.opts.keepOpen ?? this.opts.workers)) void worker.close();
       });
       this.running.add(done);
     }
