@@ -1,9 +1,10 @@
 // The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
-// instead of a copy. It keeps `size` spares (--pool-size), and more after a burst: every mint that finds
-// no spare ready raises the template's target by one, up to `max` (--pool-max; on a filesystem that
-// cannot clone, also while the extra spares' copies stay under a tenth of the free space), so the next
-// burst of that size is served from spares; after `idleMs` (--pool-idle) without a mint of the template
-// the target falls back to `size` and the extra spares are left to the janitor to drop. Refills run in the background, one spare at a time on their own connection, and
+// instead of a copy. It keeps `size` spares (--pool-size), and more after a burst: every mint that
+// finds no spare ready while others wait for a mint worker raises the template's target by one, up to
+// `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay under
+// a tenth of the free space), so the next burst of that size is served from spares; after `idleMs`
+// (--pool-idle) without a mint of the template the target falls back to `size` and the janitor drops
+// the extra spares. Refills run in the background, one spare at a time on their own connection, and
 // wait while clients wait for mints, so they never take a worker from a client; their backend runs at
 // the lowest CPU priority, so a copy made while clients connect takes only the CPU they leave. Spares are
 // recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
@@ -140,12 +141,14 @@ export class WarmPool {
   }
 
   /**
-   * A mint of `template` found no spare ready and copies it instead: mints come faster than the pool
-   * refills, so it wants one more spare (up to --pool-max), made once the clients waiting are served.
+   * A mint of `template` found no spare ready and copies it instead. While other mints wait for a
+   * worker too, mints come faster than the pool and the workers serve them: the pool wants one more
+   * spare (up to --pool-max), made once the clients waiting are served. A lone cold mint (the pool
+   * refilling behind the last one) asks for none.
    */
   missed(template: TemplateRecord): void {
     const { size, max } = this.opts;
-    if (size === 0 || this.stopped) return;
+    if (size === 0 || this.stopped || !this.opts.mintsWaiting()) return;
     this.targets.set(template.name, Math.min(Math.max(size, max), this.target(template.name) + 1));
     this.minted(template.name);
   }
