@@ -26,7 +26,9 @@ Options:
   --rounds N     bursts per target, the order of targets reversing each round     [1]
   --pool-size N  start the runtime with --pool-size N (default: the runtime's default) and
                  wait for the pool to fill before each burst
-  --baseline yes|no  also run the two PostgreSQL targets                            [yes]
+  --baseline yes|no  also run the PostgreSQL targets                               [yes]
+  --pg-over tcp|socket  PG18's clients over 127.0.0.1:5432 like PGX's, or over its Unix
+                 socket (cheaper per connect; when another benchmark holds port 5432)  [tcp]
   --quick        smoke run: 1 round of 100; results to a temp file, docs untouched
   --report FILE  redraw the table and docs section from a results JSON
   -h, --help     this help
@@ -50,6 +52,8 @@ interface Options {
   /** null: the runtime's default. */
   poolSize: number | null;
   baseline: boolean;
+  /** How the PG18 targets reach PostgreSQL (absent in older results: tcp). */
+  pgOver?: 'tcp' | 'socket';
 }
 
 interface Burst {
@@ -112,9 +116,9 @@ async function settle(rt: RuntimeProcess): Promise<void> {
 }
 
 async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
-  progress('starting the PGX runtime with its defaults (PostgreSQL also on 127.0.0.1:5432)');
+  progress(`starting the PGX runtime with its defaults (PostgreSQL also on ${opts.pgOver === 'socket' ? 'its Unix socket' : '127.0.0.1:5432'})`);
   const flags = opts.poolSize === null ? [] : ['--pool-size', String(opts.poolSize)];
-  const rt = await startRuntimeProcess({ workDir, tcpPostgres: true, flags }, cleanup);
+  const rt = await startRuntimeProcess({ workDir, tcpPostgres: opts.pgOver !== 'socket', flags }, cleanup);
   await buildTemplate(rt, 'small');
   await waitForPool(rt, POOL_FILL_MS);
   const postgresVersion = (await rt.api.status()).runtime.postgres_version;
@@ -191,6 +195,7 @@ function render(r: Meta & Body) {
   const about = [
     `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.postgresVersion}; ${r.options.rounds} rounds of ${n} clients per target;` +
       ` template ${SMALL_TEMPLATE} (one table of 10 rows); runtime ${typeof r.options.poolSize === 'number' ? `with --pool-size ${r.options.poolSize} (pool full before the burst), otherwise its defaults` : 'with its defaults'} (8 mint workers, --mint-queue-size 10000, --mint-timeout 30 s without progress, --max-backends 100, --pool-max 500${typeof r.options.poolSize === 'number' ? '' : ', --pool-size 2'}).`,
+    `PG18's clients connect over ${r.options.pgOver === 'socket' ? 'its Unix socket (port 5432 was taken by another benchmark; a socket connect costs PostgreSQL less than TCP, so the baseline is favoured)' : 'TCP, as PGX\'s do'}.`,
     `PGX mints per burst: ${mints.join('; ')}.`,
   ];
   return {
@@ -212,14 +217,16 @@ function render(r: Meta & Body) {
 export const main = benchMain<Options, Body>({
   name: 'burst',
   help: HELP,
-  options: ['clients', 'rounds', 'pool-size', 'baseline'],
+  options: ['clients', 'rounds', 'pool-size', 'baseline', 'pg-over'],
   parse: (v, quick) => {
     if (v.baseline !== undefined && v.baseline !== 'yes' && v.baseline !== 'no') throw new Error(`--baseline ${String(v.baseline)}: expected yes or no`);
+    if (v['pg-over'] !== undefined && v['pg-over'] !== 'tcp' && v['pg-over'] !== 'socket') throw new Error(`--pg-over ${String(v['pg-over'])}: expected tcp or socket`);
     return {
       clients: intOption(v, 'clients', quick ? 100 : 500, 1),
       rounds: intOption(v, 'rounds', 1, 1),
       poolSize: v['pool-size'] === undefined ? null : intOption(v, 'pool-size', 2),
       baseline: v.baseline !== 'no',
+      pgOver: v['pg-over'] === 'socket' ? 'socket' : 'tcp',
     };
   },
   measure,
