@@ -146,7 +146,8 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
       bursts.push({ round, target, ...b });
       const errs = Object.entries(b.errors).map(([k, v]) => `${k} x${v}`).join(', ');
       progress(`round ${round + 1}/${opts.rounds} ${target}: ${b.ok}/${opts.clients} ok in ${(b.drainMs / 1000).toFixed(2)} s${errs ? `; errors: ${errs}` : ''}`);
-      await settle(rt);
+      // The next burst starts clean; after the last one there is none to wait for.
+      if (round < opts.rounds - 1 || target !== order[order.length - 1]) await settle(rt);
     }
   }
   return { options: opts, postgresVersion, runtimeFlags: rt.flags, bursts };
