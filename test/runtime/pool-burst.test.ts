@@ -8,7 +8,7 @@ import type { PgxError } from '../../src/errors.js';
 import { waitFor } from '../helpers/commands.js';
 import { createTemplateDatabase, startHarness, type Harness } from './databases-harness.js';
 
-const BURST = 30;
+const BURST = 120;
 
 function refusals(results: PromiseSettledResult<unknown>[]): PgxError[] {
   return results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as PgxError);
@@ -23,14 +23,15 @@ describe('runtime: bursts larger than the warm pool', function () {
   this.timeout(300_000);
 
   it('serves a burst that takes many --mint-timeouts in all, with no refusal, while creations progress', async function () {
-    // One worker copies the template 30 times over: seconds to tens of seconds, each copy well within 2 s.
-    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 1, mintWorkers: 1, mintTimeoutSeconds: 2 } });
+    // One worker copies the template 120 times over: 10 s to a minute, each copy well within 4 s.
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 1, mintWorkers: 1, mintTimeoutSeconds: 4 } });
     try {
       await createTemplateDatabase(h, 'tpl_app');
       await h.dbs.operations.seal('tpl_app', 'postgres');
       await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
       const results = await Promise.allSettled(Array.from({ length: BURST }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__b${i}` })));
-      expect(refusals(results).map((e) => `${e.sqlstate}: ${e.message}`)).to.deep.equal([]);
+      const refused = refusals(results).map((e) => `${e.sqlstate}: ${e.message}`);
+      expect(refused.length, refused.slice(0, 3).join('; ')).to.equal(0);
       const status = await h.dbs.operations.status();
       expect(status.mints.warm + status.mints.cold).to.equal(BURST);
       expect(status.mints.cold).to.be.at.least(BURST - 2);
