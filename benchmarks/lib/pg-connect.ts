@@ -11,8 +11,8 @@ export interface Endpoint {
 
 export const USER = 'postgres';
 
-/** Generous: a connect may wait in the mint queue and for a backend (30 s each by default). */
-const CONNECT_TIMEOUT_MS = 120_000;
+/** Generous, as libpq (no connect_timeout) is: a connect may wait minutes in the mint queue of a burst of 1,000 cold mints. */
+const CONNECT_TIMEOUT_MS = 600_000;
 
 export function newClient(ep: Endpoint, database: string): pg.Client {
   return new pg.Client({ host: ep.host, port: ep.port, user: USER, database, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });

@@ -66,13 +66,16 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
   --snapshot-retention N  snapshots a database keeps; a new one drops the oldest beyond N
                           (snapshots taken with keep are not counted, nor dropped)   [no cap]
   --pool-size N           warm spare databases kept per sealed template (0: none)     [${D.poolSize}]
+  --pool-max N            spares per template at most after a burst grew the pool     [${D.poolMax}]
+  --pool-idle S           a grown pool shrinks to --pool-size after S s without mints [${D.poolIdle}]
   --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
                           group (members of pgx_minters: no CREATEDB needed),
                           or a comma-separated list of roles  [createdb; group with --auth scram]
   --max-databases N       minted databases in the runtime; beyond it 53400           [${D.maxDatabases}]
   --max-databases-per-role N  minted databases per role; beyond it 53400             [none]
   --mint-queue-size N     mints waiting at once; beyond it 57P03                      [${D.mintQueueSize}]
-  --mint-timeout S        how long a mint may wait in the queue, then 57P03           [${D.mintTimeout}]
+  --mint-timeout S        how long mints may go without one finishing; then 57P03 to
+                          those waiting (a mint waits as long as others finish)      [${D.mintTimeout}]
   --allow-extensions L    comma-separated extensions tenants may create (others: 42501)
                           [pgcrypto, uuid-ossp, citext, hstore, pg_trgm, ... docs/limits.md]
 
@@ -142,6 +145,8 @@ function parseStartFlags(argv: string[]) {
       tombstone: { type: 'string' },
       'snapshot-retention': { type: 'string' },
       'pool-size': { type: 'string' },
+      'pool-max': { type: 'string' },
+      'pool-idle': { type: 'string' },
       'mint-roles': { type: 'string' },
       'max-databases': { type: 'string' },
       'max-databases-per-role': { type: 'string' },
@@ -195,6 +200,8 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     tombstone: num(values.tombstone),
     snapshotRetention: num(values['snapshot-retention']),
     poolSize: num(values['pool-size']),
+    poolMax: num(values['pool-max']),
+    poolIdle: num(values['pool-idle']),
     mintRoles: mintRolesFlag(values['mint-roles']),
     maxDatabases: num(values['max-databases']),
     maxDatabasesPerRole: num(values['max-databases-per-role']),

@@ -56,6 +56,8 @@ export async function planStart(config: RuntimeConfig, logger: Logger): Promise<
     tombstoneSeconds: config.tombstone,
     snapshotRetention: config.snapshotRetention,
     poolSize: config.poolSize,
+    poolMax: config.poolMax,
+    poolIdleSeconds: config.poolIdle,
     mintRoles: Array.isArray(mintRoles) ? { kind: 'list', roles: mintRoles } : { kind: mintRoles },
     maxDatabases: config.maxDatabases,
     maxDatabasesPerRole: config.maxDatabasesPerRole,

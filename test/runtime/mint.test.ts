@@ -197,7 +197,8 @@ describe('runtime: mint on connect', function () {
     let h: Harness;
 
     before(async function () {
-      h = await startHarness({ settings: { ...KEEP, poolSize: 2 }, wire: true });
+      // A fixed pool of 2 (--pool-max 2): the growth under bursts is pool-burst.test.ts's.
+      h = await startHarness({ settings: { ...KEEP, poolSize: 2, poolMax: 2 }, wire: true });
       await h.admin.query('CREATE ROLE alice LOGIN CREATEDB; CREATE ROLE bob LOGIN');
       await createTemplateDatabase(h, 'tpl_app');
       await h.dbs.operations.seal('tpl_app', 'postgres');

@@ -7,7 +7,7 @@ import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { Counters, MintSource } from './counters.js';
-import { claimSpareSql, closeToPublicSql, createDatabase, createDatabaseSql } from './create-database.js';
+import { burstStrategy, claimSpareSql, closeToPublicSql, createDatabase, createDatabaseSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
 import type { MintQueue } from './mint-queue.js';
 import type { AdminConnection } from '../postgres/admin-connection.js';
@@ -137,6 +137,8 @@ export class Minter {
       if (claimed !== null) return claimed;
     }
     if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
+    // No spare was ready: the pool grows towards the demand it could not meet (warm-pool.ts).
+    this.opts.pool.missed(template);
     return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user, initial));
   }
 
@@ -210,7 +212,7 @@ export class Minter {
   private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string, initial: InitialSettings): Promise<MintSource> {
     if ((await this.claim(client, name, template, user, null, initial)) === 'warm') return 'warm';
     try {
-      await createDatabase(client, createDatabaseSql(name.name, template.name, template.strategy, user));
+      await createDatabase(client, createDatabaseSql(name.name, template.name, burstStrategy(template.strategy, this.opts.queue.queued), user));
     } catch (err) {
       if (postgresSqlstate(err) === '42P04') throw notMinted(name.name);
       throw err;

@@ -1,5 +1,10 @@
-// The warm pool: per sealed template, `size` spare databases made ahead of time, so a mint is a rename
-// instead of a copy. Refills run in the background, one spare at a time on their own connection, and
+// The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
+// instead of a copy. It keeps `size` spares (--pool-size), and more after a burst: every mint that
+// finds no spare ready while others wait for a mint worker raises the template's target by one, up to
+// `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay under
+// a tenth of the free space), so the next burst of that size is served from spares; after `idleMs`
+// (--pool-idle) without a mint of the template the target falls back to `size` and the janitor drops
+// the extra spares. Refills run in the background, one spare at a time on their own connection, and
 // wait while clients wait for mints, so they never take a worker from a client; their backend runs at
 // the lowest CPU priority, so a copy made while clients connect takes only the CPU they leave. Spares are
 // recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
@@ -15,11 +20,19 @@ import type { MetadataStore } from './metadata.js';
 import { spareName } from './names.js';
 import { newDatabaseRecord, type DatabaseRecord, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
-import { quoteIdent, type SqlClient } from '../postgres/sql-client.js';
+import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 export interface WarmPoolOptions {
-  /** Spares kept per sealed template (--pool-size); 0 disables the pool. */
+  /** Spares kept per sealed template (--pool-size); 0 disables the pool (and its growth). */
   size: number;
+  /** Spares per template at most after bursts (--pool-max); at or below `size`, the pool never grows. */
+  max: number;
+  /** A template's target falls back to `size` this long after its last mint (--pool-idle). */
+  idleMs: number;
+  /** True where the data filesystem clones files: a spare then costs almost no disk. */
+  clones: boolean;
+  /** Bytes free on the data filesystem, or null if not known: extra spares' copies stay under a share of it. */
+  freeBytes?: () => number | null;
   /** The connection that creates spares (file_copy_method set where clones work). */
   connect: () => Promise<SqlClient>;
   /** A superuser connection to the named database (to warm a new spare up). */
@@ -36,6 +49,7 @@ export interface WarmPoolOptions {
 }
 
 export interface WarmPoolStats {
+  /** Spares wanted now: --pool-size, more after a burst (up to --pool-max). */
   size: number;
   ready: number;
   handouts: number;
@@ -55,6 +69,8 @@ const HOLD_MAX_MS = 1000;
 export const REFILL_NICE = 19;
 const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
+/** Extra spares (beyond --pool-size) on a filesystem that copies may fill this share of the free space. */
+const EXTRA_DISK_SHARE = 0.1;
 
 export class WarmPool {
   private readonly conn: AdminConnection;
@@ -67,6 +83,13 @@ export class WarmPool {
   private timer: NodeJS.Timeout | undefined;
   private lastHandout = -Infinity;
   private heldSince: number | null = null;
+  /** Spares wanted per template above `size`, raised by mints that found none ready. */
+  private readonly targets = new Map<string, number>();
+  /** clock.monotonic() of each template's last mint (warm or cold). */
+  private readonly lastMint = new Map<string, number>();
+  private shrinkTimer: NodeJS.Timeout | undefined;
+  /** A spare's size per template generation ("name/generation"), measured on the first one made. */
+  private readonly spareBytes = new Map<string, number>();
 
   constructor(private readonly opts: WarmPoolOptions) {
     this.conn = new AdminConnection(async () => this.background(await opts.connect()));
@@ -113,7 +136,60 @@ export class WarmPool {
     this.busy.delete(spare.name);
     this.opts.counters.add(`pool.${spare.template}.handouts`);
     this.lastHandout = this.opts.clock.monotonic();
+    this.minted(spare.template);
     this.kick();
+  }
+
+  /**
+   * A mint of `template` found no spare ready and copies it instead. While other mints wait for a
+   * worker too, mints come faster than the pool and the workers serve them: the pool wants one more
+   * spare (up to --pool-max), made once the clients waiting are served. A lone cold mint (the pool
+   * refilling behind the last one) asks for none.
+   */
+  missed(template: TemplateRecord): void {
+    const { size, max } = this.opts;
+    if (size === 0 || this.stopped || !this.opts.mintsWaiting()) return;
+    this.targets.set(template.name, Math.min(Math.max(size, max), this.target(template.name) + 1));
+    this.minted(template.name);
+  }
+
+  /** Spares wanted now for the template. */
+  target(template: string): number {
+    return this.targets.get(template) ?? this.opts.size;
+  }
+
+  private minted(template: string): void {
+    this.lastMint.set(template, this.opts.clock.monotonic());
+    if (this.targets.has(template) && this.shrinkTimer === undefined) this.armShrink(this.opts.idleMs);
+  }
+
+  private armShrink(ms: number): void {
+    this.shrinkTimer = setTimeout(() => this.shrinkIdle(), ms);
+    this.shrinkTimer.unref();
+  }
+
+  /**
+   * Templates not minted from for --pool-idle go back to --pool-size: the spares beyond it are marked
+   * stale, and the janitor drops them as it drops a resealed template's.
+   */
+  private shrinkIdle(): void {
+    this.shrinkTimer = undefined;
+    if (this.stopped) return;
+    const { registry, idleMs, size, clock, logger } = this.opts;
+    const now = clock.monotonic();
+    let next = Infinity;
+    for (const template of [...this.targets.keys()]) {
+      const idleFor = now - (this.lastMint.get(template) ?? -Infinity);
+      if (idleFor < idleMs) {
+        next = Math.min(next, idleMs - idleFor);
+        continue;
+      }
+      this.targets.delete(template);
+      const extra = registry.freshSpares(template).slice(size);
+      for (const spare of extra) registry.put({ ...spare, generation: -1 });
+      logger.info('pool-shrunk', { template, size, dropping: extra.length, idleSeconds: Math.round(idleFor / 1000) });
+    }
+    if (next < Infinity) this.armShrink(next);
   }
 
   /** The claim failed before renaming (the transaction rolled back): the spare is as it was. */
@@ -136,7 +212,7 @@ export class WarmPool {
 
   stats(template: string): WarmPoolStats {
     return {
-      size: this.opts.size,
+      size: this.target(template),
       ready: this.opts.registry.freshSpares(template).length,
       handouts: this.opts.counters.get(`pool.${template}.handouts`),
       refills: this.opts.counters.get(`pool.${template}.refills`),
@@ -153,6 +229,7 @@ export class WarmPool {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    clearTimeout(this.shrinkTimer);
     this.wakeUp();
     await this.refilling;
     await this.conn.close();
@@ -183,20 +260,33 @@ export class WarmPool {
     }
   }
 
-  /** The sealed template with the fewest ready spares, if it has fewer than the pool size. */
+  /** The sealed template with the fewest ready spares among those short of their target. */
   private neediest(): TemplateRecord | undefined {
     let best: TemplateRecord | undefined;
-    let fewest = this.opts.size;
+    let fewest = Infinity;
     for (const t of this.opts.registry.templates.values()) {
       // Snapshots are restored from, seldom minted from: they get no spares.
       if (!t.sealed || t.snapshotOf !== null) continue;
       const ready = this.opts.registry.freshSpares(t.name).length;
-      if (ready < fewest) {
+      if (ready < fewest && ready < this.target(t.name) && this.fits(t, ready)) {
         best = t;
         fewest = ready;
       }
     }
     return best;
+  }
+
+  /**
+   * Whether one more spare fits beside `ready`: always within --pool-size; beyond it, where files are
+   * copied (no clones), only while the extra spares take at most EXTRA_DISK_SHARE of the free space.
+   */
+  private fits(template: TemplateRecord, ready: number): boolean {
+    const extras = ready + 1 - this.opts.size;
+    if (extras <= 0 || this.opts.clones) return true;
+    const bytes = this.spareBytes.get(`${template.name}/${template.generation}`);
+    const free = this.opts.freeBytes?.() ?? null;
+    if (bytes === undefined || free === null) return true;
+    return extras * bytes <= EXTRA_DISK_SHARE * free;
   }
 
   private async createSpare(template: TemplateRecord): Promise<void> {
@@ -210,6 +300,11 @@ export class WarmPool {
       const conn = await this.conn.get();
       await createDatabase(conn, createSpareSql(name, template.name, template.strategy));
       await this.warmUp(conn, name);
+      const key = `${template.name}/${generation}`;
+      if (!this.opts.clones && !this.spareBytes.has(key)) {
+        const { rows } = await conn.query(`SELECT pg_catalog.pg_database_size(${quoteLiteral(name)})`);
+        this.spareBytes.set(key, Number(rows[0]?.[0] ?? 0));
+      }
       // The runtime's role owns a spare (owner '') until a claim gives it to the client's role.
       const spare = newDatabaseRecord({ name, kind: 'spare', template: template.name, generation, owner: '', createdAt: clock.now() });
       await metadata.saveDatabase(spare);

@@ -1,0 +1,96 @@
+// Bursts of new names larger than the warm pool, against a real runtime: the mint queue keeps clients
+// waiting while creations progress (however long that takes in all) and refuses them only when none
+// finishes for --mint-timeout; the pool grows towards the demand it could not meet and shrinks back
+// to --pool-size once its template goes unminted for --pool-idle.
+
+import { expect } from 'chai';
+import type { PgxError } from '../../src/errors.js';
+import { waitFor } from '../helpers/commands.js';
+import { createTemplateDatabase, startHarness, type Harness } from './databases-harness.js';
+
+const BURST = 120;
+
+function refusals(results: PromiseSettledResult<unknown>[]): PgxError[] {
+  return results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as PgxError);
+}
+
+async function sparesOnDisk(h: Harness): Promise<number> {
+  const { rows } = await h.admin.query(`SELECT count(*) FROM pg_database WHERE starts_with(datname, 'pgx_spare_')`);
+  return Number(rows[0]![0]);
+}
+
+describe('runtime: bursts larger than the warm pool', function () {
+  this.timeout(300_000);
+
+  it('serves a burst that takes many --mint-timeouts in all, with no refusal, while creations progress', async function () {
+    // One worker copies the template 120 times over: 10 s to a minute, each copy well within 4 s.
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 1, mintWorkers: 1, mintTimeoutSeconds: 4 } });
+    try {
+      await createTemplateDatabase(h, 'tpl_app');
+      await h.dbs.operations.seal('tpl_app', 'postgres');
+      await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+      const results = await Promise.allSettled(Array.from({ length: BURST }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__b${i}` })));
+      const refused = refusals(results).map((e) => `${e.sqlstate}: ${e.message}`);
+      expect(refused.length, refused.slice(0, 3).join('; ')).to.equal(0);
+      const status = await h.dbs.operations.status();
+      expect(status.mints.warm + status.mints.cold).to.equal(BURST);
+      expect(status.mints.cold).to.be.at.least(BURST - 2);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('refuses with 57P03 and the hint the mints waiting behind a create that cannot go on', async function () {
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 0, mintWorkers: 1, mintTimeoutSeconds: 1 } });
+    const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
+    try {
+      await createTemplateDatabase(h, 'tpl_app');
+      await h.dbs.operations.seal('tpl_app', 'postgres');
+      // An uncommitted RENAME holds the template's lock: CREATE DATABASE ... TEMPLATE waits on it.
+      await holder.query('BEGIN');
+      await holder.query('ALTER DATABASE tpl_app RENAME TO tpl_app_held');
+      const mints = Array.from({ length: 3 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__s${i}` }));
+      const waiting = await Promise.allSettled(mints.slice(1));
+      const refused = refusals(waiting);
+      expect(refused.length).to.equal(2);
+      for (const err of refused) {
+        expect(err.sqlstate).to.equal('57P03');
+        expect(err.message).to.match(/^timed out waiting to create database "tdb_tpl_app__s[12]": no database was created for \d+ ms$/);
+        expect(err.hint).to.match(/--mint-timeout seconds \(1\)/);
+        expect(err.hint).to.match(/a session holding the template/);
+      }
+      await holder.query('ROLLBACK');
+      // The create that had started runs to its end once the lock is gone.
+      await mints[0];
+      const status = await h.dbs.operations.status();
+      expect(status.mints.cold).to.equal(1);
+      expect(status.mints.failures).to.equal(2);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      await holder.close();
+      await h.stop();
+    }
+  });
+
+  it('grows the pool under a burst, up to --pool-max, and shrinks it back to --pool-size after --pool-idle', async function () {
+    // One mint worker: of 10 connects, 1 claims the spare, 1 copies the template and the other 8 wait.
+    const h = await startHarness({ settings: { graceSeconds: 3600, janitorIntervalMs: 100, poolSize: 1, poolMax: 5, poolIdleSeconds: 15, mintWorkers: 1 } });
+    try {
+      await createTemplateDatabase(h, 'tpl_app');
+      await h.dbs.operations.seal('tpl_app', 'postgres');
+      await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+      const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__g${i}` })));
+      expect(refusals(results)).to.deep.equal([]);
+      // The 8 that waited for the worker found no spare ready: the target rose by 8, capped at 5.
+      expect((await h.dbs.operations.status()).pool.tpl_app!.size).to.equal(5);
+      await waitFor('5 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 5, 60_000);
+      expect(await sparesOnDisk(h)).to.equal(5);
+      await waitFor('the pool back at 1 spare', async () => {
+        const pool = (await h.dbs.operations.status()).pool.tpl_app!;
+        return pool.size === 1 && pool.ready === 1 && (await sparesOnDisk(h)) === 1;
+      }, 60_000);
+    } finally {
+      await h.stop();
+    }
+  });
+});
