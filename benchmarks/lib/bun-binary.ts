@@ -1,6 +1,6 @@
 // Where the Bun binary is: the optional npm package @oven/bun-linux-x64 ships it, and it is found the
 // way Node finds any package (require.resolve of its package.json), never at a fixed path. Used by the
-// overhead benchmark's Bun targets (bun-relay, pgx-bun; docs/bun.md), and by the test that runs
+// overhead benchmark's Bun targets (bun-relay, pgx-bun; docs/benchmarks.md, "Bun as the engine's runtime"), and by the test that runs
 // accept-onread.ts under Bun.
 
 import { accessSync, constants } from 'node:fs';
