@@ -47,13 +47,18 @@ Options:
                      connect-simple-4, scan, ...): a partial run, results to a temp file, docs
                      untouched; for before/after CPU per transaction at two commits
   --targets LIST     targets to run, comma-separated, among direct, pgx, pgbouncer, relay,
-                     bun-relay [direct,pgx,pgbouncer]. relay: a bare Node.js relay in its own
+                     bun-relay, pgx-bun, pgx-node, pooler [direct,pgx,pgbouncer]. relay: a bare Node.js relay in its own
                      process (bytes copied both ways, no parsing, no pool), the floor of any
                      Node.js proxy here; a new PostgreSQL connection per client connection, so
                      on -C it pays a backend fork. bun-relay: the same relay run by Bun (npm
                      package @oven/bun-linux-x64). pgx-bun: a second PGX runtime run by Bun,
                      in its own process in front of its own PostgreSQL (same settings, pgbench
-                     data made the same way); TCP only. Any other list is a partial run
+                     data made the same way); TCP only. pooler: a bare Node.js session pooler
+                     (node-pooler-main.ts: accept, startup, an idle backend, relay, back idle
+                     on Terminate; no reset or check), the floor of -S -C for a Node.js
+                     pooler; TCP only. pgx-node: like pgx-bun, on Node.js (the engine's CPU
+                     read from /proc, like PgBouncer's, none of the benchmark's in it). Any
+                     other list is a partial run
   --report FILE      redraw the table, docs section and chart from a results JSON
   -h, --help         this help
 `;
@@ -167,6 +172,8 @@ interface ProxyPids {
   pgbouncer?: number;
   relay?: number;
   'bun-relay'?: number;
+  pooler?: number;
+  'pgx-node'?: number;
   'pgx-bun'?: number;
 }
 
@@ -176,6 +183,8 @@ function proxyCpu(target: OverheadTargetName, pids: ProxyPids): number | null {
   if (target === 'pgbouncer' && pids.pgbouncer !== undefined) return processCpuMs(pids.pgbouncer);
   if (target === 'relay' && pids.relay !== undefined) return processCpuMs(pids.relay);
   if (target === 'bun-relay' && pids['bun-relay'] !== undefined) return processCpuMs(pids['bun-relay']);
+  if (target === 'pooler' && pids.pooler !== undefined) return processCpuMs(pids.pooler);
+  if (target === 'pgx-node' && pids['pgx-node'] !== undefined) return processCpuMs(pids['pgx-node']);
   if (target === 'pgx-bun' && pids['pgx-bun'] !== undefined) return processCpuMs(pids['pgx-bun']);
   return null;
 }
@@ -253,30 +262,34 @@ async function measure(opts: Options, cleanup: Cleanup): Promise<OverheadResults
     bouncer = await startPgBouncer({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, poolSize: POOL_SIZE, transport: opts.transport }, cleanup);
     targets.pgbouncer = bouncer.target;
   }
-  const relays: Partial<Record<'relay' | 'bun-relay', RunningNodeRelay>> = {};
-  for (const [name, runtime] of [['relay', 'node'], ['bun-relay', 'bun']] as const) {
+  const relays: Partial<Record<'relay' | 'bun-relay' | 'pooler', RunningNodeRelay>> = {};
+  for (const [name, runtime] of [['relay', 'node'], ['bun-relay', 'bun'], ['pooler', 'node']] as const) {
     if (!opts.targets.includes(name)) continue;
-    progress(`starting the ${runtime === 'bun' ? 'Bun' : 'Node'} relay (to PostgreSQL's Unix socket, a new connection per client connection)`);
-    const relay = await startNodeRelay({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, transport: opts.transport, runtime }, cleanup);
+    const pooler = name === 'pooler';
+    progress(pooler ? 'starting the bare Node pooler (to PostgreSQL\'s Unix socket, backends reused, no reset)' : `starting the ${runtime === 'bun' ? 'Bun' : 'Node'} relay (to PostgreSQL's Unix socket, a new connection per client connection)`);
+    const relay = await startNodeRelay({ workDir, pgSocketDir: rt.pgSocketDir, pgPort: rt.pgPort, transport: opts.transport, runtime, pooler }, cleanup);
     progress(`  accepted sockets read ${relay.onread ? 'with onread' : "through 'data' events"}`);
     relays[name] = relay;
     targets[name] = relay.target;
   }
-  let pgxBunPid: number | undefined;
-  if (opts.targets.includes('pgx-bun')) {
-    if (opts.transport !== 'tcp') throw new PgxError('CONFIG_INVALID', 'the pgx-bun target runs on TCP only', { hint: 'Leave out --transport unix, or pgx-bun.' });
-    progress('starting a second PGX runtime on Bun (its own PostgreSQL), and pgbench -i in it');
-    const bunDir = path.join(workDir, 'pgx-bun');
-    mkdirSync(bunDir, { mode: 0o755 });
-    chmodSync(bunDir, 0o755);
-    const onBun = await startRuntimeProcess({ workDir: bunDir, runtime: 'bun', flags: ['--max-backends', String(rt.maxBackends)] }, cleanup);
-    const bunPostgres: Target = { name: 'pgx-bun', host: onBun.postgres.host, port: onBun.postgres.port };
-    await psqlValue(bunPostgres, `CREATE DATABASE ${BENCH_DATABASE}`, 'postgres');
-    await initPgbench(bunPostgres, SCALE);
-    targets['pgx-bun'] = { name: 'pgx-bun', host: onBun.engine.host, port: onBun.engine.port };
-    pgxBunPid = onBun.pid;
+  // Runtimes of their own process, each with its own PostgreSQL: on Bun, and on Node.js (whose CPU,
+  // read from /proc, then holds none of the benchmark's own work, as PgBouncer's holds none).
+  const ownProcess: Partial<Record<'pgx-bun' | 'pgx-node', number>> = {};
+  for (const [name, runtime] of [['pgx-bun', 'bun'], ['pgx-node', 'node']] as const) {
+    if (!opts.targets.includes(name)) continue;
+    if (opts.transport !== 'tcp') throw new PgxError('CONFIG_INVALID', `the ${name} target runs on TCP only`, { hint: `Leave out --transport unix, or ${name}.` });
+    progress(`starting a second PGX runtime on ${runtime === 'bun' ? 'Bun' : 'Node.js'} in its own process (its own PostgreSQL), and pgbench -i in it`);
+    const dir = path.join(workDir, name);
+    mkdirSync(dir, { mode: 0o755 });
+    chmodSync(dir, 0o755);
+    const started = await startRuntimeProcess({ workDir: dir, runtime, flags: ['--max-backends', String(rt.maxBackends)] }, cleanup);
+    const postgres: Target = { name, host: started.postgres.host, port: started.postgres.port };
+    await psqlValue(postgres, `CREATE DATABASE ${BENCH_DATABASE}`, 'postgres');
+    await initPgbench(postgres, SCALE);
+    targets[name] = { name, host: started.engine.host, port: started.engine.port };
+    ownProcess[name] = started.pid;
   }
-  const pids: ProxyPids = { pgbouncer: bouncer?.pid, relay: relays.relay?.pid, 'bun-relay': relays['bun-relay']?.pid, 'pgx-bun': pgxBunPid };
+  const pids: ProxyPids = { pgbouncer: bouncer?.pid, relay: relays.relay?.pid, 'bun-relay': relays['bun-relay']?.pid, 'pgx-bun': ownProcess['pgx-bun'], 'pgx-node': ownProcess['pgx-node'], pooler: relays.pooler?.pid };
   const postgres = await psqlValue(rt.direct, 'SHOW server_version');
 
   const only = opts.only;

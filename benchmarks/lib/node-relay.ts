@@ -25,6 +25,8 @@ export interface NodeRelayOptions {
   transport: Transport;
   /** The runtime that runs the relay: this Node.js, or Bun. */
   runtime: 'node' | 'bun';
+  /** Run the bare session pooler (node-pooler-main.ts, the `pooler` target) instead of the relay; TCP on Node only. */
+  pooler?: boolean;
 }
 
 export interface RunningNodeRelay {
@@ -40,13 +42,16 @@ const UNIX_PORT = 5432;
 
 export async function startNodeRelay(opts: NodeRelayOptions, cleanup: Cleanup): Promise<RunningNodeRelay> {
   const backend = path.join(opts.pgSocketDir, `.s.PGSQL.${opts.pgPort}`);
-  const name = opts.runtime === 'bun' ? 'bun-relay' : 'relay';
-  const label = opts.runtime === 'bun' ? 'Bun relay' : 'Node relay';
+  if (opts.pooler && (opts.runtime !== 'node' || opts.transport !== 'tcp')) {
+    throw new PgxError('CONFIG_INVALID', 'the pooler target runs on Node over TCP only', { hint: 'Leave out --transport unix, or pooler.' });
+  }
+  const name = opts.pooler ? 'pooler' : opts.runtime === 'bun' ? 'bun-relay' : 'relay';
+  const label = opts.pooler ? 'Node pooler' : opts.runtime === 'bun' ? 'Bun relay' : 'Node relay';
   const execPath = opts.runtime === 'bun' ? bunBinary() : process.execPath;
   const dir = path.join(opts.workDir, name);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const listenAt = opts.transport === 'tcp' ? '127.0.0.1' : path.join(dir, `.s.PGSQL.${UNIX_PORT}`);
-  const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'node-relay-main.js');
+  const main = path.join(path.dirname(fileURLToPath(import.meta.url)), opts.pooler ? 'node-pooler-main.js' : 'node-relay-main.js');
   // Its own process group, as PgBouncer: a terminal's Ctrl-C reaches us, and we stop it in order.
   const child = spawn(execPath, [main, backend, listenAt], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], detached: true });
   let stderr = '';

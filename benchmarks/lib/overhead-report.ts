@@ -8,14 +8,14 @@ import { panelGrid, type Panel } from './svg-chart.js';
 import { formatTable, markdownTable } from './table.js';
 import { TARGET_LABELS, TARGET_NAMES, type OverheadTargetName } from './target.js';
 
-const COLORS: Record<OverheadTargetName, string> = { direct: '#8c8c8c', pgx: '#2f6fb3', pgbouncer: '#d08a2c', relay: '#5b9a5b', 'bun-relay': '#9a5b9a', 'pgx-bun': '#5b5b9a' };
+const COLORS: Record<OverheadTargetName, string> = { direct: '#8c8c8c', pgx: '#2f6fb3', pgbouncer: '#d08a2c', relay: '#5b9a5b', 'bun-relay': '#9a5b9a', 'pgx-bun': '#5b5b9a', 'pgx-node': '#2f9fd3', pooler: '#3a9a9a' };
 
 /** What the relay is, wherever its numbers are shown. */
 const RELAY_NOTE =
   'relay = a bare Node.js relay (benchmarks/lib/node-relay-main.ts: bytes copied both ways, no parsing, no pool), the floor of any ' +
   'Node.js proxy here; it opens a new PostgreSQL connection per client connection, so on -C it pays a backend fork the poolers do not.';
 
-const SHORT_LABELS: Record<OverheadTargetName, string> = { direct: 'direct', pgx: 'PGX', pgbouncer: 'PgBouncer', relay: 'relay', 'bun-relay': 'Bun relay', 'pgx-bun': 'PGX on Bun' };
+const SHORT_LABELS: Record<OverheadTargetName, string> = { direct: 'direct', pgx: 'PGX', pgbouncer: 'PgBouncer', relay: 'relay', 'bun-relay': 'Bun relay', 'pgx-bun': 'PGX on Bun', 'pgx-node': 'PGX own process', pooler: 'Node pooler' };
 
 const ranRelay = (r: OverheadResults): boolean => r.samples.some((s) => s.target === 'relay');
 

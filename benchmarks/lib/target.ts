@@ -10,12 +10,15 @@ export const TARGET_NAMES: readonly TargetName[] = ['direct', 'pgx', 'pgbouncer'
 /**
  * The overhead benchmark's targets: the three, and the opt-in `relay` (node-relay-main.ts), the floor
  * any Node.js proxy has on the machine, with `bun-relay`, the same relay run by Bun, and `pgx-bun`, a
- * PGX runtime of its own run by Bun (`bun bin/pgx.js start`). A separate union, so
+ * PGX runtime of its own run by Bun (`bun bin/pgx.js start`), `pgx-node`, the same
+ * on Node.js (`node bin/pgx.js start`: its CPU read from /proc like PgBouncer's, none of the
+ * benchmark's in it), and `pooler` (node-pooler-main.ts), the
+ * floor of a Node.js session pooler per connection. A separate union, so
  * benchmarks that only know the three keep exhaustive records of them.
  */
-export type OverheadTargetName = TargetName | 'relay' | 'bun-relay' | 'pgx-bun';
+export type OverheadTargetName = TargetName | 'relay' | 'bun-relay' | 'pgx-bun' | 'pgx-node' | 'pooler';
 
-export const OVERHEAD_TARGET_NAMES: readonly OverheadTargetName[] = ['direct', 'pgx', 'pgbouncer', 'relay', 'bun-relay', 'pgx-bun'];
+export const OVERHEAD_TARGET_NAMES: readonly OverheadTargetName[] = ['direct', 'pgx', 'pgbouncer', 'relay', 'bun-relay', 'pgx-bun', 'pgx-node', 'pooler'];
 
 export const TARGET_LABELS: Record<OverheadTargetName, string> = {
   direct: 'PostgreSQL direct',
@@ -24,6 +27,8 @@ export const TARGET_LABELS: Record<OverheadTargetName, string> = {
   relay: 'Node relay',
   'bun-relay': 'Bun relay',
   'pgx-bun': 'PGX engine on Bun',
+  'pgx-node': 'PGX engine, own process',
+  pooler: 'Node pooler',
 };
 
 export interface Target {
