@@ -53,7 +53,7 @@ export class Trash {
     this.conn = new AdminConnection(async () => this.background(await opts.connect()));
   }
 
-  /** Trash databases not dropped yet (the runtime status's `trash_backlog`). */
+  /** Trash databases not dropped yet (the runtime status's `databases.trash`). */
   get backlog(): number {
     return this.pending.size;
   }
