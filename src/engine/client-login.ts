@@ -265,7 +265,9 @@ export class ClientLogin {
 
   /** Where the client connects from, for the failed-login limit: its address, or the Unix socket. */
   private get source(): string {
-    return this.host.remoteAddress ?? 'the Unix socket';
+    if (this.host.viaUnixSocket) return 'the Unix socket';
+    // A TCP peer gone before accept read its address is still not the Unix socket (the admin's way in).
+    return this.host.remoteAddress ?? 'an unknown TCP address';
   }
 
   private onPasswordMessage(body: Buffer): void {
