@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PgxError } from '../../src/errors.js';
 import { Permissions } from '../../src/runtime/databases/permissions.js';
-import { REFILL_NICE } from '../../src/runtime/databases/warm-pool.js';
+import { BACKGROUND_NICE } from '../../src/runtime/databases/background-work.js';
 import { procInfo, waitFor } from '../helpers/commands.js';
 import { connectClient, createTemplateDatabase, databaseExists, rejection, startHarness, type Harness } from './databases-harness.js';
 
@@ -275,7 +275,7 @@ describe('runtime: mint on connect', function () {
         pid = rows.length === 1 ? Number(rows[0]![0]) : 0;
         return pid > 0;
       });
-      expect((await procInfo(pid))?.nice).to.equal(REFILL_NICE);
+      expect((await procInfo(pid))?.nice).to.equal(BACKGROUND_NICE);
       // The engine's and the admin session's backends keep the default.
       const { rows: self } = await h.admin.query('SELECT pg_backend_pid()');
       expect((await procInfo(Number(self[0]![0])))?.nice).to.equal(0);

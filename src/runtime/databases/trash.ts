@@ -6,10 +6,10 @@
 // copies a template or waits to (the warm pool's refill holds back only for waiting mints). Trash
 // survives restarts by its name: reconcile adds every pgx_trash_ database a superuser owns.
 
-import os from 'node:os';
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
+import { atLowestPriority, Pause } from './background-work.js';
 import { quoteIdent, type SqlClient } from '../postgres/sql-client.js';
 import type { Counters } from './counters.js';
 import { isTrashName } from './names.js';
@@ -32,8 +32,6 @@ const YIELD_MS = 20;
 const HOLD_MAX_MS = 1000;
 /** From this backlog on, drops no longer hold back: each trash database holds disk until it is dropped. */
 const URGENT_BACKLOG = 100;
-/** The drop backend's nice value, as the refill's (warm-pool.ts). */
-const DROP_NICE = 19;
 const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
 
@@ -46,11 +44,10 @@ export class Trash {
   private started = false;
   private stopped = false;
   private backoffMs = 0;
-  private wake: (() => void) | null = null;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly pause = new Pause();
 
   constructor(private readonly opts: TrashOptions) {
-    this.conn = new AdminConnection(async () => this.background(await opts.connect()));
+    this.conn = new AdminConnection(async () => atLowestPriority(await opts.connect(), opts.logger, 'trash-priority-not-lowered'));
   }
 
   /** Trash databases not dropped yet (the runtime status's `databases.trash`). */
@@ -80,7 +77,7 @@ export class Trash {
   /** Drops nothing more (the one in progress finishes); what is left is dropped after the next start. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.wakeUp();
+    this.pause.end();
     await this.emptying;
     await this.conn.close();
   }
@@ -101,7 +98,7 @@ export class Trash {
       if (name === undefined) return;
       if (this.holdsBack(heldSince)) {
         heldSince ??= this.opts.clock.monotonic();
-        await this.pause(YIELD_MS);
+        await this.pause.for(YIELD_MS);
         continue;
       }
       heldSince = null;
@@ -116,7 +113,7 @@ export class Trash {
         // Still in pg_database, still named as trash: retried here, or by the next runtime's reconcile.
         this.backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.backoffMs * 2));
         this.opts.logger.warn('trash-drop-failed', { database: name, err, retryInMs: this.backoffMs });
-        await this.pause(this.backoffMs);
+        await this.pause.for(this.backoffMs);
       }
     }
   }
@@ -128,30 +125,5 @@ export class Trash {
     return heldSince === null || this.opts.clock.monotonic() - heldSince < HOLD_MAX_MS;
   }
 
-  /** The drop backend at the lowest CPU priority (see WarmPool.background for why that needs no privilege). */
-  private async background(client: SqlClient): Promise<SqlClient> {
-    const { rows } = await client.query('SELECT pg_catalog.pg_backend_pid()');
-    const pid = Number(rows[0]?.[0]);
-    try {
-      os.setPriority(pid, DROP_NICE);
-    } catch (err) {
-      this.opts.logger.warn('trash-priority-not-lowered', { pid, err });
-    }
-    return client;
-  }
 
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      this.wake = resolve;
-      this.timer = setTimeout(() => this.wakeUp(), ms);
-    });
-  }
-
-  private wakeUp(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    const wake = this.wake;
-    this.wake = null;
-    wake?.();
-  }
 }

@@ -10,10 +10,10 @@
 // recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
 // reseal) is stale, never handed out, and dropped by the janitor.
 
-import os from 'node:os';
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
+import { atLowestPriority, Pause } from './background-work.js';
 import type { Counters } from './counters.js';
 import { closeToPublicSql, createDatabase, createSpareSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
@@ -65,8 +65,6 @@ const YIELD_MS = 20;
  */
 const SETTLE_MS = 100;
 const HOLD_MAX_MS = 1000;
-/** The refill backend's nice value: the lowest priority Linux has. */
-export const REFILL_NICE = 19;
 const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
 /** Extra spares (beyond --pool-size) on a filesystem that copies may fill this share of the free space. */
@@ -79,8 +77,7 @@ export class WarmPool {
   private readonly busy = new Set<string>();
   private stopped = false;
   private backoffMs = 0;
-  private wake: (() => void) | null = null;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly pause = new Pause();
   private lastHandout = -Infinity;
   private heldSince: number | null = null;
   /** Spares wanted per template above `size`, raised by mints that found none ready. */
@@ -92,25 +89,9 @@ export class WarmPool {
   private readonly spareBytes = new Map<string, number>();
 
   constructor(private readonly opts: WarmPoolOptions) {
-    this.conn = new AdminConnection(async () => this.background(await opts.connect()));
+    this.conn = new AdminConnection(async () => atLowestPriority(await opts.connect(), opts.logger, 'refill-priority-not-lowered'));
   }
 
-  /**
-   * Gives the connection's backend the lowest CPU priority (nice 19): a template copy then runs on
-   * what clients' backends leave, in a burst of claims as well as beside one client's first queries.
-   * PostgreSQL has no setting for it. Lowering the priority of a process of the same OS user needs no
-   * privilege, and root (whose PostgreSQL runs as another user) may lower any.
-   */
-  private async background(client: SqlClient): Promise<SqlClient> {
-    const { rows } = await client.query('SELECT pg_catalog.pg_backend_pid()');
-    const pid = Number(rows[0]?.[0]);
-    try {
-      os.setPriority(pid, REFILL_NICE);
-    } catch (err) {
-      this.opts.logger.warn('refill-priority-not-lowered', { pid, err });
-    }
-    return client;
-  }
 
   get size(): number {
     return this.opts.size;
@@ -230,7 +211,7 @@ export class WarmPool {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.shrinkTimer);
-    this.wakeUp();
+    this.pause.end();
     await this.refilling;
     await this.conn.close();
   }
@@ -241,12 +222,12 @@ export class WarmPool {
       if (!template) return;
       if (this.opts.hasRoom?.() === false) return;
       if (this.opts.mintsWaiting()) {
-        await this.pause(YIELD_MS);
+        await this.pause.for(YIELD_MS);
         continue;
       }
       const settle = this.settleMs();
       if (settle > 0) {
-        await this.pause(settle);
+        await this.pause.for(settle);
         continue;
       }
       try {
@@ -255,7 +236,7 @@ export class WarmPool {
       } catch (err) {
         this.backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.backoffMs * 2));
         this.opts.logger.warn('spare-create-failed', { template: template.name, err, retryInMs: this.backoffMs });
-        await this.pause(this.backoffMs);
+        await this.pause.for(this.backoffMs);
       }
     }
   }
@@ -349,18 +330,4 @@ export class WarmPool {
     return left;
   }
 
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      this.wake = resolve;
-      this.timer = setTimeout(() => this.wakeUp(), ms);
-    });
-  }
-
-  private wakeUp(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    const wake = this.wake;
-    this.wake = null;
-    wake?.();
-  }
 }
