@@ -5,6 +5,18 @@ import os from 'node:os';
 import type { Logger } from '../../log.js';
 import type { SqlClient } from '../postgres/sql-client.js';
 
+/** How often held-back background work looks again whether clients still wait. */
+export const YIELD_MS = 20;
+/** Background work holds back for clients at most this long in a row, so it still gets done under a steady stream. */
+export const HOLD_MAX_MS = 1000;
+const BACKOFF_MIN_MS = 1000;
+const BACKOFF_MAX_MS = 30_000;
+
+/** The wait after another failure in a row: doubling from 1 s, at most 30 s. */
+export function nextBackoffMs(previousMs: number): number {
+  return Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, previousMs * 2));
+}
+
 /** The background backends' nice value: the lowest priority Linux has. */
 export const BACKGROUND_NICE = 19;
 

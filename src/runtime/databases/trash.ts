@@ -9,7 +9,7 @@
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
-import { atLowestPriority, Pause } from './background-work.js';
+import { atLowestPriority, HOLD_MAX_MS, nextBackoffMs, Pause, YIELD_MS } from './background-work.js';
 import { quoteIdent, type SqlClient } from '../postgres/sql-client.js';
 import type { Counters } from './counters.js';
 import { isTrashName } from './names.js';
@@ -26,14 +26,8 @@ export interface TrashOptions {
   logger: Logger;
 }
 
-/** How often a held-back drop looks again whether clients still wait. */
-const YIELD_MS = 20;
-/** Drops hold back for mints at most this long in a row: under a steady stream of mints the trash still empties. */
-const HOLD_MAX_MS = 1000;
 /** From this backlog on, drops no longer hold back: each trash database holds disk until it is dropped. */
 const URGENT_BACKLOG = 100;
-const BACKOFF_MIN_MS = 1000;
-const BACKOFF_MAX_MS = 30_000;
 
 export class Trash {
   private readonly conn: AdminConnection;
@@ -111,7 +105,7 @@ export class Trash {
         this.opts.logger.debug('trash-dropped', { database: name, ms: Math.round(this.opts.clock.monotonic() - started), backlog: this.pending.size });
       } catch (err) {
         // Still in pg_database, still named as trash: retried here, or by the next runtime's reconcile.
-        this.backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.backoffMs * 2));
+        this.backoffMs = nextBackoffMs(this.backoffMs);
         this.opts.logger.warn('trash-drop-failed', { database: name, err, retryInMs: this.backoffMs });
         await this.pause.for(this.backoffMs);
       }

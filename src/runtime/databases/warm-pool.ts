@@ -13,7 +13,7 @@
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
-import { atLowestPriority, Pause } from './background-work.js';
+import { atLowestPriority, HOLD_MAX_MS, nextBackoffMs, Pause, YIELD_MS } from './background-work.js';
 import type { Counters } from './counters.js';
 import { closeToPublicSql, createDatabase, createSpareSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
@@ -56,17 +56,12 @@ export interface WarmPoolStats {
   refills: number;
 }
 
-/** How often a held-back refill looks again whether clients still wait. */
-const YIELD_MS = 20;
 /**
  * A refill waits this long after a handout: the client that claimed is starting its first backend
  * and queries, and a create (a copy of the whole template) beside it would slow it down on a small
  * machine. A burst of claims holds refills back until it pauses, for at most HOLD_MAX_MS in a row.
  */
 const SETTLE_MS = 100;
-const HOLD_MAX_MS = 1000;
-const BACKOFF_MIN_MS = 1000;
-const BACKOFF_MAX_MS = 30_000;
 /** Extra spares (beyond --pool-size) on a filesystem that copies may fill this share of the free space. */
 const EXTRA_DISK_SHARE = 0.1;
 
@@ -234,7 +229,7 @@ export class WarmPool {
         await this.createSpare(template);
         this.backoffMs = 0;
       } catch (err) {
-        this.backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.backoffMs * 2));
+        this.backoffMs = nextBackoffMs(this.backoffMs);
         this.opts.logger.warn('spare-create-failed', { template: template.name, err, retryInMs: this.backoffMs });
         await this.pause.for(this.backoffMs);
       }
