@@ -22,6 +22,8 @@ import { workSubdir } from './lib/paths.js';
 import { errorKey, newClient, openTimed, quoteIdent, quoteLiteral, type Endpoint } from './lib/pg-connect.js';
 import { startRuntimeProcess, untilStatus, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
 import { median, percentile } from './lib/stats.js';
+import { processCpuMs, treeCpuMs } from './lib/cpu.js';
+import { makeXfsImage } from './lib/loop-image.js';
 import { StatementTrace, type StatementTotal } from './lib/statement-trace.js';
 import { formatTable, markdownTable } from './lib/table.js';
 import { SMALL_TEMPLATE, buildTemplate } from './lib/templates.js';
@@ -36,6 +38,8 @@ Options:
   --workers L    comma-separated worker counts                                      [1,4,16]
   --warmup N     lifecycles per target first, one worker, not counted               [10]
   --grace S      --grace of the runtime whose janitor drops (pgx-grace)             [1]
+  --reflink yes|no run both runtimes (and PG18, the first runtime's PostgreSQL) on a loop-mounted
+                 XFS image with reflink, the filesystems PGX is deployed on (needs root)   [no]
   --trace yes|no log every statement's duration in the runtimes' PostgreSQL and keep
                  the costliest per run (slows the run; figures are for where, not how fast)  [no]
   --quick        smoke run: 20 lifecycles, workers 1,4, 1 warm-up; docs untouched
@@ -58,6 +62,8 @@ const MIGRATION = [
   'CREATE INDEX events_project_at ON events (project_id, at)',
 ];
 const TRACE_TOP = 20;
+/** The --reflink image: two runtimes, a few hundred small databases at a time. */
+const IMAGE_GB = 8;
 
 interface Options {
   count: number;
@@ -65,6 +71,7 @@ interface Options {
   warmup: number;
   graceSeconds: number;
   trace: boolean;
+  reflink: boolean;
 }
 
 /** Milliseconds per lifecycle, 0.01 precision, in the order the lifecycles finished. */
@@ -92,6 +99,13 @@ interface Run {
   /** pgx-grace: from the last disconnect to the janitor's last drop. */
   drainSeconds?: number;
   phases: Phases;
+  /**
+   * CPU of both runtimes' process trees over the run, drain included, per successful lifecycle: on 2
+   * saturated cores it is what bounds lifecycles per second. Absent in results from before 2026-12-02.
+   */
+  cpuMsPerLifecycle?: number;
+  /** The part of cpuMsPerLifecycle spent in the runtimes' node processes (engine and runtime). */
+  nodeCpuMsPerLifecycle?: number;
   /** PGX: the runtime's mint counters over the run. */
   mints?: { warm: number; cold: number; failures: number };
   /** With --trace: the statements that took the most time on that PostgreSQL in this run. */
@@ -209,11 +223,23 @@ async function settle(rts: Runtimes): Promise<void> {
   }
 }
 
+/** CPU so far of both runtimes' process trees (node, the postmaster, every backend, reaped ones too). */
+async function runtimesCpuMs(rts: Runtimes): Promise<number> {
+  return (await treeCpuMs(rts.drop.pid)) + (await treeCpuMs(rts.grace.pid));
+}
+
+/** CPU so far of both runtimes' node processes alone (the engine and the runtime's own work). */
+function runtimesNodeCpuMs(rts: Runtimes): number {
+  return processCpuMs(rts.drop.pid) + processCpuMs(rts.grace.pid);
+}
+
 async function run(target: LifecycleTarget, rts: Runtimes, count: number, workers: number, tag: string): Promise<Omit<Run, 'position'>> {
   const rt = target === 'pgx-grace' ? rts.grace : rts.drop;
   const trace = rts.traces ? (target === 'pgx-grace' ? rts.traces.grace : rts.traces.drop) : null;
   trace?.reset();
   const before = await rt.api.status();
+  const cpuBefore = await runtimesCpuMs(rts);
+  const nodeBefore = runtimesNodeCpuMs(rts);
   const started = performance.now();
   const r = await loop(target, rts, count, workers, tag);
   let drainSeconds: number | undefined;
@@ -227,16 +253,23 @@ async function run(target: LifecycleTarget, rts: Runtimes, count: number, worker
     drainSeconds = (performance.now() - disconnected) / 1000;
     r.seconds = (performance.now() - started) / 1000;
   }
+  const cpuMs = (await runtimesCpuMs(rts)) - cpuBefore;
+  const nodeMs = runtimesNodeCpuMs(rts) - nodeBefore;
   const after = await rt.api.status();
   const mints =
     target === 'postgres'
       ? undefined
       : { warm: after.mints.warm - before.mints.warm, cold: after.mints.cold - before.mints.cold, failures: after.mints.failures - before.mints.failures };
-  return { target, workers, count, ...r, ...(drainSeconds !== undefined ? { drainSeconds } : {}), ...(mints ? { mints } : {}), ...(trace ? { trace: trace.top(TRACE_TOP) } : {}) };
+  return { target, workers, count, ...r, cpuMsPerLifecycle: cpuMs / Math.max(1, r.ok), nodeCpuMsPerLifecycle: nodeMs / Math.max(1, r.ok), ...(drainSeconds !== undefined ? { drainSeconds } : {}), ...(mints ? { mints } : {}), ...(trace ? { trace: trace.top(TRACE_TOP) } : {}) };
 }
 
 async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
-  const dir = (name: string): string => workSubdir(workDir, name);
+  let root = workDir;
+  if (opts.reflink) {
+    progress(`making a ${IMAGE_GB} GB XFS image with reflink (sparse) under ${workDir}`);
+    root = (await makeXfsImage({ dir: workDir, bytes: IMAGE_GB * 2 ** 30, keep: false }, cleanup)).mountPoint;
+  }
+  const dir = (name: string): string => workSubdir(root, name);
   const traces = opts.trace ? { drop: new StatementTrace(), grace: new StatementTrace() } : null;
   // The runtime passes PostgreSQL's routine LOG lines (a statement's duration is one) on at debug level.
   const traceFlags = opts.trace ? ['-c', 'log_min_duration_statement=0', '--log-level', 'debug'] : [];
@@ -291,7 +324,7 @@ function render(r: Meta & Body) {
     times(rate(find('pgx-drop', w)) / rate(find('postgres', w))),
     times(rate(find('pgx-grace', w)) / rate(find('postgres', w))),
   ]);
-  const phaseHeader = ['workers', 'target', 'ok', 'errors', 'mint p50 / p99 (ms)', 'of which CREATE DATABASE p50', 'migrate p50', '20 queries p50', 'drop p50 / p99 (ms)', 'mints warm / cold', 'drops drained after (s)'];
+  const phaseHeader = ['workers', 'target', 'ok', 'errors', 'mint p50 / p99 (ms)', 'of which CREATE DATABASE p50', 'migrate p50', '20 queries p50', 'drop p50 / p99 (ms)', 'mints warm / cold', 'drops drained after (s)', 'CPU per lifecycle (ms)', 'of which node'];
   const phaseRows = r.runs.map((x) => [
     String(x.workers),
     LABELS[x.target],
@@ -304,6 +337,8 @@ function render(r: Meta & Body) {
     x.phases.drop.length > 0 ? `${p(x.phases.drop, 50)} / ${p(x.phases.drop, 99)}` : '-',
     x.mints ? `${x.mints.warm} / ${x.mints.cold}` : '-',
     x.drainSeconds !== undefined ? num(x.drainSeconds) : '-',
+    x.cpuMsPerLifecycle !== undefined ? num(x.cpuMsPerLifecycle) : '-',
+    x.nodeCpuMsPerLifecycle !== undefined ? num(x.nodeCpuMsPerLifecycle) : '-',
   ]);
 
   const bars: Bar[] = [];
@@ -345,12 +380,13 @@ function render(r: Meta & Body) {
   const about =
     `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.postgresVersion}; template ${SMALL_TEMPLATE}; ${r.options.count} lifecycles per target and worker count ` +
     `after ${r.options.warmup} warm-up lifecycles per target; target order reversing per worker count; pgx-grace on a runtime with --grace ${r.options.graceSeconds}, ` +
-    `the other with its defaults; PG18 over its Unix socket, the engine over TCP loopback${r.options.trace ? '; statement durations logged (--trace), which slows every target' : ''}.`;
+    `the other with its defaults; PG18 over its Unix socket, the engine over TCP loopback; data directories on ${r.options.reflink ? `a loop-mounted XFS image with reflink (the runtimes create with FILE_COPY and file_copy_method = clone, PG18 with its default WAL_LOG)` : 'the host filesystem'}${r.options.trace ? '; statement durations logged (--trace), which slows every target' : ''}.`;
   const note =
     `A lifecycle: mint (connect to the first \`SELECT 1\` answer; PG18: CREATE DATABASE ... STRATEGY WAL_LOG first), a migration (${MIGRATION.length - 1} CREATE TABLE and an index in one transaction), ` +
     `${QUERIES} parameterised statements (inserts, then a join with GROUP BY), disconnect, then the drop on the worker's control session; pgx-grace has no drop call. A PGX run ends when every database ` +
     `it minted is gone from pg_database: the janitor's drops (pgx-grace, status janitor.drops) and the background DROP DATABASEs of dropped databases (status databases.trash back to 0); ` +
-    `"drops drained after" is that time after the last worker finished. Lifecycles/s: successful lifecycles / the run's wall time, the drain included.`;
+    `"drops drained after" is that time after the last worker finished. Lifecycles/s: successful lifecycles / the run's wall time, the drain included. ` +
+    `CPU per lifecycle: user + system time of both runtimes' process trees (node, PostgreSQL and its backends) over the run, drain included, per lifecycle, and of it the runtimes' node processes (engine and runtime); the benchmark's own client is not counted.`;
   return {
     bars,
     terminal: [about, '', formatTable(rateHeader, rateRows), '', formatTable(phaseHeader, phaseRows), ...(traceLines.length > 0 ? ['', ...traceLines] : [])].join('\n'),
@@ -380,15 +416,18 @@ function workerList(raw: string | boolean | undefined, fallback: number[]): numb
 export const main = benchMain<Options, Body>({
   name: 'lifecycles',
   help: HELP,
-  options: ['count', 'workers', 'warmup', 'grace', 'trace'],
+  options: ['count', 'workers', 'warmup', 'grace', 'trace', 'reflink'],
   parse: (v, quick) => {
-    if (v.trace !== undefined && v.trace !== 'yes' && v.trace !== 'no') throw new Error(`--trace ${String(v.trace)}: expected yes or no`);
+    for (const flag of ['trace', 'reflink'] as const) {
+      if (v[flag] !== undefined && v[flag] !== 'yes' && v[flag] !== 'no') throw new Error(`--${flag} ${String(v[flag])}: expected yes or no`);
+    }
     return {
       count: intOption(v, 'count', quick ? 20 : 300, 1),
       workers: workerList(v.workers, quick ? [1, 4] : [1, 4, 16]),
       warmup: intOption(v, 'warmup', quick ? 1 : 10),
       graceSeconds: intOption(v, 'grace', 1),
       trace: v.trace === 'yes',
+      reflink: v.reflink === 'yes',
     };
   },
   measure,
