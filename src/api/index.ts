@@ -9,7 +9,7 @@ import { BearerToken, isLoopbackHost } from './auth.js';
 import type { CreatedDatabaseBody } from './contract.js';
 import type { ApiContext } from './handlers.js';
 import { IdempotencyStore } from './idempotency.js';
-import { ApiMetrics } from './metrics.js';
+import { ApiMetrics, type PoolBounds } from './metrics.js';
 import { ApiServer } from './server.js';
 
 export interface StartApiOptions {
@@ -20,6 +20,8 @@ export interface StartApiOptions {
   metrics: { host: string; port: number } | null;
   /** null: no token (refused unless the host is loopback). */
   token: string | null;
+  /** The warm pool's settings, for the metrics of its bounds. */
+  pool: PoolBounds;
   ctx: Omit<ApiContext, 'creates' | 'metrics' | 'logger'>;
   clock: Clock;
   logger: Logger;
@@ -45,7 +47,7 @@ export interface ApiListeners {
 
 /** Starts the API and the metrics listener; call checkApiExposure first (before the runtime starts, so a refusal costs nothing). */
 export async function startApi(opts: StartApiOptions): Promise<ApiListeners> {
-  const metrics = new ApiMetrics();
+  const metrics = new ApiMetrics(opts.pool);
   // The API lives as long as the runtime's databases: the listener needs no removal.
   opts.ctx.databases.onMint((source, ms) => metrics.observeMint(source, ms));
   const ctx = { ...opts.ctx, creates: new IdempotencyStore<CreatedDatabaseBody>(opts.clock), metrics, logger: opts.logger };

@@ -1,10 +1,16 @@
 // GET /metrics: a prom-client registry filled from the status document and engine.stats() at each
-// scrape. PGX's counters persist across restarts (pgx_control), so the *_total series count over the
+// scrape (and the warm pool's bounds, settings given at start). PGX's counters persist across restarts (pgx_control), so the *_total series count over the
 // data directory's life.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { StatusBody } from './contract.js';
 import type { EngineStats } from '../engine/listener.js';
+
+/** The warm pool's settings (pgx start --pool-size, --pool-max): the bounds of each template's target. */
+export interface PoolBounds {
+  size: number;
+  max: number;
+}
 
 export class ApiMetrics {
   readonly registry = new Registry();
@@ -13,6 +19,8 @@ export class ApiMetrics {
   private readonly databases: Gauge<'kind'>;
   private readonly poolReady: Gauge<'template'>;
   private readonly poolSize: Gauge<'template'>;
+  private readonly poolSizeMin: Gauge;
+  private readonly poolSizeMax: Gauge;
   private readonly mints: Counter<'source'>;
   private readonly mintFailures: Counter;
   private readonly mintLatency: Gauge<'stat'>;
@@ -36,13 +44,20 @@ export class ApiMetrics {
   /** Last totals seen, to turn persisted totals into counter increments. */
   private readonly seen = new Map<string, number>();
 
-  constructor() {
+  constructor(pool: PoolBounds) {
     const registers = [this.registry];
     this.sessions = new Gauge({ name: 'pgx_sessions', help: 'Client sessions open in the engine', registers });
     this.sessionDatabases = new Gauge({ name: 'pgx_session_databases', help: 'Databases with at least one open session', registers });
     this.databases = new Gauge({ name: 'pgx_databases', help: 'Databases by kind: ephemeral (minted), spare, pinned, template (sealed), cluster (pg_database), trash (dropped, DROP DATABASE still to run)', labelNames: ['kind'], registers });
     this.poolReady = new Gauge({ name: 'pgx_pool_ready', help: 'Warm spares ready per sealed template', labelNames: ['template'], registers });
-    this.poolSize = new Gauge({ name: 'pgx_pool_size', help: 'Warm spares wanted per sealed template (setting)', labelNames: ['template'], registers });
+    // The target moves (warm-pool.ts): a burst of mints raises it, --pool-idle without mints lowers it;
+    // the bounds beside it say how far it has grown and how far it may.
+    this.poolSize = new Gauge({ name: 'pgx_pool_size', help: 'Warm spares wanted now per sealed template: --pool-size, more after a burst of mints (up to --pool-max), back to --pool-size after --pool-idle without mints', labelNames: ['template'], registers });
+    this.poolSizeMin = new Gauge({ name: 'pgx_pool_size_min', help: 'Warm spares kept per sealed template when mints are idle (--pool-size, setting): the lower bound of pgx_pool_size', registers });
+    this.poolSizeMax = new Gauge({ name: 'pgx_pool_size_max', help: 'Warm spares per sealed template at most after bursts (--pool-max, setting; --pool-size where that is larger, 0 when --pool-size is 0): the upper bound of pgx_pool_size', registers });
+    this.poolSizeMin.set(pool.size);
+    // As WarmPool.missed grows a target: never with --pool-size 0, never below --pool-size.
+    this.poolSizeMax.set(pool.size === 0 ? 0 : Math.max(pool.size, pool.max));
     this.mints = new Counter({ name: 'pgx_mints_total', help: 'Databases minted, by source (warm: a spare claimed; cold: a template copied)', labelNames: ['source'], registers });
     this.mintFailures = new Counter({ name: 'pgx_mint_failures_total', help: 'Mints attempted that produced no database', registers });
     this.mintLatency = new Gauge({ name: 'pgx_mint_latency_ms', help: 'Mint latency over the recent mints, by stat (mean, p99)', labelNames: ['stat'], registers });

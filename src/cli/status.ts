@@ -9,9 +9,10 @@ import { count, humanDuration, printJson } from './output.js';
 
 const STATUS_HELP = `Usage: pgx status [--disk] [options]
 
-Shows a running runtime at a glance: process, memory, sessions, database counts, warm pools per
-template, mints, the janitor, and free space on the data filesystem. Reads GET /v1/status from the
-runtime's HTTP API (pgx start --api-port N); \`pgx db list\` lists the databases.
+Shows a running runtime at a glance: process, memory, sessions, database counts (with dropped
+databases whose DROP DATABASE still runs in the background, when any), warm pools per template,
+mints, the janitor, and free space on the data filesystem. Reads GET /v1/status from the runtime's
+HTTP API (pgx start --api-port N); \`pgx db list\` lists the databases.
 
   --disk    also measure disk used by templates, snapshots and databases (GET /v1/status?disk=true):
             it reads every database's size, which takes seconds at thousands of databases
@@ -33,16 +34,19 @@ export async function runStatus(argv: string[]): Promise<number> {
 
 const num = (n: number, digits = 1): string => (Number.isInteger(n) ? String(n) : n.toFixed(digits));
 
+/**
+ * The trash backlog, when there is one: databases already dropped whose DROP DATABASE still runs in the
+ * background, each holding its disk until then. A backlog that grows means drops lag behind.
+ */
+const dropping = (trash: number | undefined): string => (trash ? `; ${trash} dropping (DROP DATABASE in the background)` : '');
+
 /** The status document as aligned `label  value` lines. */
 export function formatStatus(s: StatusBody): string {
   const rows: [string, string][] = [
     ['runtime', `pid ${s.runtime.pid}, up ${humanDuration(s.runtime.uptime_s)}, pgx ${s.runtime.version}, PostgreSQL ${s.runtime.postgres_version} (pid ${s.runtime.postgres_pid ?? 'down'})`],
     ['memory', `PSS ${num(s.memory.pss_mb)} MB, RSS ${num(s.memory.rss_mb)} MB, ${count(s.memory.processes, 'process', 'processes')}`],
     ['sessions', `${count(s.sessions.total, 'session')} open on ${count(s.sessions.databases, 'database')}`],
-    [
-      'databases',
-      `${s.databases.total} total, ${s.databases.ephemeral} ephemeral, ${count(s.databases.spares, 'spare')}, ${s.databases.pinned} pinned, ${count(s.databases.templates, 'template')}`,
-    ],
+    ['databases', `${s.databases.total} total, ${s.databases.ephemeral} ephemeral, ${count(s.databases.spares, 'spare')}, ${s.databases.pinned} pinned, ${count(s.databases.templates, 'template')}${dropping(s.databases.trash)}`],
   ];
   const templates = Object.keys(s.pool).sort();
   if (templates.length === 0) rows.push(['pool', 'no sealed templates']);

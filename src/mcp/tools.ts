@@ -279,10 +279,14 @@ export const TOOLS: PgxTool[] = [
   ),
   tool(
     'runtime_status',
-    'Show the PGX runtime: memory, sessions, database counts, warm pools per template, mints, janitor, storage, and disk used by templates, snapshots and databases (disk_usage).',
+    'Show the PGX runtime: memory, sessions, database counts, warm pools per template, mints, janitor, storage; with disk_usage: true also disk used by templates, snapshots and databases (slow with many databases).',
     { title: 'Runtime status', readOnlyHint: true },
-    args({}),
-    async (_input, ctx) => toolResult({ ...(await ctx.api.status(true)) }),
+    args({
+      // Measuring reads every database's size (pg_database_size): about 20 s at 10,000 databases, so
+      // it is asked for, as `pgx status --disk` asks.
+      disk_usage: flag('disk_usage', "also measure disk used by templates, snapshots, databases and spares, and the filesystem's free space: it reads every database's size, seconds at thousands of databases; default false (disk_usage is then null)").optional(),
+    }),
+    async (input, ctx) => toolResult({ ...(await ctx.api.status(input.disk_usage === true)) }),
   ),
   tool(
     'run_sql',

@@ -4,6 +4,7 @@
 import { expect } from 'chai';
 import pg from 'pg';
 import { PATHS, pathFor } from '../../src/api/paths.js';
+import { CONFIG_DEFAULTS } from '../../src/cli/config.js';
 import { PINNED_STATUS_KEYS, keyPaths } from '../helpers/status-keys.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -204,6 +205,10 @@ describe('api: HTTP control API', function () {
       'pgx_databases{kind="ephemeral"}',
       'pgx_databases{kind="trash"}',
       'pgx_pool_ready{template="tpl_app"}',
+      'pgx_pool_size{template="tpl_app"}',
+      // The bounds of the target: --pool-size 1 here, --pool-max its default.
+      'pgx_pool_size_min 1\n',
+      `pgx_pool_size_max ${CONFIG_DEFAULTS.poolMax}\n`,
       'pgx_mints_total{source="cold"}',
       'pgx_mints_total{source="warm"}',
       'pgx_mint_failures_total',
@@ -223,6 +228,8 @@ describe('api: HTTP control API', function () {
     ]) {
       expect(res.text, name).to.include(name);
     }
+    // pgx_pool_size is the target now, which bursts move: its help says so, not "(setting)".
+    expect(/^# HELP pgx_pool_size (.*)$/m.exec(res.text)?.[1]).to.include('Warm spares wanted now').and.not.include('(setting)');
     // A fresh data directory: the histogram has seen every mint the counters count.
     const value = (series: string): number => Number(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(res.text)?.[1]);
     for (const source of ['warm', 'cold']) {

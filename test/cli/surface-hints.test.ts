@@ -246,7 +246,7 @@ describe('surfaces: hints in each surface\'s own terms', function () {
     expect(r.stderr).to.not.include('Authorization');
   });
 
-  it('pgx status: counts and nouns agree', async () => {
+  it('pgx status: counts and nouns agree, the trash backlog shown while there is one', async () => {
     const r = await pgx(['status']);
     expect(r.code, r.stderr).to.equal(0);
     expect(r.stdout).to.match(/^sessions\s+1 session open on 1 database$/m);
@@ -254,5 +254,9 @@ describe('surfaces: hints in each surface\'s own terms', function () {
     const two = formatStatus({ ...status, sessions: { ...status.sessions, total: 2, databases: 2 }, janitor: { ...status.janitor, drops: 1 } });
     expect(two).to.match(/^sessions\s+2 sessions open on 2 databases$/m);
     expect(two).to.match(/^janitor\s+1 drop, /m);
+    // The trash backlog shows only while there is one, at the end of the databases line.
+    expect(r.stdout).to.match(/^databases\s+\d+ total, .* templates?$/m);
+    const dropping = formatStatus({ ...status, databases: { ...status.databases, trash: 3 } });
+    expect(dropping).to.match(/^databases\s+\d+ total, .*; 3 dropping \(DROP DATABASE in the background\)$/m);
   });
 });

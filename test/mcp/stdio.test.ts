@@ -142,8 +142,11 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
     expect(text).to.include('index items_pkey: CREATE UNIQUE INDEX items_pkey ON public.items USING btree (id)');
     expect(text).to.include('index items_label: CREATE INDEX items_label ON public.items USING btree (label)');
 
-    const runtime = await ok<{ databases: { templates: number }; disk_usage: { snapshots_mb: number; free_mb: number } }>(client, 'runtime_status', {});
-    expect(runtime.databases.templates).to.be.at.least(2); // the template and its snapshot
+    // Disk use is measured only when asked for: it reads every database's size.
+    const counts = await ok<{ databases: { templates: number }; disk_usage: null }>(client, 'runtime_status', {});
+    expect(counts.databases.templates).to.be.at.least(2); // the template and its snapshot
+    expect(counts.disk_usage).to.equal(null);
+    const runtime = await ok<{ databases: { templates: number }; disk_usage: { snapshots_mb: number; free_mb: number } }>(client, 'runtime_status', { disk_usage: true });
     expect(runtime.disk_usage.snapshots_mb).to.be.greaterThan(0);
     expect(runtime.disk_usage.free_mb).to.be.greaterThan(0);
     // A second snapshot, kept past the database; the first belongs to it.
@@ -245,6 +248,7 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
       ['pin_database', { database: nosuch, pinned: true }, /^error UNKNOWN_DATABASE/],
       ['list_templates', { x: 1 }, /unknown argument x/],
       ['runtime_status', { verbose: true }, /unknown argument verbose/],
+      ['runtime_status', { disk_usage: 'yes' }, /disk_usage must be true or false/],
       ['run_sql', { database: name }, /sql is required: one SQL statement/],
       ['run_sql', { database: name, sql: '' }, /sql must not be empty/],
       ['run_sql', { database: name, sql: 'SELECT 1', max_rows: 5000 }, /max_rows is at most 1000/],
@@ -274,6 +278,41 @@ describe('mcp: pgx mcp over stdio against a runtime', function () {
       expect(read?.message).to.match(/is not one PGX minted.*hint: list_databases/);
     } finally {
       await ok(client, 'drop_database', { database: name });
+    }
+  });
+
+  it('resources/list pages with the MCP cursor, as GET /v1/databases pages, and refuses a cursor that is no name', async () => {
+    // More databases than one page (DATABASE_PAGE.defaultLimit, 100), minted over the API 8 at a time;
+    // pinned, so none is dropped for idling while the rest are made.
+    const made: string[] = [];
+    try {
+      for (let i = 0; i < 105; i += 8) {
+        const batch = await Promise.all(Array.from({ length: Math.min(8, 105 - i) }, () => m.api.createDatabase({ template: TEMPLATE, pinned: true })));
+        made.push(...batch.map((d) => d.name));
+      }
+      const listed = (await m.api.listDatabases()).map((d) => `pgx://databases/${d.name}/schema`);
+      expect(listed).to.include.members(made.map((n) => `pgx://databases/${n}/schema`));
+      const pages: { uris: string[]; nextCursor: string | undefined }[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.listResources(cursor === undefined ? {} : { cursor });
+        pages.push({ uris: page.resources.map((r) => r.uri), nextCursor: page.nextCursor });
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && pages.length < 10);
+      // Full pages of 100 but the last, a nextCursor on each but the last.
+      expect(pages.length).to.equal(Math.ceil(listed.length / 100)).and.be.at.least(2);
+      expect(pages.map((p) => p.uris.length)).to.deep.equal(pages.map((_, i) => Math.min(100, listed.length - 100 * i)));
+      expect(pages.map((p) => typeof p.nextCursor)).to.deep.equal(pages.map((_, i) => (i < pages.length - 1 ? 'string' : 'undefined')));
+      // Every minted database once, in the API's order (by name), and nothing else.
+      expect(pages.flatMap((p) => p.uris)).to.deep.equal(listed);
+      const bad = await client.listResources({ cursor: 'x'.repeat(64) }).then(
+        () => null,
+        (err: unknown) => err as Error & { code: number },
+      );
+      expect(bad?.code).to.equal(-32602);
+      expect(bad?.message).to.match(/cursor must be the nextCursor of the previous resources\/list answer/);
+    } finally {
+      for (const name of made) await m.api.dropDatabase(name);
     }
   });
 

@@ -115,6 +115,8 @@ describe('Helm chart and kustomize manifests', function () {
     expect(refused('operator.replica=2')).to.contain('operator').and.contain('replica');
     expect(refused('image.pullPolicy=Sometimes')).to.contain('pullPolicy');
     expect(refused('runtime.engine.grace=soon')).to.contain('grace');
+    expect(refused('runtime.engine.poolIdle=soon')).to.contain('poolIdle');
+    expect(refused('runtime.engine.poolMax=-1')).to.contain('poolMax');
     expect(refused('operator.replicas=2')).to.equal('');
   });
 

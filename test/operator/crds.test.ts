@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { branch, KINDS, memoryLimitMb, parseDuration, parseObject, parseQuantity, renderCrdFiles, runtime, template, templateDatabaseName } from '../../src/operator/crds/index.js';
+import { CONFIG_DEFAULTS } from '../../src/cli/config.js';
 import { isObject, type Json, type JsonObject } from '../helpers/kube-api/patch.js';
 import { applyDefaults, prune, validate } from '../helpers/kube-api/schema.js';
 
@@ -128,6 +129,8 @@ describe('CRDs', () => {
     expect(((props.storage as JsonObject).properties as JsonObject).size).to.deep.include({ 'x-kubernetes-int-or-string': true, default: '10Gi' });
     expect(props.engine).to.deep.include({ default: {} });
     expect(((props.engine as JsonObject).properties as JsonObject).grace).to.deep.include({ default: '15s', pattern: '^([0-9]+[smhd])+$' });
+    expect(((props.engine as JsonObject).properties as JsonObject).poolMax).to.deep.include({ type: 'integer', minimum: 0, default: 500 });
+    expect(((props.engine as JsonObject).properties as JsonObject).poolIdle).to.deep.include({ type: 'string', default: '10m' });
     expect(props.imagePullPolicy).to.deep.include({ enum: ['Always', 'IfNotPresent', 'Never'] });
   });
 });
@@ -144,7 +147,18 @@ describe('pgx.dev/v1alpha1 schemas', () => {
   it('fill in a Runtime\'s nested defaults from an almost empty spec', () => {
     const r = parseObject(runtime, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main' }, spec: { image: 'pgx:dev' } });
     expect(r.ok).to.equal(true);
-    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, allowedNamespaces: { from: 'Same' }, sharedMemory: '256Mi', startupTimeout: '10m', engine: { prefix: 'tdb_', grace: '15s', poolSize: 2 } });
+    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, allowedNamespaces: { from: 'Same' }, sharedMemory: '256Mi', startupTimeout: '10m', engine: { prefix: 'tdb_', grace: '15s', poolSize: 2, poolMax: 500, poolIdle: '10m' } });
+  });
+
+  it("default a Runtime's engine to pgx start's own defaults (CONFIG_DEFAULTS), so a Runtime that sets nothing runs as pgx start does", () => {
+    const r = parseObject(runtime, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main' }, spec: { image: 'pgx:dev' } });
+    if (!r.ok) throw new Error(r.message);
+    const e = r.value.spec.engine;
+    expect(e.prefix).to.equal(CONFIG_DEFAULTS.prefix);
+    expect(parseDuration(e.grace)! / 1000).to.equal(CONFIG_DEFAULTS.grace);
+    expect(e.poolSize).to.equal(CONFIG_DEFAULTS.poolSize);
+    expect(e.poolMax).to.equal(CONFIG_DEFAULTS.poolMax);
+    expect(parseDuration(e.poolIdle)! / 1000).to.equal(CONFIG_DEFAULTS.poolIdle);
   });
 
   it('refuse unknown fields, naming them', () => {
@@ -303,6 +317,8 @@ describe('the CRD schema and the zod schema agree', () => {
           prefix: maybe(mostly(fc.constantFrom('tdb_', 'x', 'pr_', 'a'.repeat(12)), fc.constantFrom('Tdb', '1x', 'a'.repeat(13)))),
           grace: maybe(mostly(fc.constant('0s'), duration)),
           poolSize: maybe(mostly(fc.integer({ min: 0, max: 1000 }), fc.constantFrom(-1, 1001))),
+          poolMax: maybe(mostly(fc.integer({ min: 0, max: 1_000_000 }), fc.constantFrom(-1, 1_000_001, '5'))),
+          poolIdle: maybe(duration),
           databaseDefaults: maybe(fc.record({ memory: maybe(quantity), connections: maybe(count) })),
         }),
       ),

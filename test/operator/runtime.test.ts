@@ -43,6 +43,9 @@ describe('operator: Runtime controller', function () {
     expect(set.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage).to.equal('5Gi');
     const container = set.spec!.template.spec!.containers[0]!;
     expect(container.args).to.include.members(['--api-token-file', '--auth', 'scram', '--grace', '60', '--pool-size', '1']);
+    // The pool's growth bounds, as pgx start's defaults when the spec sets none.
+    const arg = (flag: string): string | undefined => container.args![container.args!.indexOf(flag) + 1];
+    expect([arg('--pool-max'), arg('--pool-idle')]).to.deep.equal(['500', '600']);
     expect(container.readinessProbe?.httpGet?.path).to.equal('/readyz');
     expect(container.livenessProbe?.httpGet?.path).to.equal('/healthz');
     expect(container.resources?.limits?.memory).to.equal('1Gi');
@@ -116,6 +119,33 @@ describe('operator: Runtime controller', function () {
     expect(await apps.readNamespacedStatefulSet({ name: 'tiny', namespace: NS }).then(() => 'exists', () => 'absent')).to.equal('absent');
     await remove(c, 'runtimes', 'limits');
     await remove(c, 'runtimes', 'tiny');
+  });
+
+  it('passes engine.poolMax and poolIdle to pgx start, and refuses a poolMax under poolSize', async () => {
+    await apply(c, 'runtimes', {
+      apiVersion: 'pgx.dev/v1alpha1',
+      kind: 'Runtime',
+      metadata: { name: 'bursty' },
+      spec: { image: 'ghcr.io/pgx/runtime:1', engine: { poolSize: 4, poolMax: 64, poolIdle: '1h30m' } },
+    });
+    const apps = c.kc.makeApiClient(AppsV1Api);
+    const set = await waitFor('the StatefulSet', () => apps.readNamespacedStatefulSet({ name: 'bursty', namespace: NS }).catch(() => null));
+    const args = set.spec!.template.spec!.containers[0]!.args!;
+    // The real `pgx start` parser takes them (--config names a file only the pod has): seconds for the duration.
+    const i = args.indexOf('--config');
+    expect(parseStartArgs([...args.slice(1, i), ...args.slice(i + 2)])).to.include({ poolSize: 4, poolMax: 64, poolIdle: 5400 });
+
+    await apply(c, 'runtimes', {
+      apiVersion: 'pgx.dev/v1alpha1',
+      kind: 'Runtime',
+      metadata: { name: 'capped' },
+      spec: { image: 'ghcr.io/pgx/runtime:1', engine: { poolSize: 600 } },
+    });
+    const capped = await waitForCondition(c, 'runtimes', 'capped', 'Ready', 'InvalidSpec');
+    expect(condition(capped, 'Ready')?.message).to.contain('engine.poolMax (500) is under engine.poolSize (600)').and.contain('set engine.poolMax to 600 or more');
+    expect(await apps.readNamespacedStatefulSet({ name: 'capped', namespace: NS }).then(() => 'exists', () => 'absent')).to.equal('absent');
+    await remove(c, 'runtimes', 'bursty');
+    await remove(c, 'runtimes', 'capped');
   });
 
   it('leaves its objects to the garbage collector when the Runtime is deleted', async () => {

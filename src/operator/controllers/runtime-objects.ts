@@ -98,9 +98,24 @@ function databaseMemoryDefaultMb(rt: Runtime): number | null {
   return r.mb;
 }
 
+/** The longest --pool-idle pgx start takes (a timer's limit: 2^31 - 1 ms, whole seconds), a little over 24 days. */
+const MAX_POOL_IDLE_SECONDS = 2_147_483;
+
+/** engine.poolIdle in the whole seconds `pgx start --pool-idle` takes. */
+function poolIdleSeconds(rt: Runtime): number {
+  return Math.round((parseDuration(rt.spec.engine.poolIdle) ?? 600_000) / 1000);
+}
+
 /** What in a Runtime's spec the schema lets through but no pod could run with; null when none. */
 export function runtimeSpecProblem(rt: Runtime): string | null {
-  const q = rt.spec.engine.databaseDefaults?.memory;
+  const e = rt.spec.engine;
+  // The pool starts at poolSize and grows up to poolMax: a ceiling under the floor is refused rather
+  // than guessed at (pgx start would take it as "never grow").
+  if (e.poolMax < e.poolSize) {
+    return `engine.poolMax (${e.poolMax}) is under engine.poolSize (${e.poolSize}): the warm pool keeps poolSize spares and grows up to poolMax after bursts; set engine.poolMax to ${e.poolSize} or more (it defaults to 500)`;
+  }
+  if (poolIdleSeconds(rt) > MAX_POOL_IDLE_SECONDS) return `engine.poolIdle "${e.poolIdle}" is over 24d, the longest pgx start --pool-idle takes`;
+  const q = e.databaseDefaults?.memory;
   if (q === undefined) return null;
   const r = memoryLimitMb('engine.databaseDefaults.memory', q);
   return r.ok ? null : r.message;
@@ -146,6 +161,8 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
     '--prefix', s.engine.prefix,
     '--grace', String(graceSeconds),
     '--pool-size', String(s.engine.poolSize),
+    '--pool-max', String(s.engine.poolMax),
+    '--pool-idle', String(poolIdleSeconds(rt)),
     '--log-format', 'json',
     ...(s.tls ? ['--tls-cert', `${TLS_DIR}/tls.crt`, '--tls-key', `${TLS_DIR}/tls.key`] : []),
     ...(s.engine.databaseDefaults?.connections !== undefined ? ['--max-sessions-per-db', String(s.engine.databaseDefaults.connections)] : []),

@@ -98,6 +98,18 @@ const runtimeSpec = z
           .default('15s')
           .describe('A minted database is dropped this long after its last session ends (pgx start --grace); Branches are exempt unless they set pinned: false.'),
         poolSize: z.number().int().min(0).max(1000).default(2).describe('Warm spare databases kept per sealed template (pgx start --pool-size).'),
+        poolMax: z
+          .number()
+          .int()
+          .min(0)
+          .max(1_000_000)
+          .default(500)
+          .describe(
+            "Warm spares per sealed template at most after bursts (pgx start --pool-max): each mint that finds no spare ready while other mints wait raises the template's pool by one, so the next burst of that size is served from spares. At least poolSize (a Runtime with less is refused: Ready False, InvalidSpec).",
+          ),
+        poolIdle: duration('engine.poolIdle')
+          .default('10m')
+          .describe('A pool grown by a burst shrinks back to poolSize after this long without a mint of its template; the extra spares are dropped (pgx start --pool-idle). At most 24d.'),
         databaseDefaults: z
           .object({
             memory: quantity('engine.databaseDefaults.memory').optional().describe('Memory limit of a database unless its Branch sets one (pgx start --database-memory-limit). Rounded up to whole Mi; at least 1Mi.'),
