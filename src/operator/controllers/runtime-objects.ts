@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 import type { V1Affinity, V1TopologySpreadConstraint, V1OwnerReference, V1PodDisruptionBudget, V1Secret, V1SecurityContext, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import type { Runtime } from '../crds/index.js';
-import { memoryLimitMb, parseDuration } from '../crds/index.js';
+import { memoryLimitMb, parseDuration, POOL_DEFAULTS } from '../crds/index.js';
 import { API_TOKEN_KEY, headlessServiceName, RUNTIME_LABEL, runtimeSecretName, type PodNetwork } from '../pods.js';
 
 const ADMIN_PASSWORD_KEY = 'admin-password';
@@ -103,17 +103,16 @@ const MAX_POOL_IDLE_SECONDS = 2_147_483;
 
 /** engine.poolIdle in the whole seconds `pgx start --pool-idle` takes. */
 function poolIdleSeconds(rt: Runtime): number {
-  return Math.round((parseDuration(rt.spec.engine.poolIdle) ?? 600_000) / 1000);
+  return durationSeconds(rt.spec.engine.poolIdle);
+}
+
+function durationSeconds(text: string): number {
+  return Math.round((parseDuration(text) ?? parseDuration(POOL_DEFAULTS.poolIdle)!) / 1000);
 }
 
 /** What in a Runtime's spec the schema lets through but no pod could run with; null when none. */
 export function runtimeSpecProblem(rt: Runtime): string | null {
   const e = rt.spec.engine;
-  // The pool starts at poolSize and grows up to poolMax: a ceiling under the floor is refused rather
-  // than guessed at (pgx start would take it as "never grow").
-  if (e.poolMax < e.poolSize) {
-    return `engine.poolMax (${e.poolMax}) is under engine.poolSize (${e.poolSize}): the warm pool keeps poolSize spares and grows up to poolMax after bursts; set engine.poolMax to ${e.poolSize} or more (it defaults to 500)`;
-  }
   if (poolIdleSeconds(rt) > MAX_POOL_IDLE_SECONDS) return `engine.poolIdle "${e.poolIdle}" is over 24d, the longest pgx start --pool-idle takes`;
   const q = e.databaseDefaults?.memory;
   if (q === undefined) return null;
@@ -161,8 +160,10 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
     '--prefix', s.engine.prefix,
     '--grace', String(graceSeconds),
     '--pool-size', String(s.engine.poolSize),
-    '--pool-max', String(s.engine.poolMax),
-    '--pool-idle', String(poolIdleSeconds(rt)),
+    // Passed only when set away from pgx start's defaults: an operator upgrade that adds flags with
+    // their default values would change every StatefulSet and restart every runtime pod for nothing.
+    ...(s.engine.poolMax !== POOL_DEFAULTS.poolMax ? ['--pool-max', String(s.engine.poolMax)] : []),
+    ...(poolIdleSeconds(rt) !== durationSeconds(POOL_DEFAULTS.poolIdle) ? ['--pool-idle', String(poolIdleSeconds(rt))] : []),
     '--log-format', 'json',
     ...(s.tls ? ['--tls-cert', `${TLS_DIR}/tls.crt`, '--tls-key', `${TLS_DIR}/tls.key`] : []),
     ...(s.engine.databaseDefaults?.connections !== undefined ? ['--max-sessions-per-db', String(s.engine.databaseDefaults.connections)] : []),

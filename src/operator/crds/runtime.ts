@@ -23,6 +23,12 @@ const toleration = z
   .strict()
   .describe('A toleration, as in a Pod spec.');
 
+/**
+ * The warm pool's growth bounds when a Runtime sets none: pgx start's own defaults (crds.test checks
+ * they stay equal). The operator passes the flags only when a spec sets other values.
+ */
+export const POOL_DEFAULTS = { poolMax: 500, poolIdle: '10m' } as const;
+
 export const labelSelector = z
   .object({
     matchLabels: z.record(z.string().min(1).max(316), z.string().max(63)).optional(),
@@ -103,12 +109,12 @@ const runtimeSpec = z
           .int()
           .min(0)
           .max(1_000_000)
-          .default(500)
+          .default(POOL_DEFAULTS.poolMax)
           .describe(
-            "Warm spares per sealed template at most after bursts (pgx start --pool-max): each mint that finds no spare ready while other mints wait raises the template's pool by one, so the next burst of that size is served from spares. At least poolSize (a Runtime with less is refused: Ready False, InvalidSpec).",
+            "Warm spares per sealed template at most after bursts (pgx start --pool-max): each mint that finds no spare ready while other mints wait raises the template's pool by one, so the next burst of that size is served from spares. At or under poolSize the pool never grows.",
           ),
         poolIdle: duration('engine.poolIdle')
-          .default('10m')
+          .default(POOL_DEFAULTS.poolIdle)
           .describe('A pool grown by a burst shrinks back to poolSize after this long without a mint of its template; the extra spares are dropped (pgx start --pool-idle). At most 24d.'),
         databaseDefaults: z
           .object({
