@@ -5,7 +5,7 @@
 // go end to end through a real client; without it the engine routes no names at all.
 
 import pg from 'pg';
-import { systemClock } from '../../src/clock.js';
+import { systemClock, type Clock } from '../../src/clock.js';
 import type { ControlFunctions, Router, SessionObserver } from '../../src/engine/ports.js';
 import type { DatabaseSettings } from '../../src/runtime/databases/settings.js';
 import { DisposableDatabases } from '../../src/runtime/databases/disposable-databases.js';
@@ -41,7 +41,7 @@ export const FAST: Partial<DatabaseSettings> = {
 };
 
 export async function startHarness(
-  opts: { settings?: Partial<DatabaseSettings>; wire?: boolean; rt?: TestRuntime; runtime?: Parameters<typeof startTestRuntime>[0] } = {},
+  opts: { settings?: Partial<DatabaseSettings>; wire?: boolean; rt?: TestRuntime; runtime?: Parameters<typeof startTestRuntime>[0]; clock?: Clock } = {},
 ): Promise<Harness> {
   const rt = opts.rt ?? (await startTestRuntime(opts.runtime));
   const { engine, supervisor } = rt.runtime;
@@ -64,7 +64,7 @@ export async function startHarness(
     version: 'test',
     postgresVersion: rt.runtime.pgVersion,
     postgresPid: () => supervisor.pid,
-    clock: systemClock,
+    clock: opts.clock ?? systemClock,
     logger: testLogger(),
   });
   // The parts fit the engine's ports as they are declared: this fails to compile if they drift.

@@ -1,9 +1,11 @@
 // Bursts of new names larger than the warm pool, against a real runtime: the mint queue keeps clients
 // waiting while creations progress (however long that takes in all) and refuses them only when none
 // finishes for --mint-timeout; the pool grows towards the demand it could not meet and shrinks back
-// to --pool-size once its template goes unminted for --pool-idle.
+// to --pool-size once its template goes unminted for --pool-idle; the last spare claimed, the refill
+// starts at once.
 
 import { expect } from 'chai';
+import type { Clock } from '../../src/clock.js';
 import type { PgxError } from '../../src/errors.js';
 import { waitFor } from '../helpers/commands.js';
 import { createTemplateDatabase, startHarness, type Harness } from './databases-harness.js';
@@ -89,6 +91,25 @@ describe('runtime: bursts larger than the warm pool', function () {
         const pool = (await h.dbs.operations.status()).pool.tpl_app!;
         return pool.size === 1 && pool.ready === 1 && (await sparesOnDisk(h)) === 1;
       }, 60_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('starts the refill at once when the last spare is claimed, without waiting for the claiming client to settle', async function () {
+    // The monotonic clock stands still from the claim on: a refill that waited for the claiming
+    // client to settle (or for the hold's bound) would wait for ever.
+    let frozenAt: number | null = null;
+    const clock: Clock = { now: () => Date.now(), monotonic: () => frozenAt ?? performance.now() };
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 1 }, clock });
+    try {
+      await createTemplateDatabase(h, 'tpl_app');
+      await h.dbs.operations.seal('tpl_app', 'postgres');
+      await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+      frozenAt = performance.now();
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__last' });
+      expect((await h.dbs.operations.status()).mints.warm).to.equal(1);
+      await waitFor('the pool refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1, 60_000);
     } finally {
       await h.stop();
     }

@@ -57,9 +57,11 @@ export interface WarmPoolStats {
 }
 
 /**
- * A refill waits this long after a handout: the client that claimed is starting its first backend
- * and queries, and a create (a copy of the whole template) beside it would slow it down on a small
- * machine. A burst of claims holds refills back until it pauses, for at most HOLD_MAX_MS in a row.
+ * A refill waits this long after a handout while the template still has a spare ready: the client
+ * that claimed is starting its first backend and queries, and a create (a copy of the whole template)
+ * beside it would slow it down on a small machine. A burst of claims holds refills back until it
+ * pauses, for at most HOLD_MAX_MS in a row. The last spare gone, a refill starts at once: a client
+ * that found none would make the same copy on its own path.
  */
 const SETTLE_MS = 100;
 /** Extra spares (beyond --pool-size) on a filesystem that copies may fill this share of the free space. */
@@ -220,7 +222,9 @@ export class WarmPool {
         await this.pause.for(YIELD_MS);
         continue;
       }
-      const settle = this.settleMs();
+      // With no spare of the template left, the next client's mint would copy it on its own path, at
+      // full priority: this copy, at the lowest, is the cheaper one, so it does not wait for the last.
+      const settle = this.hasReady(template) ? this.settleMs() : 0;
       if (settle > 0) {
         await this.pause.for(settle);
         continue;
