@@ -114,4 +114,22 @@ describe('runtime: bursts larger than the warm pool', function () {
       await h.stop();
     }
   });
+
+  it("grows the pool when one client's mints outpace its refills, with no other mint waiting", async function () {
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 3 } });
+    try {
+      await createTemplateDatabase(h, 'tpl_app');
+      await h.dbs.operations.seal('tpl_app', 'postgres');
+      await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+      // One after the other: the second finds the refill behind the first still copying.
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__first' });
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__second' });
+      const status = await h.dbs.operations.status();
+      expect([status.mints.warm, status.mints.cold]).to.deep.equal([1, 1]);
+      expect(status.pool.tpl_app!.size).to.equal(2);
+      await waitFor('2 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2, 60_000);
+    } finally {
+      await h.stop();
+    }
+  });
 });

@@ -1,7 +1,7 @@
 // The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
-// instead of a copy. It keeps `size` spares (--pool-size), and more after a burst: every mint that
-// finds no spare ready while others wait for a mint worker raises the template's target by one, up to
-// `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay under
+// instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst,
+// or one client's quick loop): every mint that finds no spare ready raises the template's target by
+// one, up to `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay under
 // a tenth of the free space), so the next burst of that size is served from spares; after `idleMs`
 // (--pool-idle) without a mint of the template the target falls back to `size` and the janitor drops
 // the extra spares. Refills run in the background, one spare at a time on their own connection, and
@@ -119,14 +119,14 @@ export class WarmPool {
   }
 
   /**
-   * A mint of `template` found no spare ready and copies it instead. While other mints wait for a
-   * worker too, mints come faster than the pool and the workers serve them: the pool wants one more
-   * spare (up to --pool-max), made once the clients waiting are served. A lone cold mint (the pool
-   * refilling behind the last one) asks for none.
+   * A mint of `template` found no spare ready and copies it instead: mints come faster than the pool
+   * refills, a burst or one client's steady loop alike, so the pool wants one more spare (up to
+   * --pool-max). Each miss is a client that waited for a whole copy; the extra spares go again after
+   * --pool-idle without mints.
    */
   missed(template: TemplateRecord): void {
     const { size, max } = this.opts;
-    if (size === 0 || this.stopped || !this.opts.mintsWaiting()) return;
+    if (size === 0 || this.stopped) return;
     this.targets.set(template.name, Math.min(Math.max(size, max), this.target(template.name) + 1));
     this.minted(template.name);
   }
