@@ -4,6 +4,7 @@
 // deadlines are indexed (expiries.ts): a pass looks at the due databases only.
 
 import type { Clock } from '../../clock.js';
+import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { Counters } from './counters.js';
 import type { Dropper, EngineSessions } from './dropper.js';
@@ -16,6 +17,11 @@ import type { Registry } from './registry.js';
 import type { SessionCounts } from './session-counts.js';
 
 export { idleDueAt } from './expiries.js';
+
+/** PostgreSQL's object_in_use: a drop refused while a prepared transaction holds the database. */
+const OBJECT_IN_USE = '55006';
+/** A refused drop is tried again --grace later, and never sooner than this. */
+const MIN_REFUSED_RETRY_MS = 1000;
 
 export interface LifecycleOptions {
   prefix: string;
@@ -86,19 +92,32 @@ function dropIdleTask(o: LifecycleOptions, expiries: Expiries): JanitorTask {
 
 /**
  * Drops `due` one at a time, stopping when the runtime stops. What was taken from the index and not
- * dropped (a stop, a failure) goes back on it, so the next pass (or the next start) tries again.
+ * dropped (a stop, a failure) goes back on it, so the next pass (or the next start) tries again. A
+ * drop PostgreSQL refuses because the database is in use (55006: a prepared transaction holds it) is
+ * logged with what to do and tried again --grace later (1 s at least); the rest of the batch goes on.
+ * The janitor never finishes a prepared transaction itself: rolling it back would lose data a
+ * client was promised, committing it would be a decision that is not ours.
  */
 async function dropEach(o: LifecycleOptions, expiries: Expiries, due: DatabaseRecord[], drop: (d: DatabaseRecord) => Promise<void>): Promise<void> {
-  let done = 0;
+  const settled = new Set<string>();
   try {
     for (const d of due) {
       if (o.dropper.closing) break;
-      await drop(d);
+      try {
+        await drop(d);
+      } catch (err) {
+        if (!(err instanceof PgxError && err.sqlstate === OBJECT_IN_USE)) throw err;
+        const retryMs = Math.max(o.graceMs, MIN_REFUSED_RETRY_MS);
+        expiries.retryAt(d.name, o.clock.now() + retryMs);
+        settled.add(d.name);
+        o.logger.warn('database-drop-refused', { database: d.name, reason: err.message, detail: err.detail, hint: err.hint, retryInSeconds: retryMs / 1000 });
+        continue;
+      }
+      settled.add(d.name);
       o.counters.add('janitor.drops');
-      done++;
     }
   } finally {
-    for (const d of due.slice(done)) expiries.changed(d.name);
+    for (const d of due) if (!settled.has(d.name)) expiries.changed(d.name);
   }
 }
 
