@@ -12,6 +12,7 @@
 // the memory goes back only when its backend exits. So one tenant's hoard never costs another's query.
 // With the runtime limit derived from the cgroup's, the cgroup is watched too: memory it cannot reclaim
 // (backends, node, shared buffers) past 90% of its limit is paid for the same way, before the kernel kills.
+// While no tenant session has a backend, a pass reads nothing at all (see check()).
 
 import { readFile } from 'node:fs/promises';
 import { PgxError } from '../errors.js';
@@ -39,6 +40,14 @@ async function anonymousMemoryKb(pid: number): Promise<number | null> {
   } catch {
     return null;
   }
+}
+
+interface Target {
+  session: EngineSession;
+  pid: number;
+  busy: boolean;
+  /** The last reading (kB), when it may stand for this pass's. */
+  cached: number | null;
 }
 
 interface Reading {
@@ -82,6 +91,8 @@ export class MemoryWatchdog {
   private quietUntil = 0;
   /** Sessions ended (FATAL 53200) for holding memory between statements over the runtime limit. */
   sessionsEnded = 0;
+  /** Passes that found no tenant backend to watch, and so read nothing. */
+  idlePasses = 0;
 
   constructor(
     private readonly limits: MemoryLimits,
@@ -101,19 +112,30 @@ export class MemoryWatchdog {
     this.timer = setInterval(() => void this.check(), this.limits.intervalMs);
     this.timer.unref();
   }
-
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
   }
 
-  /** One measurement and enforcement pass; public for tests. */
+  /**
+   * One measurement and enforcement pass; public for tests. With no tenant backend to watch it reads
+   * nothing, the cgroup included: no backend can be measured, canceled or ended, so the guard has
+   * nobody to make pay (it never did: a cgroup high with no tenant memory is the runtime's own), and
+   * an idle runtime does no file reads through libuv's threadpool ten times a second. The cgroup's
+   * growth rate then starts afresh with the first pass that has a backend, as at start.
+   */
   async check(): Promise<void> {
     if (this.measuring) return; // the previous pass is still reading /proc
+    this.ticks++;
+    const targets = this.targets();
+    if (targets.length === 0) {
+      this.idlePasses++;
+      this.lastCgroupMb = null;
+      return;
+    }
     this.measuring = true;
     try {
-      this.ticks++;
-      const [readings, cgroupMb] = await Promise.all([this.read(), this.limits.cgroup?.usedMb() ?? null]);
+      const [readings, cgroupMb] = await Promise.all([this.read(targets), this.limits.cgroup?.usedMb() ?? null]);
       this.enforce(readings, cgroupMb);
     } catch (err) {
       this.logger.error('memory watchdog pass failed', { err });
@@ -122,9 +144,10 @@ export class MemoryWatchdog {
     }
   }
 
-  private async read(): Promise<Reading[]> {
+  /** The backends under some limit now, each with its last reading when that can be reused. */
+  private targets(): Target[] {
     const all = this.limitsAll;
-    const targets: Array<{ session: EngineSession; pid: number; busy: boolean; cached: number | null }> = [];
+    const targets: Target[] = [];
     for (const session of this.sessions()) {
       const pid = session.backendPid;
       if (pid === null) continue;
@@ -135,6 +158,10 @@ export class MemoryWatchdog {
       targets.push({ session, pid, busy: session.busy, cached: fresh ? last.kb : null });
     }
     for (const s of this.cancelled.keys()) if (!s.busy || s.backendPid === null) this.cancelled.delete(s);
+    return targets;
+  }
+
+  private async read(targets: Target[]): Promise<Reading[]> {
     const kbs = await Promise.all(targets.map((t) => (t.cached !== null ? t.cached : this.measure(t.pid))));
     const readings: Reading[] = [];
     targets.forEach((t, i) => {

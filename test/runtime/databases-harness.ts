@@ -10,6 +10,7 @@ import type { ControlFunctions, Router, SessionObserver } from '../../src/engine
 import type { DatabaseSettings } from '../../src/runtime/databases/settings.js';
 import { DisposableDatabases } from '../../src/runtime/databases/disposable-databases.js';
 import type { EngineSessions } from '../../src/runtime/databases/dropper.js';
+import type { Logger } from '../../src/log.js';
 import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
 import { testLogger, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 import { probeStorage } from '../../src/runtime/postgres/storage-probe.js';
@@ -41,7 +42,7 @@ export const FAST: Partial<DatabaseSettings> = {
 };
 
 export async function startHarness(
-  opts: { settings?: Partial<DatabaseSettings>; wire?: boolean; rt?: TestRuntime; runtime?: Parameters<typeof startTestRuntime>[0]; clock?: Clock } = {},
+  opts: { settings?: Partial<DatabaseSettings>; wire?: boolean; rt?: TestRuntime; runtime?: Parameters<typeof startTestRuntime>[0]; clock?: Clock; logger?: Logger } = {},
 ): Promise<Harness> {
   const rt = opts.rt ?? (await startTestRuntime(opts.runtime));
   const { engine, supervisor } = rt.runtime;
@@ -65,7 +66,7 @@ export async function startHarness(
     postgresVersion: rt.runtime.pgVersion,
     postgresPid: () => supervisor.pid,
     clock: opts.clock ?? systemClock,
-    logger: testLogger(),
+    logger: opts.logger ?? testLogger(),
   });
   // The parts fit the engine's ports as they are declared: this fails to compile if they drift.
   const router: Router = dbs.router;

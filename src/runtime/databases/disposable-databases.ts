@@ -26,7 +26,7 @@ import { CLONE_FILES_SQL, closeAllToPublicSql } from './create-database.js';
 import { DatabaseCredentials } from './credentials.js';
 import { Dropper, type EngineSessions } from './dropper.js';
 import { Janitor, type JanitorTask } from './janitor.js';
-import { dropIdleTask, dropStaleSparesTask, expireTtlTask, flushCountersTask, type LifecycleOptions } from './janitor-tasks.js';
+import { dropStaleSparesTask, flushCountersTask, lifecycleTasks, type LifecycleOptions } from './janitor-tasks.js';
 import { Lifecycle } from './lifecycle.js';
 import { MetadataStore } from './metadata.js';
 import { Minter } from './mint.js';
@@ -336,8 +336,7 @@ export class DisposableDatabases {
     };
     let lastReconcile = this.opts.clock.monotonic();
     return [
-      expireTtlTask(lifecycle),
-      dropIdleTask(lifecycle),
+      ...lifecycleTasks(lifecycle),
       dropStaleSparesTask(lifecycle),
       {
         name: 'reconcile',

@@ -4,10 +4,12 @@
 // drop answers then: the name is free at once, and the DROP DATABASE runs in the background (trash.ts),
 // off the path of drops and mints. Measured, a DROP DATABASE in place took 25-150 ms (a buffer scan, a
 // checkpoint request, a barrier over every backend, beside the warm pool's CREATE DATABASE); the rename
-// is a catalog update. Where a rename cannot be had (a session outside the engine stays, a prepared
-// transaction, a database with per-database credentials, whose roles are dropped after it) the drop
-// runs in place, WITH (FORCE), as before. Idempotent, and concurrent requests for one name share one
-// drop; route() waits for a drop in progress before minting the name again.
+// is a catalog update. Where a rename cannot be had (a session outside the engine stays, a database
+// with per-database credentials, whose roles are dropped after it) the drop runs in place, WITH
+// (FORCE), as before. A database a prepared transaction uses is refused at once with 55006, before
+// any session is ended (PostgreSQL can neither rename nor drop it; see preparedTransactionsRefusal).
+// Idempotent, and concurrent requests for one name share one drop; route() waits for a drop in
+// progress before minting the name again.
 
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
@@ -121,11 +123,14 @@ export class Dropper {
   }
 
   private async run(name: string, terminate: Termination | null, reason: string, tombstone: string | null): Promise<void> {
-    const ended = terminate ? this.engine.terminateSessions(name, terminate.message, terminate.hint) : 0;
     const client = await this.conn.get();
-    const oid = await this.untilNoBackends(client, name);
+    // Refused before anyone's session is ended, as PostgreSQL's DROP DATABASE ... WITH (FORCE) does.
+    this.engine.closeIdleBackends(name);
+    const first = await this.look(client, name);
+    const ended = terminate ? this.engine.terminateSessions(name, terminate.message, terminate.hint) : 0;
+    const oid = first.oid === null ? null : first.backends === 0 && ended === 0 ? first.oid : await this.untilNoBackends(client, name);
     const trash = oid === null ? null : await this.renameAway(client, name, oid);
-    if (trash === null) await client.query(dropDatabaseSql(name));
+    if (trash === null) await this.dropInPlace(client, name);
     this.registry.forget(name);
     await this.metadata.deleteDatabase(name);
     await this.dropped(name, tombstone);
@@ -157,6 +162,35 @@ export class Dropper {
   }
 
   /**
+   * What PostgreSQL has on `name` now: its backends, its oid (null: no such database), and, refused
+   * at once as 55006, prepared transactions (see preparedTransactionsRefusal).
+   */
+  private async look(client: SqlClient, name: string): Promise<{ backends: number; oid: string | null }> {
+    const literal = quoteLiteral(name);
+    const { rows } = await client.query(
+      `SELECT (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE datname = ${literal}), ` +
+        `(SELECT oid FROM pg_catalog.pg_database WHERE datname = ${literal}), ` +
+        `(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(gid, owner, prepared) ORDER BY prepared) FROM pg_catalog.pg_prepared_xacts WHERE database = ${literal})`,
+    );
+    const prepared = rows[0]?.[2] ?? null;
+    if (prepared !== null) throw preparedTransactionsRefusal(name, JSON.parse(prepared) as PreparedTransaction[]);
+    return { backends: Number(rows[0]?.[0] ?? 0), oid: rows[0]?.[1] ?? null };
+  }
+
+  /**
+   * DROP DATABASE ... WITH (FORCE), where a rename could not be had. A prepared transaction made
+   * since the last look makes PostgreSQL refuse it (55006): that refusal names it as look() does.
+   */
+  private async dropInPlace(client: SqlClient, name: string): Promise<void> {
+    try {
+      await client.query(dropDatabaseSql(name));
+    } catch (err) {
+      if (postgresSqlstate(err) === OBJECT_IN_USE) await this.look(client, name);
+      throw err;
+    }
+  }
+
+  /**
    * Closes the engine's idle backends on `name` and waits, briefly, until PostgreSQL has none there.
    * DROP DATABASE ... WITH (FORCE) would end them too, but then it waits for them in steps of 100 ms
    * (CountOtherDBBackends), and a rename would wait up to 5 s and fail: a drop right after its last
@@ -166,18 +200,36 @@ export class Dropper {
    * place, FORCE ends it).
    */
   private async untilNoBackends(client: SqlClient, name: string): Promise<string | null> {
-    const literal = quoteLiteral(name);
-    const sql =
-      `SELECT (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE datname = ${literal}), ` +
-      `(SELECT oid FROM pg_catalog.pg_database WHERE datname = ${literal})`;
     for (let waitedMs = 0; waitedMs < BACKEND_EXIT_WAIT_MS; waitedMs += BACKEND_EXIT_POLL_MS) {
       this.engine.closeIdleBackends(name);
-      const { rows } = await client.query(sql);
-      const oid = rows[0]?.[1] ?? null;
+      const { backends, oid } = await this.look(client, name);
       if (oid === null) return null;
-      if (Number(rows[0]?.[0] ?? 0) === 0) return oid;
+      if (backends === 0) return oid;
       await sleep(BACKEND_EXIT_POLL_MS);
     }
     return null;
   }
+}
+
+/** A row of pg_prepared_xacts: gid, owner, prepared (timestamptz as JSON gives it). */
+type PreparedTransaction = [string, string, string];
+
+/**
+ * PostgreSQL will not drop (nor rename) a database a prepared transaction uses: its rename waits 5 s
+ * for it to go and fails, DROP DATABASE ... WITH (FORCE) fails at once (55006; a prepared transaction
+ * has no backend to end). PGX answers as the latter, naming the transactions and how to finish them.
+ * It does not roll them back itself: a prepared transaction is a promise to commit made to a client
+ * (a transaction manager), and rolling it back would lose its data silently.
+ */
+export function preparedTransactionsRefusal(name: string, prepared: PreparedTransaction[]): PgxError {
+  const n = prepared.length;
+  const listed = prepared.slice(0, 5).map(([gid, owner, at]) => `${quoteLiteral(gid)} (prepared by role "${owner}" at ${at})`);
+  const gids = prepared.slice(0, 5).map(([gid]) => quoteLiteral(gid));
+  return new PgxError('OBJECT_IN_USE', `database "${name}" is being used by prepared transactions`, {
+    detail: `There ${n === 1 ? 'is 1 prepared transaction' : `are ${n} prepared transactions`} using the database: ${listed.join(', ')}${n > 5 ? ', ...' : ''}.`,
+    hint:
+      n === 1
+        ? `Connect to "${name}" and finish it: COMMIT PREPARED ${gids[0]} keeps its changes, ROLLBACK PREPARED ${gids[0]} discards them. Then drop the database again.`
+        : `Connect to "${name}" and finish each: COMMIT PREPARED or ROLLBACK PREPARED ${gids.join(', ')}${n > 5 ? ' and the rest in pg_prepared_xacts' : ''}. Then drop the database again.`,
+  });
 }

@@ -1,6 +1,8 @@
 // What PGX knows about its templates, minted databases and spares, in memory: routing answers from it
-// without a query, and the janitor scans it. The metadata store holds the same records on disk; the
-// registry is loaded from it at start and every change is written through by its owner.
+// without a query, and the janitor's deadlines follow it. The metadata store holds the same records on disk; the
+// registry is loaded from it at start and every change is written through by its owner. Every change
+// to a minted database's record passes through put, update or forget, which tell the watchers (the
+// janitor's deadlines, expiries.ts), so nothing has to walk the records to find what changed.
 
 import type { DatabaseRecord, TemplateRecord } from './records.js';
 
@@ -20,6 +22,12 @@ export class Registry {
    * list (databasesAfter) is a binary search and a slice, not a sort of 10,000 names per request.
    */
   private readonly sortedNames: string[] = [];
+  /** Told the name of every database whose record was put, updated or forgotten. */
+  private readonly watchers: Array<(name: string) => void> = [];
+
+  watch(watcher: (name: string) => void): void {
+    this.watchers.push(watcher);
+  }
 
   load(templates: TemplateRecord[], databases: DatabaseRecord[]): void {
     for (const t of templates) this.templates.set(t.name, t);
@@ -35,6 +43,7 @@ export class Registry {
       if (!this.databases.has(d.name)) this.sortedNames.splice(this.firstAfter(d.name, false), 0, d.name);
       this.databases.set(d.name, d);
     }
+    this.changed(d.name);
   }
 
   /**
@@ -46,6 +55,7 @@ export class Registry {
     if (!current) return undefined;
     const next = { ...current, ...patch };
     this.databases.set(name, next);
+    this.changed(name);
     return next;
   }
 
@@ -53,6 +63,11 @@ export class Registry {
     if (this.databases.delete(name)) this.unindex(name);
     this.spares.delete(name);
     this.lastRouted.delete(name);
+    this.changed(name);
+  }
+
+  private changed(name: string): void {
+    for (const watcher of this.watchers) watcher(name);
   }
 
   sealedTemplate(name: string): TemplateRecord | undefined {
