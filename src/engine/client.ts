@@ -221,30 +221,36 @@ export class ClientSession implements EngineSession, LoginHost {
     }
     const router = this.ctx.options.router;
     const routed = router ? router.route({ user: this.user, database: this.database }) : Promise.resolve();
-    routed
-      .then((route) => {
-        if (this.state !== 'connecting') return null;
-        const key = keyParts.join('\0');
-        const limit = route && route.maxSessions !== undefined ? route.maxSessions : (this.ctx.options.maxSessionsPerDatabase ?? null);
-        const acquire = (): Promise<BackendConnection> | null => {
-          if (this.state !== 'connecting') return null;
-          const admin = this.isAdmin;
-          if (!admin) {
-            this.ctx.shares.take(this.user, this.database);
-            this.shareHeld = true;
-          }
-          return this.ctx.pool.acquire(key, startup, admin);
-        };
-        if (this.takeSlot(limit)) return acquire();
-        return this.admitOverCap(limit).then(acquire);
-      })
-      .then(
-        (backend) => {
-          if (backend) this.attach(backend);
-        },
-        (err: unknown) => this.failClient(err),
-      );
+    // One hop from the route to the pool's answer: the backend's promise is not adopted by another.
+    routed.then((route) => {
+      if (this.state !== 'connecting') return;
+      const limit = route && route.maxSessions !== undefined ? route.maxSessions : (this.ctx.options.maxSessionsPerDatabase ?? null);
+      const key = keyParts.join('\0');
+      try {
+        if (this.takeSlot(limit)) this.acquire(key, startup)?.then(this.onBackend, this.onConnectFailed);
+        else this.admitOverCap(limit).then(() => this.acquire(key, startup)).then(this.onBackend, this.onConnectFailed);
+      } catch (err) {
+        this.failClient(err);
+      }
+    }, this.onConnectFailed);
   }
+
+  /** A backend from the pool, through the session's share (the admin's sessions take none); null if the client left. */
+  private acquire(key: string, startup: Record<string, string>): Promise<BackendConnection> | null {
+    if (this.state !== 'connecting') return null;
+    const admin = this.isAdmin;
+    if (!admin) {
+      this.ctx.shares.take(this.user, this.database);
+      this.shareHeld = true;
+    }
+    return this.ctx.pool.acquire(key, startup, admin);
+  }
+
+  private readonly onBackend = (backend: BackendConnection | null): void => {
+    if (backend) this.attach(backend);
+  };
+
+  private readonly onConnectFailed = (err: unknown): void => this.failClient(err);
 
   /** The runtime's own roles, or any client on the Unix socket: no share, and the reserved backends. */
   private get isAdmin(): boolean {
