@@ -13,8 +13,8 @@ export type PhaseHandler = (type: number, frame: Buffer) => 'more' | 'done';
 export interface PhaseRunner {
   /** Reads whole messages with `handler` until it answers 'done' (then `done`) or throws or the socket fails (then `fail`). */
   runPhase(handler: PhaseHandler, done: () => void, fail: (err: Error) => void): void;
-  /** Writes `frames` in one write. */
-  write(frames: Buffer[]): void;
+  /** Writes `frame` to PostgreSQL. */
+  write(frame: Buffer): void;
   /** Keeps a ParameterStatus PostgreSQL sent. */
   recordParameter(frame: Buffer): void;
   closed(): boolean;
@@ -94,7 +94,7 @@ export class LoginChecks {
     this.resetFailed = false;
     if (this.verifiedSnapshot === null) return this.fullCheck();
     conn.runPhase(this.onSnapshotFrame, this.onSnapshotDone, this.onFailed);
-    this.send(conn, SNAPSHOT);
+    this.send(conn, SNAPSHOT, RESET_AND_SNAPSHOT);
   }
 
   // The check in progress: its connection, whom to tell, and what its answer said so far.
@@ -154,14 +154,17 @@ export class LoginChecks {
       },
       this.onFailed,
     );
-    this.send(conn, FULL_CHECK);
+    this.send(conn, FULL_CHECK, RESET_AND_FULL_CHECK);
   }
 
-  /** Writes a check, behind DISCARD ALL in the same write when the backend is dirty. */
-  private send(conn: PhaseRunner, check: Buffer): void {
-    if (!this.dirty) return conn.write([check]);
+  /**
+   * Writes a check, or the same check behind DISCARD ALL (`withReset`, made once: one buffer, one
+   * plain write, no cork) when the backend is dirty.
+   */
+  private send(conn: PhaseRunner, check: Buffer, withReset: Buffer): void {
+    if (!this.dirty) return conn.write(check);
     this.dirty = false;
-    conn.write([DISCARD_ALL, check]);
+    conn.write(withReset);
   }
 }
 
@@ -200,5 +203,7 @@ class FullCheck {
 }
 
 const DISCARD_ALL = serialize.query('DISCARD ALL');
+const RESET_AND_SNAPSHOT = Buffer.concat([DISCARD_ALL, SNAPSHOT]);
+const RESET_AND_FULL_CHECK = Buffer.concat([DISCARD_ALL, FULL_CHECK]);
 const Y = 0x79;
 const C = 0x63;

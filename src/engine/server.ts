@@ -268,12 +268,7 @@ export class BackendConnection {
   /** What the login checks use of this connection. */
   private readonly phases: PhaseRunner = {
     runPhase: (handler, done, fail) => this.runPhase(handler, done, fail),
-    write: (frames) => {
-      if (frames.length === 1) return void this.socket.write(frames[0]!);
-      this.socket.cork();
-      for (const f of frames) this.socket.write(f);
-      this.socket.uncork();
-    },
+    write: (frame) => void this.socket.write(frame),
     recordParameter: (frame) => void this.recordParameter(frame),
     closed: () => this.ended,
   };
