@@ -13,8 +13,8 @@ export type PhaseHandler = (type: number, frame: Buffer) => 'more' | 'done';
 export interface PhaseRunner {
   /** Reads whole messages with `handler` until it answers 'done' (then `done`) or throws or the socket fails (then `fail`). */
   runPhase(handler: PhaseHandler, done: () => void, fail: (err: Error) => void): void;
-  /** Writes `frames` in one write. */
-  write(frames: Buffer[]): void;
+  /** Writes `frame` to PostgreSQL. */
+  write(frame: Buffer): void;
   /** Keeps a ParameterStatus PostgreSQL sent. */
   recordParameter(frame: Buffer): void;
   closed(): boolean;
@@ -77,63 +77,94 @@ export class LoginChecks {
   }
 
   /**
-   * Whether a fresh login now would give what this backend has (see login-check.ts): resolves false
-   * (never rejects) when it would not, or could not be told; the caller then closes it.
+   * Whether a fresh login now would give what this backend has (see login-check.ts): `done(false)`
+   * when it would not, or could not be told; the caller then closes it. A plain callback, and the
+   * common case (the snapshot did not move) runs on handlers made once per backend: a hand-out makes
+   * no promise and no closure here.
    */
-  check(conn: PhaseRunner): Promise<boolean> {
+  check(conn: PhaseRunner, done: (ok: boolean) => void): void {
     // Its first client left before the baseline's answer came (a connect and Terminate).
-    if (this.pending) return this.read.then(() => this.check(conn));
-    if (this.baseline === null || conn.closed()) return Promise.resolve(false);
-    const baseline = this.baseline;
-    return new Promise((resolve) => {
-      let verdict = false;
-      // A dirty backend answers DISCARD ALL first: its messages, up to its ReadyForQuery, are the reset's.
-      let resetting = this.dirty;
-      let resetFailed = false;
-      const reset = (type: number, frame: Buffer): 'more' | 'done' => {
-        if (type === Msg.ParameterStatus) conn.recordParameter(frame);
-        else if (type === Msg.ErrorResponse) resetFailed = true;
-        else if (type === Msg.ReadyForQuery) resetting = false;
-        return 'more';
-      };
-      const full = (): void => {
-        const check = new FullCheck(baseline);
-        conn.runPhase(
-          (type, frame) => {
-            if (resetting) return reset(type, frame);
-            if (type === Msg.ReadyForQuery) return 'done';
-            check.read(type, frame);
-            return 'more';
-          },
-          () => {
-            const passed = check.passed() && !resetFailed;
-            this.verifiedSnapshot = passed ? check.reusableSnapshot : null;
-            resolve(passed);
-          },
-          () => resolve(false),
-        );
-        this.send(conn, FULL_CHECK);
-      };
-      if (this.verifiedSnapshot === null) return full();
-      conn.runPhase(
-        (type, frame) => {
-          if (resetting) return reset(type, frame);
-          if (type === Msg.FunctionCallResponse) verdict = valueEquals(frame, FUNCTION_RESULT_AT, this.verifiedSnapshot!);
-          else if (type === Msg.ReadyForQuery) return 'done';
-          return 'more';
-        },
-        () => (resetFailed ? resolve(false) : verdict ? resolve(true) : full()),
-        () => resolve(false),
-      );
-      this.send(conn, SNAPSHOT);
-    });
+    if (this.pending) return void this.read.then(() => this.check(conn, done));
+    if (this.baseline === null || conn.closed()) return done(false);
+    this.conn = conn;
+    this.done = done;
+    this.verdict = false;
+    // A dirty backend answers DISCARD ALL first: its messages, up to its ReadyForQuery, are the reset's.
+    this.resetting = this.dirty;
+    this.resetFailed = false;
+    if (this.verifiedSnapshot === null) return this.fullCheck();
+    conn.runPhase(this.onSnapshotFrame, this.onSnapshotDone, this.onFailed);
+    this.send(conn, SNAPSHOT, RESET_AND_SNAPSHOT);
   }
 
-  /** Writes a check, behind DISCARD ALL in the same write when the backend is dirty. */
-  private send(conn: PhaseRunner, check: Buffer): void {
-    if (!this.dirty) return conn.write([check]);
+  // The check in progress: its connection, whom to tell, and what its answer said so far.
+  private conn: PhaseRunner | null = null;
+  private done: ((ok: boolean) => void) | null = null;
+  private verdict = false;
+  private resetting = false;
+  private resetFailed = false;
+
+  /** Tells the caller, once; the check holds on to nothing afterwards. */
+  private finish(ok: boolean): void {
+    const done = this.done;
+    if (done === null) return;
+    this.conn = null;
+    this.done = null;
+    done(ok);
+  }
+
+  /** A message of DISCARD ALL's answer, which comes ahead of the check's when the backend was dirty. */
+  private reset(type: number, frame: Buffer): 'more' {
+    if (type === Msg.ParameterStatus) this.conn!.recordParameter(frame);
+    else if (type === Msg.ErrorResponse) this.resetFailed = true;
+    else if (type === Msg.ReadyForQuery) this.resetting = false;
+    return 'more';
+  }
+
+  private readonly onSnapshotFrame = (type: number, frame: Buffer): 'more' | 'done' => {
+    if (this.resetting) return this.reset(type, frame);
+    if (type === Msg.FunctionCallResponse) this.verdict = valueEquals(frame, FUNCTION_RESULT_AT, this.verifiedSnapshot!);
+    else if (type === Msg.ReadyForQuery) return 'done';
+    return 'more';
+  };
+
+  private readonly onSnapshotDone = (): void => {
+    if (this.resetFailed) this.finish(false);
+    else if (this.verdict) this.finish(true);
+    else this.fullCheck();
+  };
+
+  private readonly onFailed = (): void => this.finish(false);
+
+  /** The snapshot moved (or no full check has passed yet): the whole check, as login-check.ts says. */
+  private fullCheck(): void {
+    const conn = this.conn!;
+    const check = new FullCheck(this.baseline!);
+    conn.runPhase(
+      (type, frame) => {
+        if (this.resetting) return this.reset(type, frame);
+        if (type === Msg.ReadyForQuery) return 'done';
+        check.read(type, frame);
+        return 'more';
+      },
+      () => {
+        const passed = check.passed() && !this.resetFailed;
+        this.verifiedSnapshot = passed ? check.reusableSnapshot : null;
+        this.finish(passed);
+      },
+      this.onFailed,
+    );
+    this.send(conn, FULL_CHECK, RESET_AND_FULL_CHECK);
+  }
+
+  /**
+   * Writes a check, or the same check behind DISCARD ALL (`withReset`, made once: one buffer, one
+   * plain write, no cork) when the backend is dirty.
+   */
+  private send(conn: PhaseRunner, check: Buffer, withReset: Buffer): void {
+    if (!this.dirty) return conn.write(check);
     this.dirty = false;
-    conn.write([DISCARD_ALL, check]);
+    conn.write(withReset);
   }
 }
 
@@ -172,5 +203,7 @@ class FullCheck {
 }
 
 const DISCARD_ALL = serialize.query('DISCARD ALL');
+const RESET_AND_SNAPSHOT = Buffer.concat([DISCARD_ALL, SNAPSHOT]);
+const RESET_AND_FULL_CHECK = Buffer.concat([DISCARD_ALL, FULL_CHECK]);
 const Y = 0x79;
 const C = 0x63;

@@ -35,18 +35,19 @@ const LOGIN_CLOSE_GRACE_MS = 1000;
 /** The newest protocol 3.x minor version the engine speaks: 3.2 (PostgreSQL 18's, longer cancel keys). */
 const NEWEST_PROTOCOL_MINOR = 2;
 
-/** What the login needs of its session. */
+/**
+ * What the login needs of its session: the session itself (client.ts), so that a login costs no host
+ * object and no closures of its own.
+ */
 export interface LoginHost {
   /** The client's socket now (the TLS one once the connection is upgraded). */
-  socket(): net.Socket;
-  /** The client came over the Unix socket (TLS is for TCP only, as in PostgreSQL). */
-  readonly viaUnixSocket: boolean;
-  /** The client's address; undefined over the Unix socket. */
-  readonly remoteAddress: string | undefined;
-  state(): ClientState;
+  readonly socket: net.Socket;
+  /** Where the client connects from: the Unix socket (TLS is for TCP only, as in PostgreSQL), or a TCP address. */
+  readonly peer: { readonly unix: boolean; readonly address: string | undefined };
+  readonly state: ClientState;
   /** The client's bytes travel over TLS; `handshaken`: its handshake has finished. */
-  encrypted(): boolean;
-  handshaken(): boolean;
+  readonly encrypted: boolean;
+  readonly handshaken: boolean;
   /** The startup packet named this user and database (as PostgreSQL will see them). */
   named(user: string, database: string): void;
   /** A password is asked for. */
@@ -55,7 +56,7 @@ export interface LoginHost {
   authenticated(): void;
   /** Answers an SSLRequest: true when the connection goes on over TLS, false to refuse it. */
   startTls(bufferedBytes: number): boolean;
-  fail(err: unknown): void;
+  failClient(err: unknown): void;
   close(): void;
 }
 
@@ -90,7 +91,7 @@ export class ClientLogin {
   /** The client's reader until the pump takes over. Login bytes are few: kept as a copy (a chunk may be the reused read buffer). */
   readonly onData = (chunk: Buffer): boolean => {
     this.inbuf = this.inbuf.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.inbuf, chunk]);
-    if (this.host.state() === 'connecting' && this.inbuf.length >= MAX_PIPELINED) this.host.socket().pause();
+    if (this.host.state === 'connecting' && this.inbuf.length >= MAX_PIPELINED) this.host.socket.pause();
     this.processSafely();
     return false;
   };
@@ -125,12 +126,12 @@ export class ClientLogin {
     try {
       this.process();
     } catch (err) {
-      this.host.fail(err);
+      this.host.failClient(err);
     }
   }
 
   private process(): void {
-    for (let state = this.host.state(); state === 'startup' || state === 'authenticating'; state = this.host.state()) {
+    for (let state = this.host.state; state === 'startup' || state === 'authenticating'; state = this.host.state) {
       if (state === 'startup') {
         const len = startupPacketLength(this.inbuf);
         if (len < 0 || this.inbuf.length < len) return;
@@ -153,7 +154,7 @@ export class ClientLogin {
   }
 
   private onStartupPacket(packet: Buffer): void {
-    const socket = this.host.socket();
+    const socket = this.host.socket;
     const msg = parseStartupPacket(packet);
     switch (msg.kind) {
       case 'ssl':
@@ -175,9 +176,9 @@ export class ClientLogin {
     const sent = msg.params.get('user');
     const user = sent ? clipIdentifier(sent) : sent;
     if (!user) throw new PgxError('INVALID_AUTHORIZATION', 'no PostgreSQL user name specified in startup packet');
-    if (this.ctx.options.tls?.require && !this.host.encrypted() && !this.host.viaUnixSocket) {
+    if (this.ctx.options.tls?.require && !this.host.encrypted && !this.host.peer.unix) {
       // As PostgreSQL words a hostssl-only pg_hba.conf refusing a plain connection.
-      throw new PgxError('INVALID_AUTHORIZATION', `no pg_hba.conf entry for host "${this.host.remoteAddress}", user "${user}", database "${msg.params.get('database') || user}", no encryption`, {
+      throw new PgxError('INVALID_AUTHORIZATION', `no pg_hba.conf entry for host "${this.host.peer.address}", user "${user}", database "${msg.params.get('database') || user}", no encryption`, {
         hint: 'This server accepts TCP connections over TLS only: connect with sslmode=require (or verify-full).',
       });
     }
@@ -227,22 +228,22 @@ export class ClientLogin {
     this.ctx.logger.info('login-rate-limited', { source: this.source, user: this.user, waitMs: Math.round(wait) });
     this.throttleTimer = setTimeout(() => {
       this.throttleTimer = null;
-      if (this.host.state() !== 'authenticating') return;
+      if (this.host.state !== 'authenticating') return;
       this.sendChallenge();
       this.processSafely();
     }, wait);
   }
 
   private sendChallenge(): void {
-    const socket = this.host.socket();
-    const binding = this.host.encrypted() ? channelBindingData(socket as tls.TLSSocket) : null;
+    const socket = this.host.socket;
+    const binding = this.host.encrypted ? channelBindingData(socket as tls.TLSSocket) : null;
     this.scram = new ScramExchange(this.user, this.ctx.options.credentials, this.ctx.mockAuthSecret, binding);
     socket.write(authenticationSASL(scramMechanisms(binding)));
   }
 
   /** The admin over the Unix socket: its failures are counted and logged but never hold it up. */
   private get throttleExempt(): boolean {
-    return this.host.viaUnixSocket && this.user === (this.ctx.options.adminUser ?? 'postgres');
+    return this.host.peer.unix && this.user === (this.ctx.options.adminUser ?? 'postgres');
   }
 
   /**
@@ -265,9 +266,9 @@ export class ClientLogin {
 
   /** Where the client connects from, for the failed-login limit: its address, or the Unix socket. */
   private get source(): string {
-    if (this.host.viaUnixSocket) return 'the Unix socket';
+    if (this.host.peer.unix) return 'the Unix socket';
     // A TCP peer gone before accept read its address is still not the Unix socket (the admin's way in).
-    return this.host.remoteAddress ?? 'an unknown TCP address';
+    return this.host.peer.address ?? 'an unknown TCP address';
   }
 
   private onPasswordMessage(body: Buffer): void {
@@ -276,11 +277,11 @@ export class ClientLogin {
       this.scramStarted = true;
       scram.begin(body).then(
         (serverFirst) => {
-          if (this.host.state() !== 'authenticating') return;
-          this.host.socket().write(authenticationSASLContinue(serverFirst));
+          if (this.host.state !== 'authenticating') return;
+          this.host.socket.write(authenticationSASLContinue(serverFirst));
           this.processSafely();
         },
-        (err: unknown) => this.host.fail(err),
+        (err: unknown) => this.host.failClient(err),
       );
       return;
     }
@@ -323,7 +324,7 @@ export class ClientLogin {
     const pending = this.authPending;
     if (pending === null) return;
     this.authPending = null;
-    const socket = this.host.socket();
+    const socket = this.host.socket;
     if (!socket.destroyed && socket.writable) socket.write(pending);
   }
 
@@ -333,16 +334,16 @@ export class ClientLogin {
    * the FATAL within a second after it.
    */
   onLoginTimeout(): void {
-    const state = this.host.state();
+    const state = this.host.state;
     if (state !== 'startup' && state !== 'authenticating') return;
-    if (this.host.encrypted() && !this.host.handshaken()) {
+    if (this.host.encrypted && !this.host.handshaken) {
       this.ctx.logger.info('protocol violation', { reason: 'TLS handshake not finished within --login-timeout' });
       this.host.close();
-      this.host.socket().destroy();
+      this.host.socket.destroy();
       return;
     }
-    this.host.fail(new ProtocolError('canceling authentication due to timeout', '08P01'));
-    const socket = this.host.socket();
+    this.host.failClient(new ProtocolError('canceling authentication due to timeout', '08P01'));
+    const socket = this.host.socket;
     if (!socket.destroyed) socket.setTimeout(LOGIN_CLOSE_GRACE_MS, () => socket.destroy());
   }
 }

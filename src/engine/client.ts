@@ -13,7 +13,7 @@ import type { BackendConnection } from './server.js';
 import { BackendRefused, BackendUnreachable } from './backend-errors.js';
 import { Pump } from './pump.js';
 import { ControlSession } from './control.js';
-import { ClientLogin } from './client-login.js';
+import { ClientLogin, type LoginHost } from './client-login.js';
 import type { EngineContext } from './context.js';
 import type { ClientReader, ClientState, EngineSession } from './session-types.js';
 import { giveReadBuffer, largeReadBuffers, smallReadBuffers } from './read-buffers.js';
@@ -49,7 +49,7 @@ function isLoopback(address: string | undefined): boolean {
   return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
 }
 
-export class ClientSession implements EngineSession {
+export class ClientSession implements EngineSession, LoginHost {
   state: ClientState = 'startup';
   user = '';
   database = '';
@@ -67,10 +67,11 @@ export class ClientSession implements EngineSession {
   /** The session holds a share of the backends for its role and database (see backend-shares.ts). */
   private shareHeld = false;
   /** The client's bytes travel over TLS (the socket is then the TLS socket over the TCP one). */
-  private encrypted = false;
+  encrypted = false;
   /** The TLS handshake has finished (until then nothing can be said to the client). */
-  private handshaken = false;
-  private socket: net.Socket;
+  handshaken = false;
+  /** The client's socket: the TLS one once the connection is upgraded. */
+  socket: net.Socket;
   /**
    * Where plain reads land (see ClientReader); replaced when a reader keeps it. Small at first, since
    * every idle session holds one; a read that fills it moves the session to a large one, for COPY and
@@ -87,7 +88,7 @@ export class ClientSession implements EngineSession {
     source: ClientSocketSource,
     private readonly ctx: EngineContext,
     /** Where the client connects from: the Unix socket, or TCP from `address`. */
-    private readonly peer: ClientPeer,
+    readonly peer: ClientPeer,
   ) {
     if (source instanceof net.Socket) {
       this.socket = source;
@@ -98,23 +99,7 @@ export class ClientSession implements EngineSession {
     }
     this.socket.on('close', this.onClose);
     this.socket.on('error', this.onSocketError);
-    this.login = new ClientLogin(ctx, peer.unix || isLoopback(peer.address), {
-      socket: () => this.socket,
-      viaUnixSocket: peer.unix,
-      remoteAddress: peer.address,
-      state: () => this.state,
-      encrypted: () => this.encrypted,
-      handshaken: () => this.handshaken,
-      named: (user, database) => {
-        this.user = user;
-        this.database = database;
-      },
-      authenticating: () => this.setState('authenticating'),
-      authenticated: () => this.authenticated(),
-      startTls: (buffered) => this.startTls(buffered),
-      fail: (err) => this.failClient(err),
-      close: () => this.close(),
-    });
+    this.login = new ClientLogin(ctx, peer.unix || isLoopback(peer.address), this);
     this.reader = this.login.onData;
   }
 
@@ -177,13 +162,24 @@ export class ClientSession implements EngineSession {
     this.state = next;
   }
 
-  // ---- from the login to the backend ----
+  // ---- from the login to the backend (the login calls these: LoginHost) ----
+
+  /** The startup packet named this user and database (as PostgreSQL will see them). */
+  named(user: string, database: string): void {
+    this.user = user;
+    this.database = database;
+  }
+
+  /** A password is asked for. */
+  authenticating(): void {
+    this.setState('authenticating');
+  }
 
   /**
    * Answers an SSLRequest with 'S' and continues over TLS, when a certificate is configured; false
    * when the request is to be refused ('N'): no certificate, a Unix socket, or TLS already on.
    */
-  private startTls(buffered: number): boolean {
+  startTls(buffered: number): boolean {
     const options = this.ctx.options.tls;
     if (!options || this.peer.unix) return false;
     if (this.encrypted) throw new ProtocolError('received SSLRequest on an encrypted connection');
@@ -210,7 +206,7 @@ export class ClientSession implements EngineSession {
    * The login authenticated the client (its AuthenticationOk is held back for the greeting, see
    * client-login.ts): the session gets a backend, through its database's cap and its share.
    */
-  private authenticated(): void {
+  authenticated(): void {
     this.setState('connecting');
     const startup: Record<string, string> = { user: this.user, database: this.database };
     const keyParts = [this.database, this.user];
@@ -225,30 +221,36 @@ export class ClientSession implements EngineSession {
     }
     const router = this.ctx.options.router;
     const routed = router ? router.route({ user: this.user, database: this.database }) : Promise.resolve();
-    routed
-      .then((route) => {
-        if (this.state !== 'connecting') return null;
-        const key = keyParts.join('\0');
-        const limit = route && route.maxSessions !== undefined ? route.maxSessions : (this.ctx.options.maxSessionsPerDatabase ?? null);
-        const acquire = (): Promise<BackendConnection> | null => {
-          if (this.state !== 'connecting') return null;
-          const admin = this.isAdmin;
-          if (!admin) {
-            this.ctx.shares.take(this.user, this.database);
-            this.shareHeld = true;
-          }
-          return this.ctx.pool.acquire(key, startup, admin);
-        };
-        if (this.takeSlot(limit)) return acquire();
-        return this.admitOverCap(limit).then(acquire);
-      })
-      .then(
-        (backend) => {
-          if (backend) this.attach(backend);
-        },
-        (err: unknown) => this.failClient(err),
-      );
+    // One hop from the route to the pool's answer: the backend's promise is not adopted by another.
+    routed.then((route) => {
+      if (this.state !== 'connecting') return;
+      const limit = route && route.maxSessions !== undefined ? route.maxSessions : (this.ctx.options.maxSessionsPerDatabase ?? null);
+      const key = keyParts.join('\0');
+      try {
+        if (this.takeSlot(limit)) this.acquire(key, startup)?.then(this.onBackend, this.onConnectFailed);
+        else this.admitOverCap(limit).then(() => this.acquire(key, startup)).then(this.onBackend, this.onConnectFailed);
+      } catch (err) {
+        this.failClient(err);
+      }
+    }, this.onConnectFailed);
   }
+
+  /** A backend from the pool, through the session's share (the admin's sessions take none); null if the client left. */
+  private acquire(key: string, startup: Record<string, string>): Promise<BackendConnection> | null {
+    if (this.state !== 'connecting') return null;
+    const admin = this.isAdmin;
+    if (!admin) {
+      this.ctx.shares.take(this.user, this.database);
+      this.shareHeld = true;
+    }
+    return this.ctx.pool.acquire(key, startup, admin);
+  }
+
+  private readonly onBackend = (backend: BackendConnection | null): void => {
+    if (backend) this.attach(backend);
+  };
+
+  private readonly onConnectFailed = (err: unknown): void => this.failClient(err);
 
   /** The runtime's own roles, or any client on the Unix socket: no share, and the reserved backends. */
   private get isAdmin(): boolean {

@@ -213,20 +213,28 @@ export class BackendPool {
    * one is opened in the same slot.
    */
   private checked(conn: BackendConnection, startup: Record<string, string>): Promise<BackendConnection> {
-    return conn.checkLogin().then((ok) => {
-      if (ok && !conn.closed && !this.closed) return conn;
-      // The slot stays taken while the old backend exits and the new one starts (unless its socket
-      // closed during the check, which freed the slot already).
-      const replacing = this.states.get(conn) === 'active';
-      if (replacing) this.setState(conn, 'replacing');
-      return conn.closeAndWait().then(() => {
-        if (replacing) this.setState(conn, 'closed');
-        if (this.closed) {
-          this.serveWaiters();
-          throw new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command');
-        }
-        return this.openNew(conn.key, startup);
-      });
+    return new Promise((resolve, reject) =>
+      conn.checkLogin((ok) => {
+        if (ok && !conn.closed && !this.closed) resolve(conn);
+        // Not inside the backend's read callback (the verdict's), and a throw becomes the rejection.
+        else Promise.resolve().then(() => this.replace(conn, startup)).then(resolve, reject);
+      }),
+    );
+  }
+
+  /** A backend that failed its login check: closed, and a new one opened in its slot once it has gone. */
+  private replace(conn: BackendConnection, startup: Record<string, string>): Promise<BackendConnection> {
+    // The slot stays taken while the old backend exits and the new one starts (unless its socket
+    // closed during the check, which freed the slot already).
+    const replacing = this.states.get(conn) === 'active';
+    if (replacing) this.setState(conn, 'replacing');
+    return conn.closeAndWait().then(() => {
+      if (replacing) this.setState(conn, 'closed');
+      if (this.closed) {
+        this.serveWaiters();
+        throw new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command');
+      }
+      return this.openNew(conn.key, startup);
     });
   }
 

@@ -75,16 +75,32 @@ export class BackendConnection {
   private readBuf = largeReadBuffers.take();
   private reader: BackendReader | null = null;
 
+  // The phase running now (see runPhase): its handler, and whom to tell when it ends or fails.
   private phase: PhaseHandler | null = null;
-  private phaseScanner: FrameScanner | null = null;
+  private phaseDone: (() => void) | null = null;
   private phaseFail: ((err: Error) => void) | null = null;
+  private phaseScanner: FrameScanner | null = null;
   private readonly phaseSink: FrameSink = {
     forward: () => {},
     note: () => {},
     invalid: () => this.destroy(),
-    frame: (type, buf, start, end) =>
-      this.phase !== null && this.phase(type, buf.subarray(start, end)) === 'done' ? Verdict.DropAndPause : Verdict.Drop,
+    frame: (type, buf, start, end) => (this.phase !== null && this.onPhaseFrame(this.phase, type, buf.subarray(start, end)) ? Verdict.DropAndPause : Verdict.Drop),
   };
+  /** One message to the phase's handler; true when the phase has ended (done, or failed). */
+  private onPhaseFrame(handler: PhaseHandler, type: number, frame: Buffer): boolean {
+    const done = this.phaseDone;
+    const fail = this.phaseFail;
+    try {
+      if (handler(type, frame) === 'more') return false;
+    } catch (err) {
+      this.endPhase();
+      fail?.(err instanceof Error ? err : new Error(String(err)));
+      return true;
+    }
+    this.endPhase();
+    done?.();
+    return true;
+  }
   private readonly onPhaseData = (chunk: Buffer): boolean => {
     const stop = this.phaseScanner!.feed(chunk, this.phaseSink);
     if (stop < 0 || stop >= chunk.length) return false;
@@ -242,22 +258,17 @@ export class BackendConnection {
   }
 
   /**
-   * Whether a fresh login now would give what this backend has (see login-check.ts): resolves false
-   * (never rejects) when it would not, or could not be told; the caller then closes it.
+   * Whether a fresh login now would give what this backend has (see login-check.ts): `done(false)`
+   * when it would not, or could not be told; the caller then closes it.
    */
-  checkLogin(): Promise<boolean> {
-    return this.checks.check(this.phases);
+  checkLogin(done: (ok: boolean) => void): void {
+    this.checks.check(this.phases, done);
   }
 
   /** What the login checks use of this connection. */
   private readonly phases: PhaseRunner = {
     runPhase: (handler, done, fail) => this.runPhase(handler, done, fail),
-    write: (frames) => {
-      if (frames.length === 1) return void this.socket.write(frames[0]!);
-      this.socket.cork();
-      for (const f of frames) this.socket.write(f);
-      this.socket.uncork();
-    },
+    write: (frame) => void this.socket.write(frame),
     recordParameter: (frame) => void this.recordParameter(frame),
     closed: () => this.ended,
   };
@@ -370,19 +381,9 @@ export class BackendConnection {
     // A phase ends on a message boundary (a whole ReadyForQuery), so the scanner serves the next one;
     // a phase that broke off mid-message took the connection with it.
     if (this.phaseScanner === null || !this.phaseScanner.atBoundary) this.phaseScanner = new FrameScanner(PHASE_SCANNER);
+    this.phase = handler;
+    this.phaseDone = done;
     this.phaseFail = fail;
-    this.phase = (type, frame) => {
-      try {
-        if (handler(type, frame) === 'more') return 'more';
-      } catch (err) {
-        this.endPhase();
-        fail(err instanceof Error ? err : new Error(String(err)));
-        return 'done';
-      }
-      this.endPhase();
-      done();
-      return 'done';
-    };
     this.reader = this.onPhaseData;
     const pending = this.leftover;
     if (pending) {
@@ -393,6 +394,7 @@ export class BackendConnection {
 
   private endPhase(): void {
     this.phase = null;
+    this.phaseDone = null;
     this.phaseFail = null;
     if (this.reader === this.onPhaseData) this.reader = this.afterBaseline;
     this.afterBaseline = null;
