@@ -11,6 +11,7 @@
 import { expect } from 'chai';
 import pg from 'pg';
 import { ApiClient } from '../../src/api/client.js';
+import { waitFor } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 const TOKEN = 'test-token-walls-0123456789abcdef';
@@ -324,9 +325,17 @@ describe('runtime: --mint-roles group: minting without CREATEDB', function () {
   });
 
   it('a role outside the group is refused the mint (3D000, hint naming --mint-roles), and no spare is lost', async function () {
-    // With a spare ready the claim itself checks the membership (in its own transaction).
+    // With a spare ready the claim itself checks the membership (in its own transaction). The pool
+    // full first, so no refill changes the count meanwhile (the loop above may have grown it).
     await spareReady();
-    const before = (await rt.runtime.databases.status()).mints;
+    const full = async (): Promise<boolean> => {
+      const pool = (await rt.runtime.databases.status()).pool.tpl_grp;
+      return pool !== undefined && pool.ready === pool.size;
+    };
+    await waitFor('the pool to be full', full, 30_000);
+    const status = await rt.runtime.databases.status();
+    const before = status.mints;
+    const readyBefore = status.pool.tpl_grp!.ready;
     const c = new pg.Client({ ...rt.connection('tdb_tpl_grp__dave', 'dave'), password: 'pw-dave' });
     c.on('error', () => undefined);
     const err = await c.connect().then(
@@ -339,6 +348,6 @@ describe('runtime: --mint-roles group: minting without CREATEDB', function () {
     expect(rt.runtime.databases.database('tdb_tpl_grp__dave')).to.equal(null);
     const after = await rt.runtime.databases.status();
     expect(after.mints.warm + after.mints.cold).to.equal(before.warm + before.cold);
-    expect(after.pool.tpl_grp?.ready).to.equal(1);
+    expect(after.pool.tpl_grp?.ready).to.equal(readyBefore);
   });
 });

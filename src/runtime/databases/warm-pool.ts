@@ -82,6 +82,8 @@ export class WarmPool {
   /** clock.monotonic() of each template's last mint (warm or cold). */
   private readonly lastMint = new Map<string, number>();
   private shrinkTimer: NodeJS.Timeout | undefined;
+  /** Templates that handed out a spare since their pool was last full (see missed()). */
+  private readonly drained = new Set<string>();
   /** A spare's size per template generation ("name/generation"), measured on the first one made. */
   private readonly spareBytes = new Map<string, number>();
 
@@ -114,19 +116,22 @@ export class WarmPool {
     this.busy.delete(spare.name);
     this.opts.counters.add(`pool.${spare.template}.handouts`);
     this.lastHandout = this.opts.clock.monotonic();
+    this.drained.add(spare.template);
     this.minted(spare.template);
     this.kick();
   }
 
   /**
-   * A mint of `template` found no spare ready and copies it instead: mints come faster than the pool
-   * refills, a burst or one client's steady loop alike, so the pool wants one more spare (up to
-   * --pool-max). Each miss is a client that waited for a whole copy; the extra spares go again after
-   * --pool-idle without mints.
+   * A mint of `template` found no spare ready and copies it instead. While other mints wait, or after
+   * a handout emptied the pool before its refills caught up, mints come faster than the pool refills
+   * (a burst, or one client's quick loop): the pool wants one more spare (up to --pool-max). Each miss
+   * is a client that waited for a whole copy; the extra spares go again after --pool-idle without mints.
    */
   missed(template: TemplateRecord): void {
     const { size, max } = this.opts;
     if (size === 0 || this.stopped) return;
+    // A pool still filling for the first time (just sealed, just started) was not outpaced.
+    if (!this.opts.mintsWaiting() && !this.drained.has(template.name)) return;
     this.targets.set(template.name, Math.min(Math.max(size, max), this.target(template.name) + 1));
     this.minted(template.name);
   }
@@ -289,6 +294,7 @@ export class WarmPool {
       const spare = newDatabaseRecord({ name, kind: 'spare', template: template.name, generation, owner: '', createdAt: clock.now() });
       await metadata.saveDatabase(spare);
       registry.put(spare);
+      if (registry.freshSpares(template.name).length >= this.target(template.name)) this.drained.delete(template.name);
       this.opts.counters.add(`pool.${template.name}.refills`);
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
     } finally {
