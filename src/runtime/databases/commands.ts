@@ -83,8 +83,15 @@ export class DatabaseCommands {
    */
   async drop(name: string, caller: CommandCaller, fn = controlSqlName('drop_database')): Promise<void> {
     if (isReservedName(name)) throw databaseDoesNotExist(name);
+    const running = this.opts.dropper.dropping(name);
+    const owner = this.opts.registry.databases.get(name)?.owner;
     const access = await this.opts.permissions.access(caller.user, name);
-    if (!access.exists && !this.opts.registry.databases.has(name)) throw databaseDoesNotExist(name);
+    if (!access.exists && !this.opts.registry.databases.has(name)) {
+      // A drop of it was under way when this call came and ended while the caller was checked: this
+      // one shares it, as it would have a moment earlier, if the caller could have dropped it.
+      if (running && (access.superuser || owner === caller.user)) return running;
+      throw databaseDoesNotExist(name);
+    }
     const minted = this.opts.registry.databases.has(name);
     if (!(minted ? access.ownerOrSuperuser : access.superuser)) {
       throw minted ? functionDenied(fn, name) : new PgxError('INSUFFICIENT_PRIVILEGE', `permission denied for function ${fn}`, {
