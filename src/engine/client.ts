@@ -139,9 +139,10 @@ export class ClientSession implements EngineSession, LoginHost {
 
   /** Cancels the running statement; the client sees `error` (an ErrorResponse) in place of 57014. */
   cancelStatement(error: Buffer): void {
-    if (this.pump === null || this.state !== 'active') return;
-    this.pump.replaceCancelError(error);
-    this.cancelBackend();
+    const pump = this.pump;
+    if (pump === null || this.state !== 'active' || this.backend === null) return;
+    pump.replaceCancelError(error);
+    this.backend.cancel(this.ctx.options.backend, () => pump.cancelTaken());
   }
 
   /**

@@ -59,10 +59,15 @@ export class Pump {
   private readingStatements = false;
   private readingAnswers = false;
   /**
-   * The engine cancelled the running statement itself (memory-watchdog.ts): PostgreSQL's 57014 for it
-   * is replaced by this ErrorResponse, until the statement's ReadyForQuery.
+   * The engine cancelled the running statement itself (memory-watchdog.ts, the disk guard): PostgreSQL's
+   * 57014 for it is replaced by this ErrorResponse, until the statement's ReadyForQuery, or, when
+   * the statement ended before PostgreSQL took the cancel request, until the next one's: a cancel that
+   * comes while the backend waits for a command is dropped, but one that comes after the client's
+   * next statement began cancels that one.
    */
   private cancelledAs: Buffer | null = null;
+  /** The cancel request behind `cancelledAs` is not yet taken by PostgreSQL (its connection is open). */
+  private cancelInFlight = false;
   /** An ErrorResponse to send the client in place of one the backend scanner dropped. */
   private replacement: Buffer | null = null;
   /** The session holds one of its database's active slots (active-slots.ts) for its transaction. */
@@ -120,7 +125,7 @@ export class Pump {
           this.gate!.slots.release(this.gate!.database);
         }
         this.control?.readyForQuery();
-        if (this.cancelledAs !== null) {
+        if (this.cancelledAs !== null && !this.cancelInFlight) {
           this.cancelledAs = null;
           this.syncErrorAction();
         }
@@ -256,7 +261,20 @@ export class Pump {
    */
   replaceCancelError(error: Buffer): void {
     this.cancelledAs = error;
+    this.cancelInFlight = true;
     this.syncErrorAction();
+  }
+
+  /**
+   * PostgreSQL has taken the cancel request (it closed that connection): from now on a statement
+   * that starts is not hit by it. Nothing running: the cancel found the backend waiting and was dropped.
+   */
+  cancelTaken(): void {
+    this.cancelInFlight = false;
+    if (this.cancelledAs !== null && this.pending === 0) {
+      this.cancelledAs = null;
+      this.syncErrorAction();
+    }
   }
 
   private count(type: number): void {

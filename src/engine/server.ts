@@ -292,10 +292,12 @@ export class BackendConnection {
   }
 
   /** Sends a CancelRequest for this backend on a fresh connection, as PostgreSQL requires. */
-  cancel(addr: BackendAddress): void {
+  cancel(addr: BackendAddress, taken?: () => void): void {
     const side = net.connect(socketPathOf(addr));
     side.on('error', () => side.destroy());
     side.once('connect', () => side.end(serialize.cancel(this.pid, this.secret)));
+    // PostgreSQL closes the connection once it has signalled the backend (or found no such backend).
+    if (taken) side.once('close', taken);
   }
 
   /**

@@ -199,4 +199,30 @@ describe('engine: the pump state, without PostgreSQL', function () {
     expect(s.toClient.messages()[2]).to.deep.equal(theirs);
     s.pump.stop();
   });
+
+  it("the engine's own cancel taken by PostgreSQL after its statement ended: the next statement's 57014 is ours, and none after it is taken", async () => {
+    const s = await session();
+    s.client.write(fe.query('INSERT 1'));
+    await waitFor('the first statement at PostgreSQL', () => s.toPostgres.types().length === 1);
+    const ours = be.errorResponse({ C: '53100', M: 'the data filesystem is nearly full' });
+    s.pump.replaceCancelError(ours);
+    // The statement ends before the cancel reaches the backend; the client's next one gets it.
+    s.postgres.write(Buffer.concat([be.commandComplete('INSERT 0 1'), be.readyForQuery('I')]));
+    await waitFor('the first answer', () => s.toClient.types().join('') === 'CZ');
+    s.client.write(fe.query('INSERT 2'));
+    await waitFor('the second statement at PostgreSQL', () => s.toPostgres.types().length === 2);
+    s.postgres.write(Buffer.concat([be.errorResponse({ C: '57014', M: 'canceling statement due to user request' }), be.readyForQuery('I')]));
+    await waitFor('the second answer', () => s.toClient.types().length === 4);
+    expect(s.toClient.messages()[2]).to.deep.equal(ours);
+    // Taken while nothing runs: a later 57014 (the client's own cancel) passes as PostgreSQL sent it.
+    s.pump.replaceCancelError(ours);
+    s.pump.cancelTaken();
+    s.client.write(fe.query('SELECT pg_sleep(60)'));
+    await waitFor('the third statement at PostgreSQL', () => s.toPostgres.types().length === 3);
+    const theirs = be.errorResponse({ C: '57014', M: 'canceling statement due to user request' });
+    s.postgres.write(Buffer.concat([theirs, be.readyForQuery('I')]));
+    await waitFor('the third answer', () => s.toClient.types().length === 6);
+    expect(s.toClient.messages()[4]).to.deep.equal(theirs);
+    s.pump.stop();
+  });
 });
