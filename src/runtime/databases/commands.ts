@@ -47,6 +47,9 @@ export function checkMemoryLimit(mb: number | null): void {
 }
 
 export class DatabaseCommands {
+  /** Drop calls under way, by name, from their first line: a concurrent call for the name shares one. */
+  private readonly drops = new Map<string, Promise<void>>();
+
   constructor(private readonly opts: DatabaseCommandsOptions) {}
 
   /** Pins (kept past --grace) or unpins (a fresh grace starts now if it has no sessions). */
@@ -81,15 +84,24 @@ export class DatabaseCommands {
    * Ends the sessions on `name` and drops it. Minted databases: their owner or a superuser; any other
    * database: a superuser only. System databases, sealed templates and the caller's own are refused.
    */
-  async drop(name: string, caller: CommandCaller, fn = controlSqlName('drop_database')): Promise<void> {
+  drop(name: string, caller: CommandCaller, fn = controlSqlName('drop_database')): Promise<void> {
+    const earlier = this.drops.get(name);
+    const work = this.checkedDrop(name, caller, fn, earlier);
+    if (earlier === undefined) {
+      this.drops.set(name, work);
+      void work.catch(() => undefined).finally(() => this.drops.delete(name));
+    }
+    return work;
+  }
+
+  private async checkedDrop(name: string, caller: CommandCaller, fn: string, earlier: Promise<void> | undefined): Promise<void> {
     if (isReservedName(name)) throw databaseDoesNotExist(name);
-    const running = this.opts.dropper.dropping(name);
     const owner = this.opts.registry.databases.get(name)?.owner;
     const access = await this.opts.permissions.access(caller.user, name);
     if (!access.exists && !this.opts.registry.databases.has(name)) {
-      // A drop of it was under way when this call came and ended while the caller was checked: this
-      // one shares it, as it would have a moment earlier, if the caller could have dropped it.
-      if (running && (access.superuser || owner === caller.user)) return running;
+      // A drop call for it came first and finished while this caller was checked: this one shares
+      // it, as it would have a moment earlier, if the caller could have dropped it.
+      if (earlier && (access.superuser || owner === caller.user)) return earlier;
       throw databaseDoesNotExist(name);
     }
     const minted = this.opts.registry.databases.has(name);
