@@ -112,6 +112,7 @@ export class MemoryWatchdog {
     this.timer = setInterval(() => void this.check(), this.limits.intervalMs);
     this.timer.unref();
   }
+
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
@@ -128,21 +129,15 @@ export class MemoryWatchdog {
     this.ticks++;
     const targets = this.targets();
     this.measuring = true;
-    if (targets.length === 0) {
-      this.idlePasses++;
-      try {
+    try {
+      if (targets.length === 0) {
+        this.idlePasses++;
         // The cgroup is still read when there is one: the guard's growth rate must span the moment
         // tenants start, or the first pass with backends sees none and four sorts reach the kernel's
         // limit before the next (test/runtime/cgroup.test.ts failed 1 run in 3 without it).
         if (this.limits.cgroup) this.lastCgroupMb = (await this.limits.cgroup.usedMb()) ?? this.lastCgroupMb;
-      } catch (err) {
-        this.logger.error('memory watchdog pass failed', { err });
-      } finally {
-        this.measuring = false;
+        return;
       }
-      return;
-    }
-    try {
       const [readings, cgroupMb] = await Promise.all([this.read(targets), this.limits.cgroup?.usedMb() ?? null]);
       this.enforce(readings, cgroupMb);
     } catch (err) {

@@ -12,6 +12,8 @@ import { ActiveSlots } from '../../src/engine/active-slots.js';
 import { backendMessages as be, frontendMessages as fe, readMessages } from '../helpers/backend-messages.js';
 import { socketPairs, type SocketPairs } from '../helpers/socket-pair.js';
 
+const CANCELED = be.errorResponse({ C: '57014', M: 'canceling statement due to user request' });
+
 /** A socket's reads handed to whoever the pump names as reader, as the engine's sockets do. */
 function port(socket: net.Socket): { socket: net.Socket; setReader(r: ((chunk: Buffer) => boolean) | null): void } {
   let reader: ((chunk: Buffer) => boolean) | null = null;
@@ -48,6 +50,15 @@ describe('engine: the pump state, without PostgreSQL', function () {
   after(async () => {
     await pairs.close();
   });
+
+  /** The client's `n`th statement, answered by PostgreSQL with 57014: what the client got in its place. */
+  async function canceledStatement(s: Session, n: number): Promise<Buffer | undefined> {
+    s.client.write(fe.query('SELECT pg_sleep(60)'));
+    await waitFor(`statement ${n} at PostgreSQL`, () => s.toPostgres.types().length === n);
+    s.postgres.write(Buffer.concat([CANCELED, be.readyForQuery('I')]));
+    await waitFor(`the answer to statement ${n}`, () => s.toClient.types().length === 2 * n);
+    return s.toClient.messages()[2 * (n - 1)];
+  }
 
   async function session(gate: { slots: ActiveSlots; database: string } | null = null): Promise<Session> {
     const c = await pairs.pair();
@@ -187,16 +198,11 @@ describe('engine: the pump state, without PostgreSQL', function () {
     await waitFor('the query at PostgreSQL', () => s.toPostgres.types().length === 1);
     const ours = be.errorResponse({ C: '53200', M: 'out of memory: the session used too much' });
     s.pump.replaceCancelError(ours);
-    s.postgres.write(Buffer.concat([be.errorResponse({ C: '57014', M: 'canceling statement due to user request' }), be.readyForQuery('I')]));
+    s.postgres.write(Buffer.concat([CANCELED, be.readyForQuery('I')]));
     await waitFor('the answer at the client', () => s.toClient.types().join('') === 'EZ');
     expect(s.toClient.messages()[0]).to.deep.equal(ours);
     // Only that one: a later 57014 (the client's own cancel) passes as PostgreSQL sent it.
-    s.client.write(fe.query('SELECT pg_sleep(60)'));
-    await waitFor('the second query at PostgreSQL', () => s.toPostgres.types().length === 2);
-    const theirs = be.errorResponse({ C: '57014', M: 'canceling statement due to user request' });
-    s.postgres.write(Buffer.concat([theirs, be.readyForQuery('I')]));
-    await waitFor('the second answer', () => s.toClient.types().length === 4);
-    expect(s.toClient.messages()[2]).to.deep.equal(theirs);
+    expect(await canceledStatement(s, 2)).to.deep.equal(CANCELED);
     s.pump.stop();
   });
 
@@ -209,20 +215,11 @@ describe('engine: the pump state, without PostgreSQL', function () {
     // The statement ends before the cancel reaches the backend; the client's next one gets it.
     s.postgres.write(Buffer.concat([be.commandComplete('INSERT 0 1'), be.readyForQuery('I')]));
     await waitFor('the first answer', () => s.toClient.types().join('') === 'CZ');
-    s.client.write(fe.query('INSERT 2'));
-    await waitFor('the second statement at PostgreSQL', () => s.toPostgres.types().length === 2);
-    s.postgres.write(Buffer.concat([be.errorResponse({ C: '57014', M: 'canceling statement due to user request' }), be.readyForQuery('I')]));
-    await waitFor('the second answer', () => s.toClient.types().length === 4);
-    expect(s.toClient.messages()[2]).to.deep.equal(ours);
+    expect(await canceledStatement(s, 2)).to.deep.equal(ours);
     // Taken while nothing runs: a later 57014 (the client's own cancel) passes as PostgreSQL sent it.
     s.pump.replaceCancelError(ours);
     s.pump.cancelTaken();
-    s.client.write(fe.query('SELECT pg_sleep(60)'));
-    await waitFor('the third statement at PostgreSQL', () => s.toPostgres.types().length === 3);
-    const theirs = be.errorResponse({ C: '57014', M: 'canceling statement due to user request' });
-    s.postgres.write(Buffer.concat([theirs, be.readyForQuery('I')]));
-    await waitFor('the third answer', () => s.toClient.types().length === 6);
-    expect(s.toClient.messages()[4]).to.deep.equal(theirs);
+    expect(await canceledStatement(s, 3)).to.deep.equal(CANCELED);
     s.pump.stop();
   });
 });

@@ -142,6 +142,7 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
   const s = rt.spec;
   const secret = runtimeSecretName(rt.metadata.name);
   const graceSeconds = Math.round((parseDuration(s.engine.grace) ?? 15_000) / 1000);
+  const poolIdle = poolIdleSeconds(rt);
   const args = [
     'start',
     '--data-dir', `${DATA_DIR}/data`,
@@ -163,7 +164,7 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
     // Passed only when set away from pgx start's defaults: an operator upgrade that adds flags with
     // their default values would change every StatefulSet and restart every runtime pod for nothing.
     ...(s.engine.poolMax !== POOL_DEFAULTS.poolMax ? ['--pool-max', String(s.engine.poolMax)] : []),
-    ...(poolIdleSeconds(rt) !== durationSeconds(POOL_DEFAULTS.poolIdle) ? ['--pool-idle', String(poolIdleSeconds(rt))] : []),
+    ...(poolIdle !== durationSeconds(POOL_DEFAULTS.poolIdle) ? ['--pool-idle', String(poolIdle)] : []),
     '--log-format', 'json',
     ...(s.tls ? ['--tls-cert', `${TLS_DIR}/tls.crt`, '--tls-key', `${TLS_DIR}/tls.key`] : []),
     ...(s.engine.databaseDefaults?.connections !== undefined ? ['--max-sessions-per-db', String(s.engine.databaseDefaults.connections)] : []),

@@ -1,10 +1,10 @@
 // The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
 // instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst,
-// or one client's quick loop): every mint that finds no spare ready raises the template's target by
-// one, up to `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay under
-// a tenth of the free space), so the next burst of that size is served from spares; after `idleMs`
-// (--pool-idle) without a mint of the template the target falls back to `size` and the janitor drops
-// the extra spares. Refills run in the background, one spare at a time on their own connection, and
+// or one client's quick loop): every mint that finds no spare ready after a handout emptied the pool,
+// or while others wait, raises the template's target by one, up to `max` (--pool-max; on a filesystem
+// that cannot clone, also while the extra spares' copies stay under a tenth of the free space), so
+// the next burst of that size is served from spares; after `idleMs` (--pool-idle) without a mint of
+// the template the target falls back to `size` and the janitor drops the extra spares. Refills run in the background, one spare at a time on their own connection, and
 // wait while clients wait for mints, so they never take a worker from a client; their backend runs at
 // the lowest CPU priority, so a copy made while clients connect takes only the CPU they leave. Spares are
 // recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
@@ -90,7 +90,6 @@ export class WarmPool {
   constructor(private readonly opts: WarmPoolOptions) {
     this.conn = new AdminConnection(async () => atLowestPriority(await opts.connect(), opts.logger, 'refill-priority-not-lowered'));
   }
-
 
   get size(): number {
     return this.opts.size;
