@@ -133,3 +133,61 @@ describe('runtime: bursts larger than the warm pool', function () {
     }
   });
 });
+
+describe('runtime: a warm pool behind its handouts', function () {
+  this.timeout(300_000);
+
+  async function sealedWithSpares(h: Harness, spares: number): Promise<void> {
+    await createTemplateDatabase(h, 'tpl_app');
+    await h.dbs.operations.seal('tpl_app', 'postgres');
+    await waitFor(`${spares} spares`, async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === spares, 60_000);
+  }
+
+  it('refills without waiting for the claiming clients to settle once more than one spare is missing', async function () {
+    // The monotonic clock stands still from the claims on: a refill that waited for the last claiming
+    // client to settle (or for the hold's bound) would wait for ever while a spare is left.
+    let frozenAt: number | null = null;
+    const clock: Clock = { now: () => Date.now(), monotonic: () => frozenAt ?? performance.now() };
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 3, poolMax: 3 }, clock });
+    try {
+      await sealedWithSpares(h, 3);
+      frozenAt = performance.now();
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__one' });
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__two' });
+      expect((await h.dbs.operations.status()).mints.warm).to.equal(2);
+      await waitFor('the pool refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 3, 60_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('makes two spares at once while more than one is missing, and one at a time otherwise', async function () {
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 3, poolMax: 3 } });
+    const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
+    const waitingCreates = async (): Promise<number> => {
+      const { rows } = await h.admin.query(`SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE DATABASE%' AND wait_event_type = 'Lock'`);
+      return Number(rows[0]![0]);
+    };
+    try {
+      await sealedWithSpares(h, 3);
+      // An uncommitted RENAME holds the template's lock: every refill's CREATE DATABASE waits on it.
+      await holder.query('BEGIN');
+      await holder.query('ALTER DATABASE tpl_app RENAME TO tpl_app_held');
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__one' });
+      await waitFor('one refill waiting', async () => (await waitingCreates()) === 1);
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__two' });
+      await waitFor('two refills waiting', async () => (await waitingCreates()) === 2);
+      await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__three' });
+      // A third spare missing does not start a third refill.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(await waitingCreates()).to.equal(2);
+      await holder.query('ROLLBACK');
+      await waitFor('the pool refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 3, 60_000);
+      expect((await h.dbs.operations.status()).mints.warm).to.equal(3);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      await holder.close();
+      await h.stop();
+    }
+  });
+});

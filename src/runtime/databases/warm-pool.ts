@@ -4,8 +4,11 @@
 // or while others wait, raises the template's target by one, up to `max` (--pool-max; on a filesystem
 // that cannot clone, also while the extra spares' copies stay under a tenth of the free space), so
 // the next burst of that size is served from spares; after `idleMs` (--pool-idle) without a mint of
-// the template the target falls back to `size` and the janitor drops the extra spares. Refills run in the background, one spare at a time on their own connection, and
-// wait while clients wait for mints, so they never take a worker from a client; their backend runs at
+// the template the target falls back to `size` and the janitor drops the extra spares. Refills run in
+// the background on connections of their own: one spare at a time, two while a template is more than
+// one spare short (handouts outpace a single refill: much of a copy is waiting for CREATE DATABASE's
+// checkpoints, which two creates share). They wait while clients wait for mints, so they never take a
+// worker from a client; their backend runs at
 // the lowest CPU priority, so a copy made while clients connect takes only the CPU they leave. Spares are
 // recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
 // reseal) is stale, never handed out, and dropped by the janitor.
@@ -64,17 +67,20 @@ export interface WarmPoolStats {
  * that found none would make the same copy on its own path.
  */
 const SETTLE_MS = 100;
+/** Refills at once while a template is behind (see behind()); one otherwise. */
+const REFILLS_BEHIND = 2;
 /** Extra spares (beyond --pool-size) on a filesystem that copies may fill this share of the free space. */
 const EXTRA_DISK_SHARE = 0.1;
 
 export class WarmPool {
-  private readonly conn: AdminConnection;
-  private refilling: Promise<void> | null = null;
+  /** Per refill loop: its connection, its run (null when stopped) and its pause. */
+  private readonly refills: { conn: AdminConnection; running: Promise<void> | null; pause: Pause }[];
   /** Spares being created (not yet recorded) or claimed (out of the registry, not yet renamed). */
   private readonly busy = new Set<string>();
+  /** Spares being created per template: counted with the ready ones so two refills do not overshoot. */
+  private readonly creating = new Map<string, number>();
   private stopped = false;
   private backoffMs = 0;
-  private readonly pause = new Pause();
   private lastHandout = -Infinity;
   private heldSince: number | null = null;
   /** Spares wanted per template above `size`, raised by mints that found none ready. */
@@ -88,7 +94,8 @@ export class WarmPool {
   private readonly spareBytes = new Map<string, number>();
 
   constructor(private readonly opts: WarmPoolOptions) {
-    this.conn = new AdminConnection(async () => atLowestPriority(await opts.connect(), opts.logger, 'refill-priority-not-lowered'));
+    const open = async () => atLowestPriority(await opts.connect(), opts.logger, 'refill-priority-not-lowered');
+    this.refills = Array.from({ length: REFILLS_BEHIND }, () => ({ conn: new AdminConnection(open), running: null, pause: new Pause() }));
   }
 
   get size(): number {
@@ -201,57 +208,68 @@ export class WarmPool {
     };
   }
 
-  /** Starts refilling if any sealed template is short of spares; a no-op while a refill runs. */
+  /**
+   * Starts refilling if any sealed template is short of spares: one refill loop, and the second too
+   * while a template is behind. A no-op for the loops already running.
+   */
   kick(): void {
-    if (this.stopped || this.opts.size === 0 || this.refilling) return;
-    this.refilling = this.refill().finally(() => {
-      this.refilling = null;
-    });
+    if (this.stopped || this.opts.size === 0) return;
+    const template = this.neediest();
+    const loops = template && this.behind(template) ? REFILLS_BEHIND : 1;
+    for (const loop of this.refills.slice(0, loops)) {
+      loop.running ??= this.refill(loop).finally(() => {
+        loop.running = null;
+      });
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.shrinkTimer);
-    this.pause.end();
-    await this.refilling;
-    await this.conn.close();
+    for (const loop of this.refills) loop.pause.end();
+    await Promise.all(this.refills.map((loop) => loop.running));
+    await Promise.all(this.refills.map((loop) => loop.conn.close()));
   }
 
-  private async refill(): Promise<void> {
+  private async refill(loop: WarmPool['refills'][number]): Promise<void> {
+    const extra = loop !== this.refills[0];
     while (!this.stopped) {
       const template = this.neediest();
       if (!template) return;
+      // The second loop helps only while its template is behind.
+      if (extra && !this.behind(template)) return;
       if (this.opts.hasRoom?.() === false) return;
       if (this.opts.mintsWaiting()) {
-        await this.pause.for(YIELD_MS);
+        await loop.pause.for(YIELD_MS);
         continue;
       }
-      // With no spare of the template left, the next client's mint would copy it on its own path, at
-      // full priority: this copy, at the lowest, is the cheaper one, so it does not wait for the last.
-      const settle = this.hasReady(template) ? this.settleMs() : 0;
+      // With no spare of the template left, or more than one missing, the next client's mint would copy
+      // it on its own path, at full priority: this copy, at the lowest, is the cheaper one, so it does
+      // not wait for the last client to settle.
+      const settle = this.hasReady(template) && !this.behind(template) ? this.settleMs() : 0;
       if (settle > 0) {
-        await this.pause.for(settle);
+        await loop.pause.for(settle);
         continue;
       }
       try {
-        await this.createSpare(template);
+        await this.createSpare(template, loop.conn);
         this.backoffMs = 0;
       } catch (err) {
         this.backoffMs = nextBackoffMs(this.backoffMs);
         this.opts.logger.warn('spare-create-failed', { template: template.name, err, retryInMs: this.backoffMs });
-        await this.pause.for(this.backoffMs);
+        await loop.pause.for(this.backoffMs);
       }
     }
   }
 
-  /** The sealed template with the fewest ready spares among those short of their target. */
+  /** The sealed template with the fewest spares (ready or being made) among those short of their target. */
   private neediest(): TemplateRecord | undefined {
     let best: TemplateRecord | undefined;
     let fewest = Infinity;
     for (const t of this.opts.registry.templates.values()) {
       // Snapshots are restored from, seldom minted from: they get no spares.
       if (!t.sealed || t.snapshotOf !== null) continue;
-      const ready = this.opts.registry.freshSpares(t.name).length;
+      const ready = this.opts.registry.freshSpares(t.name).length + (this.creating.get(t.name) ?? 0);
       if (ready < fewest && ready < this.target(t.name) && this.fits(t, ready)) {
         best = t;
         fewest = ready;
@@ -273,15 +291,17 @@ export class WarmPool {
     return extras * bytes <= EXTRA_DISK_SHARE * free;
   }
 
-  private async createSpare(template: TemplateRecord): Promise<void> {
+  private async createSpare(template: TemplateRecord, via: AdminConnection): Promise<void> {
     const { metadata, registry, clock } = this.opts;
     // Read before any await: a reseal meanwhile must leave this spare marked with the older generation.
     const generation = template.generation;
-    const name = spareName(await metadata.nextSpareNumber());
+    this.creating.set(template.name, (this.creating.get(template.name) ?? 0) + 1);
+    let name: string | undefined;
     const started = clock.monotonic();
-    this.busy.add(name);
     try {
-      const conn = await this.conn.get();
+      name = spareName(await metadata.nextSpareNumber());
+      this.busy.add(name);
+      const conn = await via.get();
       await createDatabase(conn, createSpareSql(name, template.name, template.strategy));
       await this.warmUp(conn, name);
       const key = `${template.name}/${generation}`;
@@ -297,7 +317,8 @@ export class WarmPool {
       this.opts.counters.add(`pool.${template.name}.refills`);
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
     } finally {
-      this.busy.delete(name);
+      if (name !== undefined) this.busy.delete(name);
+      this.creating.set(template.name, this.creating.get(template.name)! - 1);
     }
   }
 
@@ -316,6 +337,14 @@ export class WarmPool {
     } finally {
       await conn.query(`ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS false`);
     }
+  }
+
+  /**
+   * More than one spare short of the target: handouts came faster than refills (one client's quick
+   * loop, a burst), so the next client would find none if this refill waited for the last to settle.
+   */
+  private behind(template: TemplateRecord): boolean {
+    return this.opts.registry.freshSpares(template.name).length < this.target(template.name) - 1;
   }
 
   /** How long to wait for the last handout's client to settle; 0 once it has, or after HOLD_MAX_MS held. */
