@@ -161,6 +161,22 @@ describe('runtime: a warm pool behind its handouts', function () {
     }
   });
 
+  it('grows towards the mints at once, not the count of misses: a long loop of creates two at a time', async function () {
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 50 } });
+    try {
+      await sealedWithSpares(h, 1);
+      for (let round = 0; round < 15; round++) {
+        await Promise.all([0, 1].map((i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__r${round}_${i}` })));
+      }
+      const status = await h.dbs.operations.status();
+      expect(status.mints.cold, 'no mint found the pool empty: the loop did not outpace it').to.be.at.least(3);
+      // --pool-size 1 plus the two mints in flight at a miss.
+      expect(status.pool.tpl_app!.size).to.equal(3);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('makes two spares at once while more than one is missing, and one at a time otherwise', async function () {
     const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 3, poolMax: 3 } });
     const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');

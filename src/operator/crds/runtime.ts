@@ -111,7 +111,7 @@ const runtimeSpec = z
           .max(1_000_000)
           .default(POOL_DEFAULTS.poolMax)
           .describe(
-            "Warm spares per sealed template at most after bursts (pgx start --pool-max): each mint that finds no spare ready raises the template's pool by one, so the next burst of that size is served from spares. At or under poolSize the pool never grows.",
+            "Warm spares per sealed template at most after bursts (pgx start --pool-max): a mint that finds no spare ready raises the template's pool to poolSize plus the mints of it under way at once, so the next burst of that size is served from spares. At or under poolSize the pool never grows.",
           ),
         poolIdle: duration('engine.poolIdle')
           .default(POOL_DEFAULTS.poolIdle)

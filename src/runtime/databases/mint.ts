@@ -51,6 +51,8 @@ export type MintOutcome = MintSource | 'existing';
 
 export class Minter {
   private readonly inFlight = new Map<string, InFlight>();
+  /** Mints in flight per template: the demand a pool that ran out of spares grows towards. */
+  private readonly inFlightOf = new Map<string, number>();
   /** Mints past the caps and not yet recorded, in total and per role: they count against the caps. */
   private accepted = 0;
   private readonly acceptedPerRole = new Map<string, number>();
@@ -76,8 +78,12 @@ export class Minter {
         throw err;
       });
     }
-    const promise = this.run(name, user, initial).finally(() => this.inFlight.delete(name.name));
+    const promise = this.run(name, user, initial).finally(() => {
+      this.inFlight.delete(name.name);
+      this.inFlightOf.set(name.template, this.inFlightOf.get(name.template)! - 1);
+    });
     this.inFlight.set(name.name, { user, promise });
+    this.inFlightOf.set(name.template, (this.inFlightOf.get(name.template) ?? 0) + 1);
     return promise;
   }
 
@@ -138,7 +144,7 @@ export class Minter {
     }
     if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
     // No spare was ready: the pool grows towards the demand it could not meet (warm-pool.ts).
-    this.opts.pool.missed(template);
+    this.opts.pool.missed(template, this.inFlightOf.get(template.name) ?? 1);
     return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user, initial));
   }
 

@@ -15,7 +15,7 @@ export interface DatabaseSettings {
   protectSeconds: number;
   /** Warm spares per sealed template (--pool-size); 0 disables the pool. */
   poolSize: number;
-  /** Spares per template at most after bursts (--pool-max): a mint that found none ready asks one more. */
+  /** Spares per template at most after bursts (--pool-max): a mint that found none ready asks one for each mint of the template under way. */
   poolMax: number;
   /** Seconds without a mint of a template after which its pool shrinks back to poolSize (--pool-idle). */
   poolIdleSeconds: number;

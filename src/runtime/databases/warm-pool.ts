@@ -1,9 +1,9 @@
 // The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
 // instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst,
-// or one client's quick loop): every mint that finds no spare ready after a handout emptied the pool,
-// or while others wait, raises the template's target by one, up to `max` (--pool-max; on a filesystem
-// that cannot clone, also while the extra spares' copies stay under a tenth of the free space), so
-// the next burst of that size is served from spares; after `idleMs` (--pool-idle) without a mint of
+// or one client's quick loop): a mint that finds no spare ready after a handout emptied the pool, or
+// while others wait, raises the template's target to `size` plus the mints of it in flight, up to
+// `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay under
+// a tenth of the free space), so the next burst of that size is served from spares; after `idleMs` (--pool-idle) without a mint of
 // the template the target falls back to `size` and the janitor drops the extra spares. Refills run in
 // the background on connections of their own: one spare at a time, two while a template is more than
 // one spare short (handouts outpace a single refill: much of a copy is waiting for CREATE DATABASE's
@@ -128,17 +128,20 @@ export class WarmPool {
   }
 
   /**
-   * A mint of `template` found no spare ready and copies it instead. While other mints wait, or after
-   * a handout emptied the pool before its refills caught up, mints come faster than the pool refills
-   * (a burst, or one client's quick loop): the pool wants one more spare (up to --pool-max). Each miss
-   * is a client that waited for a whole copy; the extra spares go again after --pool-idle without mints.
+   * A mint of `template` found no spare ready and copies it instead; `inFlight` mints of the template
+   * are under way, this one included. While other mints wait, or after a handout emptied the pool
+   * before its refills caught up, mints come faster than the pool refills (a burst, or one client's
+   * quick loop): the pool wants a spare for each of them on top of `size` (up to --pool-max), so the
+   * next burst of that size is served warm. The demand at once, not the count of misses: a long loop
+   * of creates two at a time wants a few spares, not --pool-max. The extra spares go again after
+   * --pool-idle without mints.
    */
-  missed(template: TemplateRecord): void {
+  missed(template: TemplateRecord, inFlight: number): void {
     const { size, max } = this.opts;
     if (size === 0 || this.stopped) return;
     // A pool still filling for the first time (just sealed, just started) was not outpaced.
     if (!this.opts.mintsWaiting() && !this.drained.has(template.name)) return;
-    this.targets.set(template.name, Math.min(Math.max(size, max), this.target(template.name) + 1));
+    this.targets.set(template.name, Math.min(Math.max(size, max), Math.max(this.target(template.name), size + inFlight)));
     this.minted(template.name);
   }
 
