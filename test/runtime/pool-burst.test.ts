@@ -207,3 +207,51 @@ describe('runtime: a warm pool behind its handouts', function () {
     }
   });
 });
+
+describe('runtime: a grown warm pool across a restart', function () {
+  this.timeout(300_000);
+
+  /** A runtime whose pool a burst of 10 grew to 5 spares; the janitor drops nothing on its own. */
+  async function grownPool(): Promise<Harness> {
+    const h = await startHarness({ settings: { graceSeconds: 3600, janitorIntervalMs: 3_600_000, poolSize: 1, poolMax: 5, poolIdleSeconds: 600, mintWorkers: 1 } });
+    await createTemplateDatabase(h, 'tpl_app');
+    await h.dbs.operations.seal('tpl_app', 'postgres');
+    await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+    await Promise.all(Array.from({ length: 10 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__g${i}` })));
+    await waitFor('5 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 5, 60_000);
+    return h;
+  }
+
+  async function restarted(h: Harness, poolIdleSeconds: number, janitorIntervalMs = 100): Promise<Harness> {
+    await h.admin.close();
+    await h.stopDatabases();
+    return startHarness({ rt: h.rt, settings: { graceSeconds: 3600, janitorIntervalMs, poolSize: 1, poolMax: 5, poolIdleSeconds } });
+  }
+
+  it('keeps the extra spares of a pool that shrank before the restart stale, never handed out', async function () {
+    // Shrunk after --pool-idle with the janitor idle: the 4 extra spares are marked, not yet dropped.
+    const shrunk = await restarted(await grownPool(), 2, 3_600_000);
+    await waitFor('the pool shrunk', async () => (await shrunk.dbs.operations.status()).pool.tpl_app?.size === 1, 60_000);
+    expect((await shrunk.dbs.operations.status()).pool.tpl_app!.ready).to.equal(1);
+    const h = await restarted(shrunk, 600);
+    try {
+      expect((await h.dbs.operations.status()).pool.tpl_app).to.include({ size: 1, ready: 1 });
+      await waitFor('the stale spares dropped', async () => (await sparesOnDisk(h)) === 1, 60_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('keeps a pool grown before the restart at its size, and shrinks it after --pool-idle', async function () {
+    const h = await restarted(await grownPool(), 2);
+    try {
+      expect((await h.dbs.operations.status()).pool.tpl_app).to.include({ size: 5, ready: 5 });
+      await waitFor('the pool back at 1 spare', async () => {
+        const pool = (await h.dbs.operations.status()).pool.tpl_app!;
+        return pool.size === 1 && pool.ready === 1 && (await sparesOnDisk(h)) === 1;
+      }, 60_000);
+    } finally {
+      await h.stop();
+    }
+  });
+});

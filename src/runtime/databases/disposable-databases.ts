@@ -229,7 +229,7 @@ export class DisposableDatabases {
     this.lifecycle.state = 'running';
     this.janitor.start();
     this.trash.start();
-    this.pool.kick();
+    this.pool.start();
     this.log.info('disposable-databases-ready', {
       prefix: this.settings.prefix,
       templates: [...this.registry.templates.values()].filter((t) => t.sealed).length,

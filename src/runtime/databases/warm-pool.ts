@@ -178,7 +178,7 @@ export class WarmPool {
       }
       this.targets.delete(template);
       const extra = registry.freshSpares(template).slice(size);
-      for (const spare of extra) registry.put({ ...spare, generation: -1 });
+      this.markStale(extra);
       logger.info('pool-shrunk', { template, size, dropping: extra.length, idleSeconds: Math.round(idleFor / 1000) });
     }
     if (next < Infinity) this.armShrink(next);
@@ -193,8 +193,20 @@ export class WarmPool {
   /** The claim failed in a way that leaves the spare suspect: the janitor drops it, a fresh one replaces it. */
   discard(spare: DatabaseRecord): void {
     this.busy.delete(spare.name);
-    this.opts.registry.put({ ...spare, generation: -1 });
+    this.markStale([spare]);
     this.kick();
+  }
+
+  /**
+   * Spares the janitor is to drop, never handed out. Recorded too: after a restart a suspect spare
+   * must not be handed out, nor a shrunk pool's extra spares kept for good.
+   */
+  private markStale(spares: DatabaseRecord[]): void {
+    for (const spare of spares) {
+      const stale = { ...spare, generation: -1 };
+      this.opts.registry.put(stale);
+      this.opts.metadata.saveDatabaseLater(stale).catch((err: unknown) => this.opts.logger.warn('spare-stale-not-recorded', { spare: spare.name, err }));
+    }
   }
 
   /** A spare being created or claimed right now: it may be missing from the registry, yet no orphan. */
@@ -209,6 +221,20 @@ export class WarmPool {
       handouts: this.opts.counters.get(`pool.${template}.handouts`),
       refills: this.opts.counters.get(`pool.${template}.refills`),
     };
+  }
+
+  /**
+   * Starts the pool on the loaded records. A template with more spares than --pool-size grew before a
+   * restart: its target stays there and falls back after --pool-idle, as if it had just been minted.
+   */
+  start(): void {
+    for (const template of this.opts.registry.templates.keys()) {
+      const ready = this.opts.registry.freshSpares(template).length;
+      if (this.opts.size === 0 || ready <= this.opts.size) continue;
+      this.targets.set(template, Math.min(ready, Math.max(this.opts.size, this.opts.max)));
+      this.minted(template);
+    }
+    this.kick();
   }
 
   /**
