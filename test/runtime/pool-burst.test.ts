@@ -200,6 +200,11 @@ describe('runtime: a warm pool behind its handouts', function () {
       await holder.query('ROLLBACK');
       await waitFor('the pool refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 3, 60_000);
       expect((await h.dbs.operations.status()).mints.warm).to.equal(3);
+      // The pool full, the second refill backend goes.
+      await waitFor('one refill backend left', async () => {
+        const { rows } = await h.admin.query(`SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'ALTER DATABASE %pgx\\_spare\\_% ALLOW_CONNECTIONS false'`);
+        return Number(rows[0]![0]) === 1;
+      });
     } finally {
       await holder.query('ROLLBACK').catch(() => {});
       await holder.close();

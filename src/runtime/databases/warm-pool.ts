@@ -264,7 +264,11 @@ export class WarmPool {
     const extra = loop !== this.refills[0];
     while (!this.stopped) {
       const template = this.neediest();
-      if (!template) return;
+      if (!template) {
+        // Every pool full: an idle runtime keeps one refill backend, as the mint queue keeps its two.
+        for (const other of this.refills.slice(1)) if (other === loop || other.running === null) void other.conn.close();
+        return;
+      }
       // The second loop helps only while its template is behind.
       if (extra && !this.behind(template)) return;
       if (this.opts.hasRoom?.() === false) return;
