@@ -21,6 +21,21 @@ async function sparesOnDisk(h: Harness): Promise<number> {
   return Number(rows[0]![0]);
 }
 
+/** tpl_app made, sealed, and its pool filled with `spares`. */
+async function sealedWithSpares(h: Harness, spares: number): Promise<void> {
+  await createTemplateDatabase(h, 'tpl_app');
+  await h.dbs.operations.seal('tpl_app', 'postgres');
+  await waitFor(`${spares} spares`, async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === spares, 60_000);
+}
+
+/** Waits until the pool is back at --pool-size 1: its target, its spares, and nothing more on disk. */
+async function backAtOneSpare(h: Harness): Promise<void> {
+  await waitFor('the pool back at 1 spare', async () => {
+    const pool = (await h.dbs.operations.status()).pool.tpl_app!;
+    return pool.size === 1 && pool.ready === 1 && (await sparesOnDisk(h)) === 1;
+  }, 60_000);
+}
+
 describe('runtime: bursts larger than the warm pool', function () {
   this.timeout(300_000);
 
@@ -28,9 +43,7 @@ describe('runtime: bursts larger than the warm pool', function () {
     // One worker copies the template 120 times over: 10 s to a minute, each copy well within 4 s.
     const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 1, mintWorkers: 1, mintTimeoutSeconds: 4 } });
     try {
-      await createTemplateDatabase(h, 'tpl_app');
-      await h.dbs.operations.seal('tpl_app', 'postgres');
-      await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+      await sealedWithSpares(h, 1);
       const results = await Promise.allSettled(Array.from({ length: BURST }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__b${i}` })));
       const refused = refusals(results).map((e) => `${e.sqlstate}: ${e.message}`);
       expect(refused.length, refused.slice(0, 3).join('; ')).to.equal(0);
@@ -78,19 +91,14 @@ describe('runtime: bursts larger than the warm pool', function () {
     // One mint worker: of 10 connects, 1 claims the spare, 1 copies the template and the other 8 wait.
     const h = await startHarness({ settings: { graceSeconds: 3600, janitorIntervalMs: 100, poolSize: 1, poolMax: 5, poolIdleSeconds: 15, mintWorkers: 1 } });
     try {
-      await createTemplateDatabase(h, 'tpl_app');
-      await h.dbs.operations.seal('tpl_app', 'postgres');
-      await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+      await sealedWithSpares(h, 1);
       const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__g${i}` })));
       expect(refusals(results)).to.deep.equal([]);
-      // The 8 that waited for the worker found no spare ready: the target rose by 8, capped at 5.
+      // The mints that found no spare ready, 10 under way: the target rose to 1 + 10, capped at 5.
       expect((await h.dbs.operations.status()).pool.tpl_app!.size).to.equal(5);
       await waitFor('5 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 5, 60_000);
       expect(await sparesOnDisk(h)).to.equal(5);
-      await waitFor('the pool back at 1 spare', async () => {
-        const pool = (await h.dbs.operations.status()).pool.tpl_app!;
-        return pool.size === 1 && pool.ready === 1 && (await sparesOnDisk(h)) === 1;
-      }, 60_000);
+      await backAtOneSpare(h);
     } finally {
       await h.stop();
     }
@@ -103,9 +111,7 @@ describe('runtime: bursts larger than the warm pool', function () {
     const clock: Clock = { now: () => Date.now(), monotonic: () => frozenAt ?? performance.now() };
     const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 1 }, clock });
     try {
-      await createTemplateDatabase(h, 'tpl_app');
-      await h.dbs.operations.seal('tpl_app', 'postgres');
-      await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+      await sealedWithSpares(h, 1);
       frozenAt = performance.now();
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__last' });
       expect((await h.dbs.operations.status()).mints.warm).to.equal(1);
@@ -118,9 +124,7 @@ describe('runtime: bursts larger than the warm pool', function () {
   it("grows the pool when one client's mints outpace its refills, with no other mint waiting", async function () {
     const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 3 } });
     try {
-      await createTemplateDatabase(h, 'tpl_app');
-      await h.dbs.operations.seal('tpl_app', 'postgres');
-      await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+      await sealedWithSpares(h, 1);
       // One after the other: the second finds the refill behind the first still copying.
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__first' });
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__second' });
@@ -136,12 +140,6 @@ describe('runtime: bursts larger than the warm pool', function () {
 
 describe('runtime: a warm pool behind its handouts', function () {
   this.timeout(300_000);
-
-  async function sealedWithSpares(h: Harness, spares: number): Promise<void> {
-    await createTemplateDatabase(h, 'tpl_app');
-    await h.dbs.operations.seal('tpl_app', 'postgres');
-    await waitFor(`${spares} spares`, async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === spares, 60_000);
-  }
 
   it('refills without waiting for the claiming clients to settle while more than one spare is missing', async function () {
     // The monotonic clock stands still from the claims on: a refill that waits for the last claiming
@@ -219,9 +217,7 @@ describe('runtime: a grown warm pool across a restart', function () {
   /** A runtime whose pool a burst of 10 grew to 5 spares; the janitor drops nothing on its own. */
   async function grownPool(): Promise<Harness> {
     const h = await startHarness({ settings: { graceSeconds: 3600, janitorIntervalMs: 3_600_000, poolSize: 1, poolMax: 5, poolIdleSeconds: 600, mintWorkers: 1 } });
-    await createTemplateDatabase(h, 'tpl_app');
-    await h.dbs.operations.seal('tpl_app', 'postgres');
-    await waitFor('1 spare', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1);
+    await sealedWithSpares(h, 1);
     await Promise.all(Array.from({ length: 10 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__g${i}` })));
     await waitFor('5 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 5, 60_000);
     return h;
@@ -251,10 +247,7 @@ describe('runtime: a grown warm pool across a restart', function () {
     const h = await restarted(await grownPool(), 2);
     try {
       expect((await h.dbs.operations.status()).pool.tpl_app).to.include({ size: 5, ready: 5 });
-      await waitFor('the pool back at 1 spare', async () => {
-        const pool = (await h.dbs.operations.status()).pool.tpl_app!;
-        return pool.size === 1 && pool.ready === 1 && (await sparesOnDisk(h)) === 1;
-      }, 60_000);
+      await backAtOneSpare(h);
     } finally {
       await h.stop();
     }
