@@ -159,6 +159,22 @@ describe('runtime: drops through the trash', function () {
     expect(trashDropped(h.dbs)).to.be.at.least(dropped + 1);
   });
 
+  it('answers a drop only once the trash is under its bound again', async function () {
+    const name = 'tdb_tpl_app__bounded';
+    await h.dbs.router.route({ user: 'postgres', database: name });
+    const oid = await oidOf(h, name);
+    const trash = trashOf(h.dbs) as unknown as { bound: number };
+    const bound = trash.bound;
+    trash.bound = 1; // this drop's own trash fills it
+    try {
+      await h.dbs.control.call('drop_database', [name], AS_POSTGRES);
+      // Answered after its DROP DATABASE ran, not after the rename.
+      expect(await nameOfOid(h, oid)).to.equal(null);
+    } finally {
+      trash.bound = bound;
+    }
+  });
+
   it('holds trash closed to everyone, owned by the runtime, and counted in the status until its DROP DATABASE runs', async function () {
     const name = 'tdb_tpl_app__owned';
     await h.dbs.router.route({ user: 'alice', database: name });
