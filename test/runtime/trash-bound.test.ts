@@ -22,7 +22,7 @@ describe('runtime: the trash bounds its backlog', function () {
 
   it('keeps drop calls waiting while the backlog is at its bound, and lets them go as it drops', async function () {
     const admin = await rt.runtime.supervisor.connect('postgres', 'postgres');
-    const trash = new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), mintsInFlight: () => false, backlogBound: 2, counters: new Counters(), clock: systemClock, logger: testLogger() });
+    const trash = new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), clones: false, mintsInFlight: () => false, backlogBound: 2, counters: new Counters(), clock: systemClock, logger: testLogger() });
     try {
       const names = ['pgx_trash_900001', 'pgx_trash_900002', 'pgx_trash_900003'];
       for (const name of names) await admin.query(`CREATE DATABASE ${name}`);
@@ -47,7 +47,7 @@ describe('runtime: the trash bounds its backlog', function () {
   });
 
   it('lets waiting drop calls go when it stops', async function () {
-    const trash = new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), mintsInFlight: () => false, backlogBound: 1, counters: new Counters(), clock: systemClock, logger: testLogger() });
+    const trash = new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), clones: false, mintsInFlight: () => false, backlogBound: 1, counters: new Counters(), clock: systemClock, logger: testLogger() });
     trash.add('pgx_trash_900009'); // never started, never dropped
     const waiting = trash.room();
     await trash.stop();

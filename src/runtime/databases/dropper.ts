@@ -1,8 +1,7 @@
 // Dropping a database: the engine ends its client sessions first (so clients read why, as FATAL 57P01)
 // and closes its idle backends there; once PostgreSQL has no backend left on it, one transaction closes
 // it to connections, gives it to the runtime and renames it to pgx_trash_<oid>, and the records go. The
-// drop answers then (or, with 100 dropped databases still waiting for their DROP DATABASE, once fewer
-// wait): the name is free at once, and the DROP DATABASE runs in the background (trash.ts), off the
+// drop answers then (or, with the trash at its bound, once fewer wait): the name is free at once, and the DROP DATABASE runs in the background (trash.ts), off the
 // path of drops and mints. Measured, a DROP DATABASE in place took 25-150 ms (a buffer scan, a
 // checkpoint request, a barrier over every backend, beside the warm pool's CREATE DATABASE); the rename
 // is a catalog update. Where a rename cannot be had (a session outside the engine stays, a database
