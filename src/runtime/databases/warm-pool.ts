@@ -1,17 +1,17 @@
 // The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
-// instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst,
-// or one client's quick loop): a mint that finds no spare ready after a handout emptied the pool, or
+// instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst, or
+// one client's quick loop): a mint that finds no spare ready after a handout emptied the pool, or
 // while others wait, raises the template's target to `size` plus the mints of it in flight, up to
 // `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay under
-// a tenth of the free space), so the next burst of that size is served from spares; after `idleMs` (--pool-idle) without a mint of
-// the template the target falls back to `size` and the janitor drops the extra spares. Refills run in
-// the background on connections of their own: one spare at a time, two while a template is more than
-// one spare short (handouts outpace a single refill: much of a copy is waiting for CREATE DATABASE's
-// checkpoints, which two creates share). They wait while clients wait for mints, so they never take a
-// worker from a client; their backend runs at
-// the lowest CPU priority, so a copy made while clients connect takes only the CPU they leave. Spares are
-// recorded, so they survive restarts; a spare of an older template generation (after an unseal or a
-// reseal) is stale, never handed out, and dropped by the janitor.
+// a tenth of the free space), so the next burst of that size is served from spares; after `idleMs`
+// (--pool-idle) without a mint of the template the target falls back to `size` and the janitor drops
+// the extra spares. Refills run in the background on connections of their own: one spare at a time,
+// two while a template is more than one spare short (handouts outpace a single refill: much of a copy
+// is waiting for CREATE DATABASE's checkpoints, which two creates share). They wait while clients wait
+// for mints, so they never take a worker from a client; their backend runs at the lowest CPU priority,
+// so a copy made while clients connect takes only the CPU they leave. Spares are recorded, so they
+// survive restarts; a spare of an older template generation (after an unseal or a reseal) is stale,
+// never handed out, and dropped by the janitor.
 
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../log.js';
