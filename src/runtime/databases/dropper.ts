@@ -1,15 +1,15 @@
 // Dropping a database: the engine ends its client sessions first (so clients read why, as FATAL 57P01)
-// and closes its idle backends there; once PostgreSQL has no backend left on it, one transaction closes
-// it to connections, gives it to the runtime and renames it to pgx_trash_<oid>, and the records go. The
-// drop answers then (or, with the trash at its bound, once fewer wait): the name is free at once, and the DROP DATABASE runs in the background (trash.ts), off the
-// path of drops and mints. Measured, a DROP DATABASE in place took 25-150 ms (a buffer scan, a
-// checkpoint request, a barrier over every backend, beside the warm pool's CREATE DATABASE); the rename
-// is a catalog update. Where a rename cannot be had (a session outside the engine stays, a database
-// with per-database credentials, whose roles are dropped after it) the drop runs in place, WITH
-// (FORCE), as before. A database a prepared transaction uses is refused at once with 55006, before
-// any session is ended (PostgreSQL can neither rename nor drop it; see preparedTransactionsRefusal).
-// Idempotent, and concurrent requests for one name share one drop; route() waits for a drop in
-// progress before minting the name again.
+// and closes its idle backends there; once PostgreSQL has no backend left on it, one transaction
+// closes it to connections, gives it to the runtime and renames it to pgx_trash_<oid>, and the records
+// go. The drop answers then (or, with the trash at its bound, once fewer wait): the name is free at
+// once, and the DROP DATABASE runs in the background (trash.ts), off the path of drops and mints.
+// Measured, a DROP DATABASE in place took 25-150 ms (a buffer scan, a checkpoint request, a barrier
+// over every backend, beside the warm pool's CREATE DATABASE); the rename is a catalog update. Where a
+// rename cannot be had (a session outside the engine stays, a database with per-database credentials,
+// whose roles are dropped after it) the drop runs in place, WITH (FORCE), as before. A database a
+// prepared transaction uses is refused at once with 55006, before any session is ended (PostgreSQL can
+// neither rename nor drop it; see preparedTransactionsRefusal). Idempotent, and concurrent requests
+// for one name share one drop; route() waits for a drop in progress before minting the name again.
 
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';

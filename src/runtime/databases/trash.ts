@@ -1,15 +1,15 @@
-// The trash: databases already dropped as far as anyone can tell (renamed to pgx_trash_<oid>, closed to
-// connections, owned by the runtime, their records gone) whose DROP DATABASE has not run yet. A drop
-// answers once its database is renamed away (dropper.ts); the DROP DATABASE itself (a buffer scan, a
-// checkpoint request, a barrier over every backend, the files unlinked) runs here, in the background,
-// one at a time on a connection of its own at the lowest CPU priority, and holds back while a mint
-// copies a template or waits to (the warm pool's refill holds back only for waiting mints). Each trash
-// database holds its disk until dropped, and a loop of mints and drops can outpace DROP DATABASE (the
-// churn bench, 22 lifecycles a second on ext4, ran the disk down to the disk guard's reserve): once the bound waits (100 databases
-// where files are copied, 1,000 where they are clones that share the template's blocks), drops stop
-// holding back, and a drop call answers only when the backlog is under the bound again (room()), so
-// callers go at the pace PostgreSQL drops. Trash survives restarts by its name: reconcile adds every
-// pgx_trash_ database a superuser owns.
+// The trash: databases already dropped as far as anyone can tell (renamed to pgx_trash_<oid>, closed
+// to connections, owned by the runtime, their records gone) whose DROP DATABASE has not run yet. A
+// drop answers once its database is renamed away (dropper.ts); the DROP DATABASE itself (a buffer
+// scan, a checkpoint request, a barrier over every backend, the files unlinked) runs here, in the
+// background, one at a time on a connection of its own at the lowest CPU priority, and holds back
+// while a mint copies a template or waits to (the warm pool's refill holds back only for waiting
+// mints). Each trash database holds its disk until dropped, and a loop of mints and drops can outpace
+// DROP DATABASE (the churn bench, 22 lifecycles a second on ext4, ran the disk down to the disk
+// guard's reserve): once the bound waits (100 databases where files are copied, 1,000 where they are
+// clones that share the template's blocks), drops stop holding back, and a drop call answers only when
+// the backlog is under the bound again (room()), so callers go at the pace PostgreSQL drops. Trash
+// survives restarts by its name: reconcile adds every pgx_trash_ database a superuser owns.
 
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../log.js';
