@@ -21,6 +21,17 @@ async function sparesOnDisk(h: Harness): Promise<number> {
   return Number(rows[0]![0]);
 }
 
+/** A clock whose monotonic time stands still from freeze() on (the settle wait then never ends). */
+function freezableClock(): { clock: Clock; freeze: () => void } {
+  let frozenAt: number | null = null;
+  return {
+    clock: { now: () => Date.now(), monotonic: () => frozenAt ?? performance.now() },
+    freeze: () => {
+      frozenAt = performance.now();
+    },
+  };
+}
+
 /** tpl_app made, sealed, and its pool filled with `spares`. */
 async function sealedWithSpares(h: Harness, spares: number): Promise<void> {
   await createTemplateDatabase(h, 'tpl_app');
@@ -107,12 +118,11 @@ describe('runtime: bursts larger than the warm pool', function () {
   it('starts the refill at once when the last spare is claimed, without waiting for the claiming client to settle', async function () {
     // The monotonic clock stands still from the claim on: a refill that waited for the claiming
     // client to settle (or for the hold's bound) would wait for ever.
-    let frozenAt: number | null = null;
-    const clock: Clock = { now: () => Date.now(), monotonic: () => frozenAt ?? performance.now() };
+    const { clock, freeze } = freezableClock();
     const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 1 }, clock });
     try {
       await sealedWithSpares(h, 1);
-      frozenAt = performance.now();
+      freeze();
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__last' });
       expect((await h.dbs.operations.status()).mints.warm).to.equal(1);
       await waitFor('the pool refilled', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 1, 60_000);
@@ -144,12 +154,11 @@ describe('runtime: a warm pool behind its handouts', function () {
   it('refills without waiting for the claiming clients to settle while more than one spare is missing', async function () {
     // The monotonic clock stands still from the claims on: a refill that waits for the last claiming
     // client to settle (or for the hold's bound) waits for ever. It does so only with one spare missing.
-    let frozenAt: number | null = null;
-    const clock: Clock = { now: () => Date.now(), monotonic: () => frozenAt ?? performance.now() };
+    const { clock, freeze } = freezableClock();
     const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 3, poolMax: 3 }, clock });
     try {
       await sealedWithSpares(h, 3);
-      frozenAt = performance.now();
+      freeze();
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__one' });
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__two' });
       expect((await h.dbs.operations.status()).mints.warm).to.equal(2);

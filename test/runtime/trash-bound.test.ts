@@ -20,9 +20,14 @@ describe('runtime: the trash bounds its backlog', function () {
     await rt?.stop();
   });
 
+  /** A trash on the test runtime's PostgreSQL with a small bound, never holding back for mints. */
+  function trashBounded(backlogBound: number): Trash {
+    return new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), clones: false, mintsInFlight: () => false, backlogBound, counters: new Counters(), clock: systemClock, logger: testLogger() });
+  }
+
   it('keeps drop calls waiting while the backlog is at its bound, and lets them go as it drops', async function () {
     const admin = await rt.runtime.supervisor.connect('postgres', 'postgres');
-    const trash = new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), clones: false, mintsInFlight: () => false, backlogBound: 2, counters: new Counters(), clock: systemClock, logger: testLogger() });
+    const trash = trashBounded(2);
     try {
       const names = ['pgx_trash_900001', 'pgx_trash_900002', 'pgx_trash_900003'];
       for (const name of names) await admin.query(`CREATE DATABASE ${name}`);
@@ -47,7 +52,7 @@ describe('runtime: the trash bounds its backlog', function () {
   });
 
   it('lets waiting drop calls go when it stops', async function () {
-    const trash = new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), clones: false, mintsInFlight: () => false, backlogBound: 1, counters: new Counters(), clock: systemClock, logger: testLogger() });
+    const trash = trashBounded(1);
     trash.add('pgx_trash_900009'); // never started, never dropped
     const waiting = trash.room();
     await trash.stop();

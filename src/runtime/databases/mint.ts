@@ -16,6 +16,7 @@ import type { ClaimCheck, Permissions } from './permissions.js';
 import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { postgresSqlstate, type SqlClient } from '../postgres/sql-client.js';
+import { Tally } from './tally.js';
 import type { WarmPool } from './warm-pool.js';
 import type { DiskRoom } from '../postgres/disk-guard.js';
 
@@ -52,10 +53,10 @@ export type MintOutcome = MintSource | 'existing';
 export class Minter {
   private readonly inFlight = new Map<string, InFlight>();
   /** Mints in flight per template: the demand a pool that ran out of spares grows towards. */
-  private readonly inFlightOf = new Map<string, number>();
+  private readonly inFlightOf = new Tally();
   /** Mints past the caps and not yet recorded, in total and per role: they count against the caps. */
   private accepted = 0;
-  private readonly acceptedPerRole = new Map<string, number>();
+  private readonly acceptedPerRole = new Tally();
   /** Refusals that concern the asking role only; another role sharing the mint asks again for itself. */
   private readonly roleRefusals = new WeakSet<Error>();
 
@@ -80,10 +81,10 @@ export class Minter {
     }
     const promise = this.run(name, user, initial).finally(() => {
       this.inFlight.delete(name.name);
-      this.inFlightOf.set(name.template, this.inFlightOf.get(name.template)! - 1);
+      this.inFlightOf.remove(name.template);
     });
     this.inFlight.set(name.name, { user, promise });
-    this.inFlightOf.set(name.template, (this.inFlightOf.get(name.template) ?? 0) + 1);
+    this.inFlightOf.add(name.template);
     return promise;
   }
 
@@ -144,7 +145,7 @@ export class Minter {
     }
     if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
     // No spare was ready: the pool grows towards the demand it could not meet (warm-pool.ts).
-    this.opts.pool.missed(template, this.inFlightOf.get(template.name) ?? 1);
+    this.opts.pool.missed(template, this.inFlightOf.of(template.name));
     return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user, initial));
   }
 
@@ -167,7 +168,7 @@ export class Minter {
         hint: 'Drop databases you no longer need (SELECT pgx_drop_database(name)), unpin idle ones, or raise --max-databases.',
       });
     }
-    const mine = this.acceptedPerRole.get(user) ?? 0;
+    const mine = this.acceptedPerRole.of(user);
     if (maxDatabasesPerRole !== null && registry.ownedBy(user) + mine >= maxDatabasesPerRole) {
       counters.add('mints.failures');
       throw new PgxError('TOO_MANY_DATABASES', `cannot create database "${name}": role "${user}" already owns its maximum of ${maxDatabasesPerRole} databases`, {
@@ -175,14 +176,12 @@ export class Minter {
       });
     }
     this.accepted++;
-    this.acceptedPerRole.set(user, mine + 1);
+    this.acceptedPerRole.add(user);
   }
 
   private release(user: string): void {
     this.accepted--;
-    const mine = (this.acceptedPerRole.get(user) ?? 1) - 1;
-    if (mine === 0) this.acceptedPerRole.delete(user);
-    else this.acceptedPerRole.set(user, mine);
+    this.acceptedPerRole.remove(user);
   }
 
   /**

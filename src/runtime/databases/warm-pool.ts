@@ -23,6 +23,7 @@ import type { MetadataStore } from './metadata.js';
 import { spareName } from './names.js';
 import { newDatabaseRecord, type DatabaseRecord, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
+import { Tally } from './tally.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 export interface WarmPoolOptions {
@@ -78,7 +79,7 @@ export class WarmPool {
   /** Spares being created (not yet recorded) or claimed (out of the registry, not yet renamed). */
   private readonly busy = new Set<string>();
   /** Spares being created per template: counted with the ready ones so two refills do not overshoot. */
-  private readonly creating = new Map<string, number>();
+  private readonly creating = new Tally();
   private stopped = false;
   private backoffMs = 0;
   private lastHandout = -Infinity;
@@ -302,7 +303,7 @@ export class WarmPool {
     for (const t of this.opts.registry.templates.values()) {
       // Snapshots are restored from, seldom minted from: they get no spares.
       if (!t.sealed || t.snapshotOf !== null) continue;
-      const ready = this.opts.registry.freshSpares(t.name).length + (this.creating.get(t.name) ?? 0);
+      const ready = this.opts.registry.freshSpares(t.name).length + this.creating.of(t.name);
       if (ready < fewest && ready < this.target(t.name) && this.fits(t, ready)) {
         best = t;
         fewest = ready;
@@ -328,7 +329,7 @@ export class WarmPool {
     const { metadata, registry, clock } = this.opts;
     // Read before any await: a reseal meanwhile must leave this spare marked with the older generation.
     const generation = template.generation;
-    this.creating.set(template.name, (this.creating.get(template.name) ?? 0) + 1);
+    this.creating.add(template.name);
     let name: string | undefined;
     const started = clock.monotonic();
     try {
@@ -351,7 +352,7 @@ export class WarmPool {
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
     } finally {
       if (name !== undefined) this.busy.delete(name);
-      this.creating.set(template.name, this.creating.get(template.name)! - 1);
+      this.creating.remove(template.name);
     }
   }
 
