@@ -180,11 +180,15 @@ function render(r: Meta & Body) {
   const pgxSlowest = Math.max(...of('pgx').map((b) => b.drainMs));
   const bars: Bar[] = [
     { text: `${n} simultaneous new-database connects: 0 errors`, measured: `${pgxErrors} errors in ${of('pgx').length} bursts`, pass: pgxErrors === 0 },
-    {
-      text: `${n} simultaneous new-database connects drained in <= 5 s`,
-      measured: `${s(pgxDrain)} median${pgxErrors > 0 ? ', and that with errors (the drain ends at the last client, served or not)' : ''}`,
-      pass: pgxDrain <= 5000,
-    },
+    // A pool filled for the burst serves it from spares: seconds. With the defaults every mint is a
+    // create, so the drain is judged against PostgreSQL making the same databases (issue 23).
+    ...(typeof r.options.poolSize === 'number'
+      ? [{
+          text: `${n} simultaneous new-database connects drained in <= 5 s`,
+          measured: `${s(pgxDrain)} median${pgxErrors > 0 ? ', and that with errors (the drain ends at the last client, served or not)' : ''}`,
+          pass: pgxDrain <= 5000,
+        }]
+      : []),
     ...(best
       ? [{
           text: `every burst of ${n} drained no slower than PG18's best (${LABELS[best.t].replace(/^PG18: /, '')}, median ${s(best.drain)})`,
@@ -231,8 +235,9 @@ export const main = benchMain<Options, Body>({
       pgOver: v['pg-over'] === 'socket' ? 'socket' : 'tcp',
     };
   },
-  // 500 and 1,000 clients (issue 23's bars) are published, each with the defaults or with a --pool-size.
-  partial: (o) => o.clients !== 500 && o.clients !== 1000,
+  // 500 and 1,000 clients (issue 23's bars) are published, each with the defaults or with a --pool-size;
+  // not a run without PostgreSQL's targets, which cannot judge the drain against them.
+  partial: (o) => !o.baseline || (o.clients !== 500 && o.clients !== 1000),
   variant: (o) => [o.clients === 500 ? null : String(o.clients), o.poolSize === null ? null : `pool-size-${o.poolSize}`].filter((v) => v !== null).join('-') || null,
   measure,
   render,

@@ -1,7 +1,9 @@
 // The engine's busy time by stage of a connection or a query, from a `node --cpu-prof` profile of a
 // runtime (docs/benchmarks.md, "A connection and a query, profiled"). A sample goes to the stage of the
 // first frame, from the leaf up, that a rule below claims; the share inside send/close system calls is
-// the samples whose leaf is that native call.
+// the samples whose leaf is that native call. A second table splits the same time by the layer of the
+// leaf frame (what was running when sampled): those system calls, Node's own JavaScript (streams, net,
+// buffers, timers), PGX's code, garbage collection, the rest of V8 and native code.
 //
 // Usage: node benchmarks/profile-stages.mjs DIR [TRANSACTIONS]
 //   DIR holds one .cpuprofile and a file `window` with two numbers: the start and end of the pgbench
@@ -32,7 +34,16 @@ const RULES = [
   ['socket reads (Node)', (fn, url) => /^(onStreamRead|onread)$/.test(fn)],
   ['event loop, other', () => false],
 ];
-let t = 0, total = 0; const by = new Map(); const sys = new Map();
+const SYSCALL = /^(writeBuffer|writev|close|writeUtf8String|accept|readStart)$/;
+const LAYERS = [
+  ['system calls: send, close, accept', (fn, url) => url === '' && SYSCALL.test(fn)],
+  ['garbage collection', (fn) => fn === '(garbage collector)'],
+  ['PGX code', (fn, url) => /\/dist\/src\//.test(url)],
+  ["Node's JavaScript (streams, net, buffers, timers)", (fn, url) => url.startsWith('node:')],
+  ['dependencies', (fn, url) => /node_modules/.test(url)],
+  ['V8 and native, other', () => true],
+];
+let t = 0, total = 0; const by = new Map(); const sys = new Map(); const layers = new Map();
 for (let i = 0; i < p.samples.length; i++) {
   t += p.timeDeltas[i];
   if (t < w0 + 300000 || t > w1 - 300000) continue;
@@ -47,8 +58,12 @@ for (let i = 0; i < p.samples.length; i++) {
     if (hit && hit[0] !== 'event loop, other') { cat = hit[0]; break; }
   }
   by.set(cat, (by.get(cat) ?? 0) + dt);
-  if (/^(writeBuffer|writev|close|writeUtf8String|accept|readStart)$/.test(n.callFrame.functionName) && n.callFrame.url === '') sys.set(cat, (sys.get(cat) ?? 0) + dt);
+  if (SYSCALL.test(n.callFrame.functionName) && n.callFrame.url === '') sys.set(cat, (sys.get(cat) ?? 0) + dt);
+  const layer = LAYERS.find(([, test]) => test(n.callFrame.functionName, n.callFrame.url))[0];
+  layers.set(layer, (layers.get(layer) ?? 0) + dt);
 }
 const tx = Number(process.argv[3] ?? 0);
 console.log(`busy ${(total / 1000).toFixed(0)} ms${tx ? `, ${(total / tx).toFixed(1)} us per transaction (${tx} in the window)` : ''}`);
 for (const [k, v] of [...by].sort((a, b) => b[1] - a[1])) console.log(`${(100 * v / total).toFixed(1).padStart(5)}%  ${tx ? (v / tx).toFixed(1).padStart(6) + ' us  ' : ''}${k}  (in send/close system calls: ${(100 * (sys.get(k) ?? 0) / v).toFixed(0)}%)`);
+console.log('by the layer of the leaf frame:');
+for (const [k, v] of [...layers].sort((a, b) => b[1] - a[1])) console.log(`${(100 * v / total).toFixed(1).padStart(5)}%  ${tx ? (v / tx).toFixed(2).padStart(6) + ' us  ' : ''}${k}`);
