@@ -3,15 +3,19 @@
 // `npm run bench -- NAME` starts it, and must end with exit code 0 and write its raw JSON (a quick run
 // writes to a temp file, never to benchmarks/results/ or the docs). Nothing here judges a figure: the
 // machine is shared and a smoke run is too short to mean anything; the bars are the full runs' business.
+// benchmarks/profile-engine.sh (issue 24's profiles of a connection and a query) is run the same way.
 
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** dist/benchmarks/run.js, beside this file's dist/test/benchmarks/. */
 const RUN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'benchmarks', 'run.js');
+/** The checkout (dist/test/benchmarks/ is three levels down). */
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 interface Finished {
   code: number | null;
@@ -19,9 +23,9 @@ interface Finished {
   stderr: string;
 }
 
-function bench(args: string[]): Promise<Finished> {
+function bench(args: string[], command = process.execPath, commandArgs = [RUN]): Promise<Finished> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [RUN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, [...commandArgs, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
@@ -95,5 +99,22 @@ describe('benchmarks: smoke runs of the scale benchmarks', function () {
     const sizes = results.sizes as { cold: unknown[]; warm: unknown[] }[];
     expect(sizes.length).to.equal(1);
     expect(sizes[0]!.cold.length).to.be.greaterThan(0);
+  });
+
+  it('profile-engine.sh profiles a runtime under pgbench and splits its busy time by stage and layer', async function () {
+    this.timeout(300_000);
+    const out = mkdtempSync(path.join(os.tmpdir(), 'pgx-profile-smoke-'));
+    try {
+      const run = await bench([ROOT, out], 'bash', [path.join(ROOT, 'benchmarks', 'profile-engine.sh')]);
+      expect(run.code, `exit code; stderr:\n${run.stderr}`).to.equal(0);
+      for (const workload of ['prepared-16', 'simple-4', 'connect-4']) expect(run.stdout).to.contain(`== ${workload}: tps = `);
+      // Each window held the engine's work: a stage and a layer with time in them.
+      expect(run.stdout.match(/us per transaction \([1-9]\d* in the window\)/g)).to.have.length(3);
+      expect(run.stdout.match(/^by the layer of the leaf frame:$/gm)).to.have.length(3);
+      expect(run.stdout).to.match(/[1-9][\d.]*%\s+[\d.]+ us\s+query forwarding \(pump\)/);
+      expect(run.stdout).to.match(/[\d.]+ us\s+PGX code/);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
   });
 });
