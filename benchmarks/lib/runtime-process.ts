@@ -37,6 +37,8 @@ export interface RuntimeProcessOptions {
   flags?: string[];
   /** Give PostgreSQL a 127.0.0.1:5432 listener, so direct clients use TCP like clients of the engine. */
   tcpPostgres?: boolean;
+  /** The engine's Unix socket directory (--socket-dir); none unless given. */
+  socketDir?: string;
   /** Another built checkout to run (bin/pgx.js under it), for an A/B of two commits; default this one. */
   root?: string;
   /** Each line the runtime writes to stderr (its JSON log), e.g. to read PostgreSQL's statement durations. */
@@ -49,8 +51,12 @@ export interface RuntimeProcess {
   /** The node (or bun) process; PostgreSQL's processes are below it. */
   pid: number;
   engine: Endpoint;
+  /** The engine's Unix socket, when started with socketDir. */
+  engineSocket: Endpoint | null;
   /** PostgreSQL directly: TCP when tcpPostgres, else its private socket. */
   postgres: Endpoint;
+  /** PostgreSQL's private Unix socket (there whether or not it also listens on TCP). */
+  postgresSocket: Endpoint;
   api: ApiClient;
   dataDir: string;
   /** The flags it was started with. */
@@ -75,7 +81,7 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
     });
   }
   const flags = [
-    '--data-dir', dataDir, '--host', '127.0.0.1', '--port', '0', '--socket-dir', '', '--auth', 'trust', '--api-port', '0',
+    '--data-dir', dataDir, '--host', '127.0.0.1', '--port', '0', '--socket-dir', opts.socketDir ?? '', '--auth', 'trust', '--api-port', '0',
     ...(opts.tcpPostgres ? ['-c', 'listen_addresses=127.0.0.1'] : []),
     ...(opts.flags ?? []),
   ];
@@ -143,7 +149,9 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
   return {
     pid: child.pid ?? 0,
     engine: { host: '127.0.0.1', port: Number(ready[1]) },
+    engineSocket: opts.socketDir ? { host: opts.socketDir, port: Number(ready[1]) } : null,
     postgres: opts.tcpPostgres ? { host: '127.0.0.1', port: PG_PORT } : { host: pgSocketDir, port: PG_PORT },
+    postgresSocket: { host: pgSocketDir, port: PG_PORT },
     api: new ApiClient({ url: ready[2]!, timeoutMs: 120_000 }),
     dataDir,
     flags,
