@@ -18,7 +18,7 @@ import { startRuntimeProcess, waitForPool, type RuntimeProcess } from './lib/run
 import { median } from './lib/stats.js';
 import { formatTable, markdownTable } from './lib/table.js';
 import { SMALL_TEMPLATE, buildTemplate } from './lib/templates.js';
-import { treeBreakdown, type TreeBreakdown } from './lib/tree-memory.js';
+import { treeBreakdown, type ProcessMemory, type TreeBreakdown } from './lib/tree-memory.js';
 
 const HELP = `Usage: npm run bench -- churn [options]
 
@@ -65,6 +65,8 @@ interface Memory {
    * node figure.
    */
   heapCommittedMB?: number;
+  /** Each process of the tree at the last reading (absent in results from before it was kept). */
+  perProcess?: ProcessMemory[];
 }
 
 interface Run {
@@ -144,7 +146,22 @@ async function memoryOf(root: number, rt?: RuntimeProcess): Promise<Memory> {
     fileMB: pick((b) => b.file_mb),
     nodeFileMB: pick((b) => b.byKind.node?.file_mb ?? 0),
     ...(heap ? { heapMB: mb(heap.heapUsed), codeMB: mb(heap.spaces.code_space ?? 0), heapCommittedMB: mb(heap.heapTotal) } : {}),
+    perProcess: reads[reads.length - 1]!.perProcess,
   };
+}
+
+/** Where the tree's own memory moved: the processes there before and after by growth, and those that came or went. */
+function processChanges(before: ProcessMemory[], after: ProcessMemory[]): string {
+  const was = new Map(before.map((p) => [p.pid, p]));
+  const now = new Set(after.map((p) => p.pid));
+  const grew = after.filter((p) => was.has(p.pid)).map((p) => ({ p, d: p.owned_mb - was.get(p.pid)!.owned_mb })).sort((a, b) => b.d - a.d);
+  const mb = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(2)} MB`;
+  const came = after.filter((p) => !was.has(p.pid));
+  const went = before.filter((p) => !now.has(p.pid));
+  return (
+    `By process (PSS without file-backed pages, the last reading of each): ${grew.slice(0, 4).map(({ p, d }) => `pid ${p.pid} ${p.kind} ${mb(d)}`).join(', ')}` +
+    `; new since before: ${came.map((p) => `${p.kind} ${p.owned_mb.toFixed(2)} MB`).join(', ') || 'none'}; gone: ${went.map((p) => `${p.kind} ${p.owned_mb.toFixed(2)} MB`).join(', ') || 'none'}.`
+  );
 }
 
 /**
@@ -279,6 +296,7 @@ function render(r: Meta & Body) {
         '',
         ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
         '',
+        ...(p.before.perProcess && p.after.perProcess ? [`PGX: ${processChanges(p.before.perProcess, p.after.perProcess)}`, ''] : []),
         `Resolution: how far the same tree's PSS without file-backed pages moved by itself in 15 s just before "before", divided by the lifecycles; a retained figure inside it is noise. PSS: the median of three readings after a settle (no minted database left, the pool full, 5 s) and, for PGX, a full GC in node. File-backed: Pss_File, the node and postgres binaries and libraries, shared with every process on the machine that maps them, so it moves when other programs start or exit. Of which node / postgres: without file-backed pages. Code: V8's code space (compiled code). For PostgreSQL directly (over its Unix socket) the tree is the postmaster's (the runtime's node process is idle then). Raw results: [${raw}](../${raw}).`,
       ].join('\n'),
   };

@@ -20,6 +20,15 @@ export interface TreeBreakdown {
   rss_mb: number;
   processes: number;
   byKind: Record<string, KindMemory>;
+  /** Each process, so two readings of one tree show which process grew. */
+  perProcess: ProcessMemory[];
+}
+
+export interface ProcessMemory {
+  pid: number;
+  kind: string;
+  /** PSS without the file-backed part, MB. */
+  owned_mb: number;
 }
 
 function kb(text: string, field: string): number {
@@ -47,6 +56,7 @@ export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
   let file = 0;
   let rss = 0;
   let processes = 0;
+  const perProcess: ProcessMemory[] = [];
   for (const pid of await processTree(root)) {
     try {
       const [rollup, cmdline] = await Promise.all([readFile(`/proc/${pid}/smaps_rollup`, 'utf8'), readFile(`/proc/${pid}/cmdline`, 'utf8')]);
@@ -61,10 +71,11 @@ export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
       k.count++;
       k.pss_mb += p / 1024;
       k.file_mb += f / 1024;
+      perProcess.push({ pid, kind, owned_mb: Math.round(((p - f) / 1024) * 100) / 100 });
     } catch {
       // Ended while we looked.
     }
   }
   for (const k of Object.values(byKind)) (k.pss_mb = Math.round(k.pss_mb * 10) / 10), (k.file_mb = Math.round(k.file_mb * 10) / 10);
-  return { pss_mb: Math.round((pss / 1024) * 10) / 10, file_mb: Math.round((file / 1024) * 10) / 10, rss_mb: Math.round((rss / 1024) * 10) / 10, processes, byKind };
+  return { pss_mb: Math.round((pss / 1024) * 10) / 10, file_mb: Math.round((file / 1024) * 10) / 10, rss_mb: Math.round((rss / 1024) * 10) / 10, processes, byKind, perProcess };
 }
