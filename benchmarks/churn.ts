@@ -154,12 +154,18 @@ async function memoryOf(root: number, rt?: RuntimeProcess): Promise<Memory> {
 function processChanges(before: ProcessMemory[], after: ProcessMemory[]): string {
   const was = new Map(before.map((p) => [p.pid, p]));
   const now = new Set(after.map((p) => p.pid));
-  const grew = after.filter((p) => was.has(p.pid)).map((p) => ({ p, d: p.owned_mb - was.get(p.pid)!.owned_mb })).sort((a, b) => b.d - a.d);
+  const grew = after
+    .filter((p) => was.has(p.pid))
+    .map((p) => ({ p, d: p.owned_mb - was.get(p.pid)!.owned_mb, shmem: (p.shmem_mb ?? 0) - (was.get(p.pid)!.shmem_mb ?? 0) }))
+    .sort((a, b) => b.d - a.d);
   const mb = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(2)} MB`;
+  const total = (ps: ProcessMemory[], f: (p: ProcessMemory) => number): number => ps.reduce((sum, p) => sum + f(p), 0);
+  const shmem = total(after, (p) => p.shmem_mb ?? 0) - total(before, (p) => p.shmem_mb ?? 0);
   const came = after.filter((p) => !was.has(p.pid));
   const went = before.filter((p) => !now.has(p.pid));
   return (
-    `By process (PSS without file-backed pages, the last reading of each): ${grew.slice(0, 4).map(({ p, d }) => `pid ${p.pid} ${p.kind} ${mb(d)}`).join(', ')}` +
+    `By process (PSS without file-backed pages, the last reading of each; of it shared memory): ${grew.slice(0, 4).map(({ p, d, shmem: s }) => `pid ${p.pid} ${p.kind} ${mb(d)} (${mb(s)})`).join(', ')}` +
+    `; the whole tree's shared memory ${mb(shmem)}` +
     `; new since before: ${came.map((p) => `${p.kind} ${p.owned_mb.toFixed(2)} MB`).join(', ') || 'none'}; gone: ${went.map((p) => `${p.kind} ${p.owned_mb.toFixed(2)} MB`).join(', ') || 'none'}.`
   );
 }

@@ -29,6 +29,12 @@ export interface ProcessMemory {
   kind: string;
   /** PSS without the file-backed part, MB. */
   owned_mb: number;
+  /**
+   * Of owned_mb, shared memory (Pss_Shmem: PostgreSQL's shared buffers and other shared segments,
+   * split among the processes that touched each page), so a backend that merely touched more shared
+   * buffers is told apart from one whose own heap grew.
+   */
+  shmem_mb: number;
 }
 
 function kb(text: string, field: string): number {
@@ -71,7 +77,8 @@ export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
       k.count++;
       k.pss_mb += p / 1024;
       k.file_mb += f / 1024;
-      perProcess.push({ pid, kind, owned_mb: Math.round(((p - f) / 1024) * 100) / 100 });
+      const round = (kbs: number): number => Math.round((kbs / 1024) * 100) / 100;
+      perProcess.push({ pid, kind, owned_mb: round(p - f), shmem_mb: round(kb(rollup, 'Pss_Shmem')) });
     } catch {
       // Ended while we looked.
     }
