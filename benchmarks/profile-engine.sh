@@ -6,7 +6,7 @@
 #            each run's window (the engine's busy time by stage, and by the leaf frame's layer);
 #   perf     the runtime under --perf-basic-prof; `perf record` splits each run's CPU by binary
 #            (kernel, node, JIT code, libc);
-#   pgbouncer  PgBouncer 1.18 (session pooling, trust) beside the engine in front of the same
+#   pgbouncer  PgBouncer (the overhead benchmark's settings) beside the engine in front of the same
 #            PostgreSQL, runs alternating, 3 rounds: `perf stat` CPU and context switches per
 #            transaction of each proxy (over the first 7 s of each 8 s run), and in round 1 the split
 #            by binary.
@@ -36,23 +36,11 @@ runs=("prepared-16:-M prepared -c 16 -j 2" "simple-4:-M simple -c 4 -j 2" "conne
 
 if [[ $mode == pgbouncer ]]; then
   postmaster=$(find "$work/data" -name postmaster.pid | head -1)
-  cat >"$work/pgbouncer.ini" <<INI
-[databases]
-* = host=$(sed -n 5p "$postmaster") port=$(sed -n 4p "$postmaster")
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $bouncer_port
-unix_socket_dir = $work
-auth_type = trust
-auth_file = $work/userlist.txt
-pool_mode = session
-max_client_conn = 2000
-default_pool_size = 20
-ignore_startup_parameters = extra_float_digits
-log_connections = 0
-log_disconnections = 0
-log_stats = 0
-INI
+  # The overhead benchmark's PgBouncer settings (benchmarks/lib/pgbouncer.ts, built in this checkout).
+  node --input-type=module -e "import { pgbouncerConfig } from '$here/../dist/benchmarks/lib/pgbouncer.js';
+    const [socketDir, pgPort, dir, port] = process.argv.slice(1);
+    process.stdout.write(pgbouncerConfig({ workDir: dir, pgSocketDir: socketDir, pgPort: Number(pgPort), poolSize: 100, transport: 'tcp' }, dir, Number(port)));" \
+    "$(sed -n 5p "$postmaster")" "$(sed -n 4p "$postmaster")" "$work" "$bouncer_port" >"$work/pgbouncer.ini"
   echo '"postgres" ""' >"$work/userlist.txt"; chown pgx "$work/pgbouncer.ini" "$work/userlist.txt"
   su pgx -s /bin/sh -c "exec pgbouncer $work/pgbouncer.ini" >"$out/pgbouncer.log" 2>&1 &
   sleep 1

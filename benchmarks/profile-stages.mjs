@@ -35,8 +35,9 @@ const RULES = [
   ['event loop, other', () => false],
 ];
 const SYSCALL = /^(writeBuffer|writev|close|writeUtf8String|accept|readStart)$/;
+const isSyscall = (fn, url) => url === '' && SYSCALL.test(fn);
 const LAYERS = [
-  ['system calls: send, close, accept', (fn, url) => url === '' && SYSCALL.test(fn)],
+  ['system calls: send, close, accept', isSyscall],
   ['garbage collection', (fn) => fn === '(garbage collector)'],
   ['PGX code', (fn, url) => /\/dist\/src\//.test(url)],
   ["Node's JavaScript (streams, net, buffers, timers)", (fn, url) => url.startsWith('node:')],
@@ -58,7 +59,7 @@ for (let i = 0; i < p.samples.length; i++) {
     if (hit && hit[0] !== 'event loop, other') { cat = hit[0]; break; }
   }
   by.set(cat, (by.get(cat) ?? 0) + dt);
-  if (SYSCALL.test(n.callFrame.functionName) && n.callFrame.url === '') sys.set(cat, (sys.get(cat) ?? 0) + dt);
+  if (isSyscall(n.callFrame.functionName, n.callFrame.url)) sys.set(cat, (sys.get(cat) ?? 0) + dt);
   const layer = LAYERS.find(([, test]) => test(n.callFrame.functionName, n.callFrame.url))[0];
   layers.set(layer, (layers.get(layer) ?? 0) + dt);
 }

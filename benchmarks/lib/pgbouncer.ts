@@ -40,7 +40,8 @@ export async function pgbouncerVersion(): Promise<string> {
   return result.stdout.split('\n')[0]!.trim();
 }
 
-function configText(opts: PgBouncerOptions, dir: string, port: number): string {
+/** pgbouncer.ini for `opts`, with its files in `dir` (also written by benchmarks/profile-engine.sh). */
+export function pgbouncerConfig(opts: PgBouncerOptions, dir: string, port: number): string {
   return [
     '[databases]',
     `* = host=${opts.pgSocketDir} port=${opts.pgPort}`,
@@ -70,7 +71,7 @@ export async function startPgBouncer(opts: PgBouncerOptions, cleanup: Cleanup): 
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const port = await freePort();
   const ini = path.join(dir, 'pgbouncer.ini');
-  writeFileSync(ini, configText(opts, dir, port));
+  writeFileSync(ini, pgbouncerConfig(opts, dir, port));
   writeFileSync(path.join(dir, 'userlist.txt'), '"postgres" ""\n');
   for (const f of [dir, ini, path.join(dir, 'userlist.txt')]) chownSync(f, user.uid, user.gid);
 

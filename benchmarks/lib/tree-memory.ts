@@ -37,6 +37,11 @@ export interface ProcessMemory {
   shmem_mb: number;
 }
 
+/** kB as MB with two decimals. */
+function mb2(kbs: number): number {
+  return Math.round((kbs / 1024) * 100) / 100;
+}
+
 function kb(text: string, field: string): number {
   const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text);
   return m ? Number(m[1]) : 0;
@@ -77,8 +82,7 @@ export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
       k.count++;
       k.pss_mb += p / 1024;
       k.file_mb += f / 1024;
-      const round = (kbs: number): number => Math.round((kbs / 1024) * 100) / 100;
-      perProcess.push({ pid, kind, owned_mb: round(p - f), shmem_mb: round(kb(rollup, 'Pss_Shmem')) });
+      perProcess.push({ pid, kind, owned_mb: mb2(p - f), shmem_mb: mb2(kb(rollup, 'Pss_Shmem')) });
     } catch {
       // Ended while we looked.
     }
