@@ -46,7 +46,7 @@ const runtimeConfigSchema = z
     /** null: 75% of the cgroup's memory limit when there is one, else none. */
     runtimeMemoryLimit: z.number().int().min(1).max(MAX_MEMORY_MB).nullable().default(null),
     /**
-     * Free space the data filesystem keeps (src/runtime/disk-guard.ts): MB, or a share of the
+     * Free space the data filesystem keeps (src/runtime/postgres/disk-guard.ts): MB, or a share of the
      * filesystem as "N%". Below it new work is refused with 53100. null: 5%, at least 64 MB, at most 1 GB.
      */
     minFreeDisk: z.union([z.number().positive(), z.string().regex(/^(100|\d{1,2}(\.\d+)?)%$/, 'MB, or a percentage of the filesystem such as "5%"')]).nullable().default(null),

@@ -33,7 +33,7 @@ const ADMIN_CONNECTIONS = 5;
 const PG_PORT = 5432;
 /** How often tenant backends' memory is read: a runaway sort grows by hundreds of MB a second. */
 const MEMORY_CHECK_MS = 100;
-/** How often free space on the data filesystem is read: a bulk insert writes tens of MB a second. */
+/** How often free space on the data filesystem is read near --min-free-disk (a bulk insert writes 100 MB a second and more); further above it, less often. */
 const DISK_CHECK_MS = 100;
 /** For the status document; kept in step with package.json. */
 const PGX_VERSION = '0.1.0';

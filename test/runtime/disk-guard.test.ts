@@ -1,7 +1,7 @@
 // The disk guard's lines, reserve and restart gate on a real small filesystem (a tmpfs mounted for
 // the test; root, as CI runs), without PostgreSQL: the states follow statfs, the reserve is real
 // blocks that go when space runs out and come back with it, and the gate holds a restart until there
-// is room for crash recovery.
+// is room for crash recovery. Free space is read less often the further it is above the line.
 
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
@@ -11,9 +11,10 @@ import path from 'node:path';
 import { systemClock } from '../../src/clock.js';
 import { PgxError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { DiskGuard, RESERVE_FILE } from '../../src/runtime/postgres/disk-guard.js';
+import { DiskGuard, nextCheckDelay, RESERVE_FILE } from '../../src/runtime/postgres/disk-guard.js';
 
 const MB = 2 ** 20;
+const GB = 2 ** 30;
 
 function fill(file: string): void {
   const chunk = Buffer.alloc(MB, 1);
@@ -101,5 +102,77 @@ describe('runtime: disk guard on a small tmpfs', function () {
     expect(fs.statSync(reserve).blocks * 512).to.equal(8 * MB);
     expect(rooms, 'room listeners told once').to.equal(1);
     expect(guard.status().refusals).to.equal(1);
+  });
+});
+
+describe('runtime: disk guard cadence', function () {
+  it('reads once a second far above the line, every interval near or under it', function () {
+    expect(nextCheckDelay(100 * GB, GB, 0, 100), 'far above').to.equal(1_000);
+    expect(nextCheckDelay(GB + 50 * MB, GB, 0, 100), 'near').to.equal(100);
+    expect(nextCheckDelay(GB + 500 * MB, GB, 0, 100), 'half a second of a fast writer above').to.be.within(450, 550);
+    expect(nextCheckDelay(3 * GB, GB, (4 * GB) / 1_000, 100), '2 GB above, falling at 4 GB/s').to.be.closeTo(500, 1);
+    expect(nextCheckDelay(GB / 2, GB, 0, 100), 'under').to.equal(100);
+    expect(nextCheckDelay(GB / 2, GB, 0, 250), 'under, a slower fastest cadence').to.equal(250);
+  });
+});
+
+describe('runtime: disk guard cadence on a large empty tmpfs', function () {
+  this.timeout(30_000);
+  let mountPoint: string;
+
+  before(function () {
+    if (process.getuid?.() !== 0) {
+      console.log('    (needs root to mount a tmpfs)');
+      this.skip();
+    }
+    mountPoint = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-disk-cadence-'));
+    // Nothing is written to it: a tmpfs takes memory only for what it holds.
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4g', 'tmpfs', mountPoint]);
+  });
+
+  after(function () {
+    if (mountPoint) {
+      execFileSync('umount', [mountPoint]);
+      fs.rmSync(mountPoint, { recursive: true, force: true });
+    }
+  });
+
+  it('reads free space seldom with gigabytes above the line, every interval near or under it, and not after stop', async function () {
+    const fsStat = fs.statfsSync(mountPoint);
+    const free = fsStat.bavail * fsStat.bsize;
+    const passes = { far: 0, near: 0, under: 0 };
+    const guards = Object.entries({ far: 32, near: free / MB - 20, under: 8_000 }).map(([name, minMb]) => {
+      const guard = new DiskGuard({
+        dataDir: mountPoint,
+        minFree: { mb: minMb },
+        intervalMs: 50,
+        connect: () => Promise.reject(new Error('no PostgreSQL in this test')),
+        cancelStatements: () => 0,
+        postgresUp: () => false, // no reserve written (the free space stays put), no CHECKPOINT tried
+        clock: systemClock,
+        logger: silentLogger,
+      });
+      const check = guard.check.bind(guard);
+      guard.check = () => {
+        passes[name as keyof typeof passes]++;
+        return check();
+      };
+      return guard;
+    });
+    try {
+      await Promise.all(guards.map((g) => g.start()));
+      expect(guards.map((g) => g.hasRoom())).to.deep.equal([true, true, false]);
+      await new Promise((r) => setTimeout(r, 1_500));
+    } finally {
+      await Promise.all(guards.map((g) => g.stop()));
+    }
+    // Every 50 ms would be about 30 passes in 1.5 s; once a second, 2 or 3 (the first in start()).
+    expect(passes.far, 'passes with 4 GB above the line').to.be.within(2, 5);
+    expect(passes.near, 'passes with 20 MB above the line').to.be.at.least(12);
+    expect(passes.under, 'passes under the line').to.be.at.least(12);
+
+    const after = { ...passes };
+    await new Promise((r) => setTimeout(r, 300));
+    expect(passes, 'passes after stop').to.deep.equal(after);
   });
 });

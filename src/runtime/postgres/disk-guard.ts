@@ -16,6 +16,10 @@
 //
 // When free space is back above M (plus the reserve's size, to recreate it), the runtime recovers by
 // itself: the reserve is rewritten, mints and spares resume. Nothing restarts.
+//
+// Near M free space is read every intervalMs (100 ms), as a bulk load writes 100 MB/s and more. Far
+// above it such reads are waste (an idle runtime spent a quarter of its busy time in them): the next
+// read comes before a fast writer could eat the headroom above M, and at least once a second.
 
 import { execFile } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
@@ -53,11 +57,32 @@ const CHECKPOINT_EVERY_MS = 5_000;
 /** Critical when free space, falling at its recent rate, would be under half of M this far ahead. */
 const PROJECT_MS = 500;
 const WRITE_CHUNK = 2 ** 20;
+/**
+ * The fill rate the cadence assumes of a writer that starts between two reads, 1 GB/s: several bulk
+ * loads at once, each writing its rows and as much again in WAL at 100 MB/s and more. A faster one is
+ * seen falling at the next read, and the reads after it come sooner.
+ */
+const WORST_FILL_BYTES_PER_MS = 2 ** 30 / 1_000;
+/** The slowest cadence, however much headroom: status shows free space a second old at most. */
+const MAX_CHECK_MS = 1_000;
+
+/**
+ * Milliseconds to the next read of free space: the time a writer at the larger of the assumed worst
+ * rate and the rate free space was seen falling takes to eat the headroom above M, within
+ * [intervalMs, MAX_CHECK_MS]. At or under M (or within an interval's worth of it) that is intervalMs.
+ */
+export function nextCheckDelay(free: number, minFree: number, fallingBytesPerMs: number, intervalMs: number): number {
+  const ms = (free - minFree) / Math.max(WORST_FILL_BYTES_PER_MS, fallingBytesPerMs);
+  return Math.min(MAX_CHECK_MS, Math.max(intervalMs, ms));
+}
 
 export interface DiskGuardOptions {
   dataDir: string;
   minFree: MinFreeDisk;
-  /** How often free space is read; a bulk insert writes tens of MB a second. */
+  /**
+   * How often free space is read when it is near the line (a bulk insert writes 100 MB a second and
+   * more); with more headroom it is read less often, at least once a second (nextCheckDelay).
+   */
   intervalMs: number;
   /** A superuser connection over PostgreSQL's private socket (opened only while space is low). */
   connect: () => Promise<SqlClient>;
@@ -117,6 +142,8 @@ export class DiskGuard implements DiskRoom {
   private reserveBytes = 0;
   private timer: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
+  /** Until the next timed pass, set by each pass. */
+  private delay: number;
   private stopped = false;
   private lastCheckpoint = -Infinity;
   /**
@@ -134,6 +161,7 @@ export class DiskGuard implements DiskRoom {
     this.reservePath = path.join(opts.dataDir, RESERVE_FILE);
     this.conn = new AdminConnection(opts.connect);
     this.checkpointConn = new AdminConnection(opts.connect);
+    this.delay = opts.intervalMs;
   }
 
   get state(): DiskState {
@@ -156,14 +184,13 @@ export class DiskGuard implements DiskRoom {
   async start(): Promise<void> {
     this.reserveBytes = (await fsp.stat(this.reservePath).catch(() => null))?.size ?? 0;
     await this.check();
-    this.timer = setInterval(() => void this.check(), this.opts.intervalMs);
-    this.timer.unref();
+    this.schedule();
     this.opts.logger.info('disk-guard', { dataDir: this.opts.dataDir, freeMb: mb(this.reading.free), totalMb: mb(this.reading.total), minFreeMb: mb(this.minFreeBytes), reserveMb: mb(this.reserveBytes) });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
+    if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.checking;
     await this.checkpointing;
@@ -228,6 +255,13 @@ export class DiskGuard implements DiskRoom {
     if (this.reading.free < this.minFreeBytes / 4) await this.releaseReserve(`${mb(this.reading.free)} MB free at start`);
   }
 
+  /** The next timed pass, after the delay the last pass chose; none once stopped. */
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => void this.check().then(() => this.schedule()), this.delay);
+    this.timer.unref();
+  }
+
   /** One pass; public for tests. Passes never overlap. */
   check(): Promise<void> {
     this.checking ??= this.pass().finally(() => (this.checking = null));
@@ -235,6 +269,7 @@ export class DiskGuard implements DiskRoom {
   }
 
   private async pass(): Promise<void> {
+    this.delay = this.opts.intervalMs; // a pass that fails is retried soon
     try {
       const previous = this.reading;
       await this.read();
@@ -246,6 +281,7 @@ export class DiskGuard implements DiskRoom {
       const projected = free - fell * PROJECT_MS;
       const next: DiskState = free < min && projected < min / 2 ? 'critical' : free < min ? 'low' : 'ok';
       this.setState(next);
+      this.delay = nextCheckDelay(free, min, fell, this.opts.intervalMs);
       if (free < min / 4 || !this.opts.postgresUp()) {
         if (free < min / 4) await this.releaseReserve(`${mb(free)} MB free, under a quarter of --min-free-disk`);
       } else if (next === 'ok' && this.reserveBytes < this.reserveTarget && free >= min + this.reserveTarget) {
