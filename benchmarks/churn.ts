@@ -164,7 +164,7 @@ function processChanges(before: ProcessMemory[], after: ProcessMemory[]): string
   const came = after.filter((p) => !was.has(p.pid));
   const went = before.filter((p) => !now.has(p.pid));
   return (
-    `By process (PSS without file-backed pages, the last reading of each; of it shared memory): ${grew.slice(0, 4).map(({ p, d, shmem: s }) => `pid ${p.pid} ${p.kind} ${mb(d)} (${mb(s)})`).join(', ')}` +
+    `By process (PSS without file-backed pages, the last reading of each; of it shared memory): ${grew.slice(0, 4).map(({ p, d, shmem: s }) => `pid ${p.pid} ${p.title ?? p.kind} ${mb(d)} (${mb(s)})`).join(', ')}` +
     `; the whole tree's shared memory ${mb(shmem)}` +
     `; new since before: ${came.map((p) => `${p.kind} ${p.owned_mb.toFixed(2)} MB`).join(', ') || 'none'}; gone: ${went.map((p) => `${p.kind} ${p.owned_mb.toFixed(2)} MB`).join(', ') || 'none'}.`
   );

@@ -27,6 +27,8 @@ export interface TreeBreakdown {
 export interface ProcessMemory {
   pid: number;
   kind: string;
+  /** The process title without its activity ("postgres: pgx_control postgres [local]"), to tell backends apart. */
+  title?: string;
   /** PSS without the file-backed part, MB. */
   owned_mb: number;
   /**
@@ -61,6 +63,11 @@ export function processKind(cmdline: string, isRoot: boolean): string {
   return isRoot ? 'node' : 'other';
 }
 
+/** The title a process shows in ps, a backend's last word (idle, active, ...) left off as it changes. */
+function processTitle(cmdline: string): string {
+  return cmdline.replace(/\0/g, ' ').trim().replace(/ (idle|active|idle in transaction.*)$/, '');
+}
+
 export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
   const byKind: Record<string, KindMemory> = {};
   let pss = 0;
@@ -82,7 +89,7 @@ export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
       k.count++;
       k.pss_mb += p / 1024;
       k.file_mb += f / 1024;
-      perProcess.push({ pid, kind, owned_mb: mb2(p - f), shmem_mb: mb2(kb(rollup, 'Pss_Shmem')) });
+      perProcess.push({ pid, kind, title: processTitle(cmdline), owned_mb: mb2(p - f), shmem_mb: mb2(kb(rollup, 'Pss_Shmem')) });
     } catch {
       // Ended while we looked.
     }
