@@ -47,6 +47,26 @@ describe('runtime: mint queue', function () {
     await q.stop();
   });
 
+  it('closes the worker connections a burst opened beyond keepOpen once nothing waits', async function () {
+    let opened = 0;
+    let closed = 0;
+    const connect = async (): Promise<SqlClient> => {
+      opened++;
+      return { closed: new Promise<void>(() => {}), close: async () => void closed++ } as unknown as SqlClient;
+    };
+    const q = new MintQueue({ workers: 4, keepOpen: 1, maxQueued: 10, waitTimeoutMs: 10_000, connect });
+    const gates = [gate(), gate(), gate(), gate(), gate()];
+    const jobs = gates.map((g, i) => q.submit(`db${i}`, () => g.promise.then(() => i)));
+    await new Promise((r) => setImmediate(r));
+    expect(opened, 'a worker connection per job in flight').to.equal(4);
+    for (const g of gates) g.open();
+    await Promise.all(jobs);
+    await new Promise((r) => setImmediate(r));
+    expect(closed, 'closed once the queue drained').to.equal(3);
+    await q.stop();
+    expect(closed, 'the kept one closes at stop').to.equal(4);
+  });
+
   it('refuses with 57P03 past --mint-queue-size', async function () {
     const q = new MintQueue({ workers: 1, maxQueued: 1, waitTimeoutMs: 10_000, connect: async () => fakeClient() });
     const g = gate();

@@ -61,9 +61,11 @@ export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
   maxDatabasesPerRole: null,
   // A burst of cold mints: on the 2-core machine 8 CREATE DATABASE at once made 1.5-4x the databases a
   // second of 2 at once (noisy, 2026-12-02; WAL_LOG and FILE_COPY alike), and PostgreSQL alone makes
-  // the same at 100 in flight. Only 2 stay connected while no mint waits.
+  // the same at 100 in flight. One stays connected while no mint waits: warm claims have their own
+  // connection, so an idle worker serves only a cold mint with no spare ready, and each idle backend
+  // holds 2-4 MB (its own memory and its share of PostgreSQL's mapped files), which density counts.
   mintWorkers: 8,
-  mintWorkersIdle: 2,
+  mintWorkersIdle: 1,
   // A waiter costs a promise and a closure; a burst of thousands must wait, not be refused.
   mintQueueSize: 10_000,
   mintTimeoutSeconds: 30,

@@ -266,7 +266,7 @@ export class WarmPool {
     while (!this.stopped) {
       const template = this.neediest();
       if (!template) {
-        // Every pool full: an idle runtime keeps one refill backend, as the mint queue keeps its two.
+        // Every pool full: an idle runtime keeps one refill backend, as the mint queue keeps one worker.
         for (const other of this.refills.slice(1)) if (other === loop || other.running === null) void other.conn.close();
         return;
       }
