@@ -22,7 +22,7 @@ describe('runtime: the trash bounds its backlog', function () {
 
   /** A trash on the test runtime's PostgreSQL with a small bound, never holding back for mints. */
   function trashBounded(backlogBound: number): Trash {
-    return new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), clones: false, mintsInFlight: () => false, backlogBound, counters: new Counters(), clock: systemClock, logger: testLogger() });
+    return new Trash({ connect: () => rt.runtime.supervisor.connect('postgres', 'postgres'), clones: false, mintsInFlight: () => false, backlogBound, idleCloseMs: 60_000, counters: new Counters(), clock: systemClock, logger: testLogger() });
   }
 
   it('keeps drop calls waiting while the backlog is at its bound, and lets them go as it drops', async function () {

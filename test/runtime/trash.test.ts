@@ -12,6 +12,8 @@ import type { DisposableDatabases } from '../../src/runtime/databases/disposable
 import { connectClient, createTemplateDatabase, FAST, rejection, startHarness, type Harness } from './databases-harness.js';
 
 const AS_POSTGRES = { user: 'postgres', database: 'postgres' };
+/** The dropper's and the trash's connections close this long after their last drop (short for the test). */
+const IDLE_MS = 400;
 
 /** The facade's trash and counters (private parts; the test waits on the background through them). */
 function trashOf(dbs: DisposableDatabases): Trash {
@@ -39,7 +41,7 @@ describe('runtime: drops through the trash', function () {
   let leftover = '';
 
   before(async function () {
-    h = await startHarness({ settings: { ...FAST, graceSeconds: 600, poolSize: 0, reconcileIntervalMs: 0 }, wire: true });
+    h = await startHarness({ settings: { ...FAST, graceSeconds: 600, poolSize: 0, reconcileIntervalMs: 0, dropConnectionIdleMs: IDLE_MS }, wire: true });
     await h.admin.query('CREATE ROLE alice LOGIN CREATEDB');
     await createTemplateDatabase(h, 'tpl_app');
     await h.dbs.operations.seal('tpl_app', 'postgres');
@@ -72,6 +74,27 @@ describe('runtime: drops through the trash', function () {
     expect(await nameOfOid(h, oid)).to.equal(null);
     expect(trashDropped(h.dbs)).to.equal(dropped + 1);
     expect((await h.dbs.operations.status()).databases.trash).to.equal(0);
+  });
+
+  it("closes the dropper's and the trash's connections once drops are over, and opens them again for the next", async function () {
+    const runtimeBackends = async (): Promise<Set<string>> => {
+      const { rows } = await h.admin.query(`SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND application_name = 'pgx-runtime' AND pid <> pg_backend_pid()`);
+      return new Set(rows.map((r) => r[0]!));
+    };
+    const idle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, IDLE_MS * 3));
+    for (const round of [1, 2]) {
+      await idle();
+      const before = await runtimeBackends();
+      const name = `tdb_tpl_app__idle${round}`;
+      await h.dbs.router.route({ user: 'postgres', database: name });
+      expect(await h.dbs.control.call('drop_database', [name], AS_POSTGRES)).to.equal(name);
+      await trashOf(h.dbs).emptied();
+      const opened = [...(await runtimeBackends())].filter((pid) => !before.has(pid));
+      expect(opened.length, `round ${round}: backends the drop opened (dropper, trash, the mint's worker)`).to.be.at.least(2);
+      await idle();
+      const left = await runtimeBackends();
+      expect(opened.filter((pid) => left.has(pid)), `round ${round}: still there ${IDLE_MS * 3} ms after the drop`).to.deep.equal([]);
+    }
   });
 
   it('shares one drop between two concurrent drops of a name', async function () {

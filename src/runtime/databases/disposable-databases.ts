@@ -143,14 +143,14 @@ export class DisposableDatabases {
     }));
     const credentials = (this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) }));
     const tombstones = (this.tombstones = new Tombstones(metadata, s.tombstoneSeconds * 1000, clock));
-    const trash = (this.trash = new Trash({ connect: () => connect(CONTROL_DATABASE), clones: opts.storage.clone, mintsInFlight: () => queue.pending > 0, hasRoom: () => disk?.hasRoom() ?? true, counters, clock, logger: log }));
+    const trash = (this.trash = new Trash({ connect: () => connect(CONTROL_DATABASE), clones: opts.storage.clone, mintsInFlight: () => queue.pending > 0, hasRoom: () => disk?.hasRoom() ?? true, idleCloseMs: s.dropConnectionIdleMs, counters, clock, logger: log }));
     const inPlace = (name: string): boolean => credentials.rolesOf(name).length > 0;
     const dropper = (this.dropper = new Dropper(control, registry, metadata, opts.engine, log, async (name, tombstone) => {
       this.vacuum.forget(name);
       await credentials.databaseDropped(name);
       if (tombstone !== null) await tombstones.bury(name, tombstone);
       await this.dropSnapshotsOf(name);
-    }, { trash, inPlace }));
+    }, { trash, inPlace }, s.dropConnectionIdleMs));
     this.router = new MintRouter({ prefix: s.prefix, lifecycle, registry, credentials, dropper, tombstones, minter, clock });
     const pg = opts.postgres;
     const imports = new TemplateImports({ socketDir: pg.socketDir, port: pg.port, workDir: pg.dataDir, connectAs: (db, user) => connect(db, user) }, clock, log.child({ component: 'import' }));

@@ -15,6 +15,7 @@ import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
 import { dropDatabaseSql } from './create-database.js';
+import { DEFAULT_DATABASE_SETTINGS } from './settings.js';
 import type { MetadataStore } from './metadata.js';
 import type { Registry } from './registry.js';
 import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
@@ -66,6 +67,8 @@ export class Dropper {
     private readonly dropped: (name: string, tombstone: string | null) => Promise<void> = async () => undefined,
     /** Null: every drop runs in place. */
     private readonly away: RenameAway | null = null,
+    /** How long its connection stays after the last drop (settings.ts, dropConnectionIdleMs). */
+    private readonly idleCloseMs = DEFAULT_DATABASE_SETTINGS.dropConnectionIdleMs,
   ) {
     // Its own connection: a drop may wait on a checkpoint, and must not hold up metadata writes.
     this.conn = new AdminConnection(connect);
@@ -96,7 +99,10 @@ export class Dropper {
         }),
       );
     }
-    const work = this.run(name, terminate, reason, tombstone).finally(() => this.inProgress.delete(name));
+    const work = this.run(name, terminate, reason, tombstone).finally(() => {
+      this.inProgress.delete(name);
+      if (this.inProgress.size === 0) this.conn.closeWhenIdle(this.idleCloseMs);
+    });
     this.inProgress.set(name, work);
     return work;
   }

@@ -44,6 +44,11 @@ export interface DatabaseSettings {
   allowedExtensions: readonly string[];
   /** Snapshots a database keeps at most, those taken with keep not counted (--snapshot-retention); null: no cap. */
   snapshotRetention: number | null;
+  /**
+   * How long the dropper's and the trash's connections stay after their last drop: a loop of drops
+   * (several a second) keeps its backends, those of a burst that is over are gone soon after.
+   */
+  dropConnectionIdleMs: number;
 }
 
 export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
@@ -76,4 +81,5 @@ export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
   vacuumDelayMs: 30_000,
   allowedExtensions: DEFAULT_ALLOWED_EXTENSIONS,
   snapshotRetention: null,
+  dropConnectionIdleMs: 10_000,
 };

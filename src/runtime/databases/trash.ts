@@ -28,6 +28,8 @@ export interface TrashOptions {
   hasRoom?: () => boolean;
   /** True where the data filesystem clones files: a trash database then holds little disk of its own. */
   clones: boolean;
+  /** How long its connection stays after the trash is emptied (settings.ts, dropConnectionIdleMs). */
+  idleCloseMs: number;
   /** Trash databases at most before drop calls wait (the default bound for `clones`; tests lower it). */
   backlogBound?: number;
   counters: Counters;
@@ -120,7 +122,10 @@ export class Trash {
     let heldSince: number | null = null;
     while (!this.stopped) {
       const name = this.pending.values().next().value;
-      if (name === undefined) return;
+      if (name === undefined) {
+        this.conn.closeWhenIdle(this.opts.idleCloseMs);
+        return;
+      }
       if (this.holdsBack(heldSince)) {
         heldSince ??= this.opts.clock.monotonic();
         await this.pause.for(YIELD_MS);
