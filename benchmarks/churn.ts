@@ -36,7 +36,12 @@ Options:
   -h, --help       this help
 `;
 
-const SETTLE_MS = 5000;
+/**
+ * Longer than the 10 s after which the runtime closes the connections its drops used (settings.ts,
+ * dropConnectionIdleMs): at 5 s the 17:41 run (2026-12-02) read them open after the lifecycles and
+ * closed before them, and counted their two backends (13.5 MB) as retained.
+ */
+const SETTLE_MS = 12_000;
 const DRIFT_GAP_MS = 15_000;
 
 interface Options {
@@ -171,7 +176,8 @@ function processChanges(before: ProcessMemory[], after: ProcessMemory[]): string
 }
 
 /**
- * The runtime at rest: no minted database left, the pool full, nothing dropping, and node's garbage
+ * The runtime at rest: no minted database left, the pool full, nothing dropping (and the drops'
+ * connections closed), and node's garbage
  * collected SETTLE_MS before the reading. Read at once after the first collection following 2,500
  * lifecycles, the tree's PSS was 14 MB above a reading 15 s later (the 04:44 run on 2026-12-01), and
  * that idle drift is the resolution. V8 shrinks its committed heap some seconds after a collection,
