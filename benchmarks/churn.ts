@@ -177,8 +177,7 @@ function processChanges(before: ProcessMemory[], after: ProcessMemory[]): string
 
 /**
  * The runtime at rest: no minted database left, the pool full, nothing dropping (and the drops'
- * connections closed), and node's garbage
- * collected SETTLE_MS before the reading. Read at once after the first collection following 2,500
+ * connections closed), and node's garbage collected SETTLE_MS before the reading. Read at once after the first collection following 2,500
  * lifecycles, the tree's PSS was 14 MB above a reading 15 s later (the 04:44 run on 2026-12-01), and
  * that idle drift is the resolution. V8 shrinks its committed heap some seconds after a collection,
  * not during it: even with this wait, 21.3 MB at the idle reading, 18.3 MB 15 s later (05:10 run).

@@ -34,9 +34,9 @@ export interface ProcessMemory {
   /**
    * Of owned_mb, shared memory (Pss_Shmem: PostgreSQL's shared buffers and other shared segments,
    * split among the processes that touched each page), so a backend that merely touched more shared
-   * buffers is told apart from one whose own heap grew.
+   * buffers is told apart from one whose own heap grew. Absent in raw results before 2026-12-02 15:17.
    */
-  shmem_mb: number;
+  shmem_mb?: number;
 }
 
 /** kB as MB with two decimals. */

@@ -48,7 +48,6 @@ export class QuietCollector {
   private last: number;
   /** A busy window came since the last collection. */
   private grown = false;
-  private timer: NodeJS.Timeout | null = null;
   /** Collections made, for tests. */
   collections = 0;
 
@@ -61,14 +60,9 @@ export class QuietCollector {
     this.last = this.cpuMs();
   }
 
+  /** For the process's life (the interval does not keep it alive). */
   start(): void {
-    this.timer = setInterval(() => this.tick(), this.opts.windowMs ?? WINDOW_MS);
-    this.timer.unref();
-  }
-
-  stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    setInterval(() => this.tick(), this.opts.windowMs ?? WINDOW_MS).unref();
   }
 
   /** One window's end; public for tests. True when it collected. */

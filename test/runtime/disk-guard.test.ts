@@ -28,29 +28,40 @@ function fill(file: string): void {
   }
 }
 
-describe('runtime: disk guard on a small tmpfs', function () {
-  this.timeout(30_000);
-  let mountPoint: string;
-  let guard: DiskGuard | undefined;
-
+/**
+ * A tmpfs of `size` mounted for the suite (root only; the suite is skipped otherwise) and unmounted
+ * after it. Call it after the suite's own after hooks that need the filesystem: hooks run in order.
+ */
+function tmpfsForSuite(prefix: string, size: string): () => string {
+  let mountPoint = '';
   before(function () {
     if (process.getuid?.() !== 0) {
       console.log('    (needs root to mount a tmpfs)');
       this.skip();
     }
-    mountPoint = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-disk-guard-'));
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=80m', 'tmpfs', mountPoint]);
+    mountPoint = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', mountPoint]);
   });
-
-  after(async function () {
-    await guard?.stop();
+  after(function () {
     if (mountPoint) {
       execFileSync('umount', [mountPoint]);
       fs.rmSync(mountPoint, { recursive: true, force: true });
     }
   });
+  return () => mountPoint;
+}
+
+describe('runtime: disk guard on a small tmpfs', function () {
+  this.timeout(30_000);
+  let guard: DiskGuard | undefined;
+
+  after(async function () {
+    await guard?.stop();
+  });
+  const mounted = tmpfsForSuite('pgx-disk-guard-', '80m');
 
   it('refuses new work when low, gives the reserve up when out of space, gates a restart, and recovers', async function () {
+    const mountPoint = mounted();
     let rooms = 0;
     guard = new DiskGuard({
       dataDir: mountPoint,
@@ -118,26 +129,11 @@ describe('runtime: disk guard cadence', function () {
 
 describe('runtime: disk guard cadence on a large empty tmpfs', function () {
   this.timeout(30_000);
-  let mountPoint: string;
-
-  before(function () {
-    if (process.getuid?.() !== 0) {
-      console.log('    (needs root to mount a tmpfs)');
-      this.skip();
-    }
-    mountPoint = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-disk-cadence-'));
-    // Nothing is written to it: a tmpfs takes memory only for what it holds.
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4g', 'tmpfs', mountPoint]);
-  });
-
-  after(function () {
-    if (mountPoint) {
-      execFileSync('umount', [mountPoint]);
-      fs.rmSync(mountPoint, { recursive: true, force: true });
-    }
-  });
+  // Nothing is written to it: a tmpfs takes memory only for what it holds.
+  const mounted = tmpfsForSuite('pgx-disk-cadence-', '4g');
 
   it('reads free space seldom with gigabytes above the line, every interval near or under it, and not after stop', async function () {
+    const mountPoint = mounted();
     const fsStat = fs.statfsSync(mountPoint);
     const free = fsStat.bavail * fsStat.bsize;
     const passes = { far: 0, near: 0, under: 0 };

@@ -15,7 +15,6 @@ import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
 import { dropDatabaseSql } from './create-database.js';
-import { DEFAULT_DATABASE_SETTINGS } from './settings.js';
 import type { MetadataStore } from './metadata.js';
 import type { Registry } from './registry.js';
 import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
@@ -64,11 +63,11 @@ export class Dropper {
     private readonly engine: EngineSessions,
     private readonly log: Logger,
     /** After a drop, before routing may mint the name again: what else goes with it (credentials, a tombstone). */
-    private readonly dropped: (name: string, tombstone: string | null) => Promise<void> = async () => undefined,
+    private readonly dropped: (name: string, tombstone: string | null) => Promise<void>,
     /** Null: every drop runs in place. */
-    private readonly away: RenameAway | null = null,
+    private readonly away: RenameAway | null,
     /** How long its connection stays after the last drop (settings.ts, dropConnectionIdleMs). */
-    private readonly idleCloseMs = DEFAULT_DATABASE_SETTINGS.dropConnectionIdleMs,
+    private readonly idleCloseMs: number,
   ) {
     // Its own connection: a drop may wait on a checkpoint, and must not hold up metadata writes.
     this.conn = new AdminConnection(connect);
