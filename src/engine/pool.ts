@@ -4,11 +4,13 @@
 // its key's list), closing or replacing (on its way out, its slot still taken), or in none once
 // closed. Only setState() moves it, along the moves in MOVES; any other move is a bug. The stats are
 // the sets' sizes. When every slot is taken, a client waits in a queue with a timeout; an idle
-// backend of another key is closed to make room for it.
+// backend of another key is closed to make room for it. Over 450 lines: every path moves backends
+// through the one state machine here (the sets, MOVES, setState), which split would have two owners.
 //
 // A new backend starts from a prepared connection when one is at hand: a socket opened earlier, whose
 // backend PostgreSQL has already forked and which waits for its startup packet. Taking one skips the
-// fork (about 1.4 ms of a 5 ms connect on a 2-core machine), and one is prepared again in its place.
+// fork (about 1.4 ms of a 5 ms connect on a 2-core machine), and one is prepared again in its place
+// shortly after the start it served, not beside it (PREPARE_DELAY_MS).
 // They are kept only while new backends are being opened: unused, they are closed after a while, so an
 // idle runtime holds none.
 //
@@ -30,6 +32,11 @@ const PREPARED = 2;
  * before PostgreSQL's authentication_timeout (60 s by default) would end it.
  */
 const PREPARED_MAX_AGE_MS = 20_000;
+/**
+ * A start's replacement is prepared this long after it: forked at once, it took CPU from that start
+ * and the client's first query (a warm mint's p50 0.4 ms longer on 2 cores, mint-ab, 2026-12-02).
+ */
+const PREPARE_DELAY_MS = 10;
 
 interface Waiter {
   key: string;
@@ -106,6 +113,8 @@ export class BackendPool {
   private readonly idleByKey = new Map<string, BackendConnection[]>();
   private readonly waiters: Waiter[] = [];
   private readonly sweeper: NodeJS.Timeout;
+  /** The prepared connections' top-up after a start; null when none is due. */
+  private prepareTimer: NodeJS.Timeout | null = null;
   private closed = false;
 
   constructor(private readonly opts: PoolOptions) {
@@ -263,6 +272,7 @@ export class BackendPool {
   close(): void {
     this.closed = true;
     clearInterval(this.sweeper);
+    if (this.prepareTimer !== null) clearTimeout(this.prepareTimer);
     for (const w of this.waiters.splice(0)) {
       clearTimeout(w.timer);
       w.reject(new PgxError('ADMIN_SHUTDOWN', 'terminating connection due to administrator command'));
@@ -275,7 +285,6 @@ export class BackendPool {
     const prepared = this.takePrepared();
     let conn = prepared ?? this.fresh();
     this.setState(conn, 'connecting');
-    this.prepare();
     // A pool that keeps no idle backend never hands one to a second client: no login baseline needed.
     const baseline = this.opts.maxIdle > 0;
     let started = conn.start(startup, key, baseline);
@@ -294,6 +303,7 @@ export class BackendPool {
       () => {
         this.setState(conn, 'active');
         conn.socket.once('close', () => this.onClosed(conn));
+        this.prepareSoon();
         return conn;
       },
       (err: unknown) => {
@@ -318,12 +328,16 @@ export class BackendPool {
     return undefined;
   }
 
-  /** Tops the prepared connections up, while a slot is free for them to start in. */
-  private prepare(): void {
-    const prepared = this.in.prepared;
-    while (!this.closed && prepared.size < PREPARED && this.total + prepared.size < this.opts.maxBackends) {
-      this.setState(this.fresh(), 'prepared');
-    }
+  /** Tops the prepared connections up PREPARE_DELAY_MS from now, while slots are free for them to start in. */
+  private prepareSoon(): void {
+    if (this.prepareTimer !== null || this.closed) return;
+    this.prepareTimer = setTimeout(() => {
+      this.prepareTimer = null;
+      const prepared = this.in.prepared;
+      while (!this.closed && prepared.size < PREPARED && this.total + prepared.size < this.opts.maxBackends) {
+        this.setState(this.fresh(), 'prepared');
+      }
+    }, PREPARE_DELAY_MS).unref();
   }
 
   /** Closes the idle backends on `database` (it is about to be dropped); returns how many. */

@@ -47,8 +47,8 @@ describe('engine: the pool states, without PostgreSQL', function () {
     expect(pool.stateOf(conn)).to.equal('active');
     expect(pg.byPid(conn.pid).startup?.get('user')).to.equal('alice');
     expect(pool.stats()).to.include({ total: 1, active: 1, idle: 0, connecting: 0 });
-    // Prepared connections opened beside it, outside the slots.
-    expect(pool.stats().prepared).to.equal(1);
+    // A prepared connection opened after it, outside the slots.
+    await waitFor('a prepared connection', () => pool.stats().prepared === 1);
 
     pool.release(conn, true);
     expect(pool.stateOf(conn)).to.equal('idle');
@@ -60,6 +60,23 @@ describe('engine: the pool states, without PostgreSQL', function () {
     expect(pool.stats()).to.include({ total: 1, active: 1, idle: 0 });
     // The reset went out with the login check; the snapshot is kept for the next, cheaper check.
     expect(pg.byPid(conn.pid).received.slice(1).map((r) => r.slice(0, 13))).to.deep.equal(['Q DISCARD ALL', 'Q SELECT CASE']);
+  });
+
+  it('prepares the next backends\' connections after a start, not beside it', async () => {
+    makePool({ maxBackends: 4 });
+    await pool.acquire(KEY, startup);
+    // Forked beside the start, the replacement took CPU from it and from the client's first query.
+    expect(pool.stats().prepared).to.equal(0);
+    expect(pg.backends).to.have.length(1);
+    await waitFor('two prepared connections', () => pool.stats().prepared === 2);
+    const sockets = pg.backends.length;
+    const second = await pool.acquire('other\0alice', { user: 'alice', database: 'other' });
+    // Started on a prepared connection, and nothing opened while it started.
+    expect(pg.byPid(second.pid).startup?.get('database')).to.equal('other');
+    expect(pg.backends).to.have.length(sockets);
+    expect(pool.stats().prepared).to.equal(1);
+    await waitFor('the prepared connection replaced', () => pool.stats().prepared === 2);
+    expect(pg.backends).to.have.length(sockets + 1);
   });
 
   it('a backend released unclean is closed at once, its slot going to the client that waits', async () => {
