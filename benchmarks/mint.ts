@@ -10,7 +10,8 @@
 //           connect to x, directly on that PostgreSQL (what a test suite does without PGX)
 //   warm-unix, direct-unix  warm and direct over the Unix sockets (the engine's, PostgreSQL's)
 // Every target mints from, or copies, the same template of about 600 relation files. The databases of
-// a round are dropped after it, outside the timer. Reported: p50 and p99 per target, ratios within
+// a round are dropped after it, outside the timer, and the next round starts once the runtimes' background
+// DROP DATABASEs are done (status databases.trash 0). Reported: p50 and p99 per target, ratios within
 // this run.
 
 import path from 'node:path';
@@ -18,7 +19,7 @@ import { mkdirSync, chmodSync } from 'node:fs';
 import type pg from 'pg';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import { newClient, quoteIdent, timeFirstQuery, withClient } from './lib/pg-connect.js';
-import { startRuntimeProcess, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
+import { startRuntimeProcess, untilStatus, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
 import { median, percentile } from './lib/stats.js';
 import { formatTable, markdownTable } from './lib/table.js';
 import { BIG_TEMPLATE, buildTemplate, databaseFiles } from './lib/templates.js';
@@ -117,6 +118,8 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: import('.
       if (m.rt) await m.rt.api.dropDatabase(m.name);
       else await admin.query(`DROP DATABASE ${quoteIdent(m.name)}`);
     }
+    // A drop answers before its DROP DATABASE has run (the trash): none may run during the next round.
+    for (const rt of [warmRt, coldRt]) await untilStatus(rt, (s) => s.databases.trash === 0, 'the dropped databases were not all gone', 60_000, 20);
   }
   const counters = (await warmRt.api.status()).mints;
   return {
