@@ -336,7 +336,7 @@ export class WarmPool {
       name = spareName(await metadata.nextSpareNumber());
       this.busy.add(name);
       const conn = await via.get();
-      await createDatabase(conn, createSpareSql(name, template.name, template.strategy));
+      await createDatabase(conn, createSpareSql(name, template.name));
       await this.warmUp(conn, name);
       const key = `${template.name}/${generation}`;
       if (!this.opts.clones && !this.spareBytes.has(key)) {

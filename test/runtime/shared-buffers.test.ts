@@ -1,0 +1,63 @@
+// The runtime's own copies keep out of PostgreSQL's shared buffers, which are the tenants' cache and,
+// once a buffer has been used, part of the runtime's memory for good (density counts every one):
+// a spare is made with FILE_COPY whatever the template's strategy (WAL_LOG copied each of its blocks
+// through the buffers), and pgx_control with FILE_COPY from template0 at a new runtime's first start.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
+import { waitFor } from '../helpers/commands.js';
+import { startTestRuntime } from '../helpers/runtime.js';
+import { createTemplateDatabase, startHarness } from './databases-harness.js';
+
+/** Shared buffers holding pages of each database whose name matches `like`, by name. */
+async function buffersOf(admin: SqlClient, like: string): Promise<Map<string, number>> {
+  await admin.query('CREATE EXTENSION IF NOT EXISTS pg_buffercache');
+  const { rows } = await admin.query(
+    `SELECT d.datname, count(*) FROM pg_buffercache b JOIN pg_database d ON d.oid = b.reldatabase WHERE d.datname LIKE '${like}' GROUP BY 1`,
+  );
+  return new Map(rows.map((r) => [String(r[0]), Number(r[1])]));
+}
+
+describe('runtime: its own copies leave shared buffers to the tenants', function () {
+  this.timeout(120_000);
+
+  it('makes spares without copying their blocks through shared buffers', async () => {
+    const h = await startHarness({ settings: { poolSize: 2 } });
+    try {
+      await createTemplateDatabase(h, 'tpl_buffers');
+      // The template's strategy on this filesystem is WAL_LOG (a small template, no clones) unless it clones.
+      await h.dbs.operations.seal('tpl_buffers', 'postgres');
+      await waitFor('2 spares', async () => (await h.dbs.operations.status()).pool.tpl_buffers?.ready === 2, 60_000);
+      const { rows } = await h.admin.query(`SELECT pg_catalog.pg_database_size('tpl_buffers') / 8192`);
+      const templateBlocks = Number(rows[0]![0]);
+      const spares = await buffersOf(h.admin, 'pgx_spare_%');
+      // Copied through the buffers, each spare held every block of it (987 of a template1 copy);
+      // what is left is the catalog pages its warm-up connect read.
+      expect([...spares.values()]).to.have.length.at.most(2);
+      for (const [spare, n] of spares) expect(n, `${spare}: ${n} buffers of a ${templateBlocks}-block template`).to.be.below(templateBlocks / 5);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('creates pgx_control at a new runtime\'s first start without reading template0 through them', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-buffers-'));
+    fs.chmodSync(dir, 0o755);
+    const rt = await startTestRuntime({ dataDir: path.join(dir, 'data') });
+    try {
+      const admin = await rt.runtime.supervisor.connect('postgres', 'postgres');
+      try {
+        // With WAL_LOG, 794 of template0's blocks stayed in the buffers.
+        expect((await buffersOf(admin, 'template0')).get('template0') ?? 0).to.equal(0);
+      } finally {
+        await admin.close();
+      }
+    } finally {
+      await rt.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
