@@ -124,7 +124,7 @@ export class DisposableDatabases {
     const metadata = (this.metadata = new MetadataStore(connect, log));
     const permissions = (this.permissions = new Permissions(() => metadata.client(), s.mintRoles));
     const queue = (this.queue = new MintQueue({ workers: s.mintWorkers, keepOpen: s.mintWorkersIdle, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control, clock }));
-    const pool = (this.pool = new WarmPool({ size: s.poolSize, max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log }));
+    const pool = (this.pool = new WarmPool({ size: s.poolSize, max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log }));
     disk?.onRoom(() => pool.kick());
     this.claims = new AdminConnection(control);
     const minter = (this.minter = new Minter({

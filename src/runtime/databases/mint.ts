@@ -138,14 +138,20 @@ export class Minter {
    * mint. `check`: how a claim checks the mint rule ('none' or null: verified already).
    */
   private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null, initial: InitialSettings): Promise<MintSource | 'refused'> {
+    const { pool } = this.opts;
     const claimCheck = check === 'none' ? null : check;
-    if (this.opts.pool.hasReady(template)) {
+    if (pool.hasReady(template)) {
       const claimed = await this.claim(await this.opts.claims.get(), name, template, user, claimCheck, initial);
       if (claimed !== null) return claimed;
     }
     if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
-    // No spare was ready: the pool grows towards the demand it could not meet (warm-pool.ts).
-    this.opts.pool.missed(template, this.inFlightOf.of(template.name));
+    // No spare was ready: the pool grows towards the demand it could not meet (warm-pool.ts), and a
+    // spare a refill is making now is taken if it comes soon.
+    pool.missed(template, this.inFlightOf.of(template.name));
+    if (await pool.spareSoon(template)) {
+      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, null, initial);
+      if (claimed !== null) return claimed;
+    }
     return this.opts.queue.submit(name.name, (client) => this.create(client, name, template, user, initial));
   }
 

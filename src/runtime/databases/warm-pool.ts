@@ -1,17 +1,19 @@
 // The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
-// instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst, or
-// one client's quick loop): a mint that finds no spare ready after a handout emptied the pool, or
-// while others wait, raises the template's target to `size` plus the mints of it in flight, up to
-// `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay under
-// a tenth of the free space), so the next burst of that size is served from spares; after `idleMs`
-// (--pool-idle) without a mint of the template the target falls back to `size` and the janitor drops
-// the extra spares. Refills run in the background on connections of their own: one spare at a time,
-// two while a template is more than one spare short (handouts outpace a single refill: much of a copy
-// is waiting for CREATE DATABASE's checkpoints, which two creates share). They wait while clients wait
-// for mints, so they never take a worker from a client; their backend runs at the lowest CPU priority,
-// so a copy made while clients connect takes only the CPU they leave. Spares are recorded, so they
-// survive restarts; a spare of an older template generation (after an unseal or a reseal) is stale,
-// never handed out, and dropped by the janitor.
+// instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst,
+// or one client's quick loop): a mint that finds no spare ready after a handout emptied the pool,
+// or while others wait, raises the template's target to `size` plus the mints of it in flight, up
+// to `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay
+// under a tenth of the free space), so the next burst of that size is served from spares; after
+// `idleMs` (--pool-idle) without a mint of the template the target falls back to `size` and the
+// janitor drops the extra spares. A mint that finds none ready takes the spare a refill is making
+// if it comes within a moment, rather than copy the template beside it. Refills run in the
+// background on connections of their own: one spare at a time, two while a template is more than
+// one spare short (handouts outpace a single refill: much of a copy is waiting for CREATE
+// DATABASE's checkpoints, which two creates share). They wait while clients wait for mints, so they
+// never take a worker from a client; their backend runs at the lowest CPU priority, so a copy made
+// while clients connect takes only the CPU they leave. Spares are recorded, so they survive
+// restarts; a spare of an older template generation (after an unseal or a reseal) is stale, never
+// handed out, and dropped by the janitor.
 
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../log.js';
@@ -39,6 +41,8 @@ export interface WarmPoolOptions {
   freeBytes?: () => number | null;
   /** The connection that creates spares (file_copy_method set where clones work). */
   connect: () => Promise<SqlClient>;
+  /** How long a mint that found no spare ready waits for one being made (spareSoon()). */
+  spareWaitMs: number;
   /** A superuser connection to the named database (to warm a new spare up). */
   connectTo: (database: string) => Promise<SqlClient>;
   registry: Registry;
@@ -93,6 +97,8 @@ export class WarmPool {
   private readonly drained = new Set<string>();
   /** A spare's size per template generation ("name/generation"), measured on the first one made. */
   private readonly spareBytes = new Map<string, number>();
+  /** Per template, mints waiting for a spare being made (spareSoon()), first come first served. */
+  private readonly waiting = new Map<string, ((made: boolean) => void)[]>();
 
   constructor(private readonly opts: WarmPoolOptions) {
     const open = async () => atLowestPriority(await opts.connect(), opts.logger, 'refill-priority-not-lowered');
@@ -106,6 +112,42 @@ export class WarmPool {
   /** A spare of `template` is ready to be claimed. */
   hasReady(template: TemplateRecord): boolean {
     return this.opts.registry.freshSpares(template.name).length > 0;
+  }
+
+  /**
+   * Waits up to spareWaitMs for a spare of `template` that a refill is making now; true once one is
+   * ready (another mint may still take it first). A mint that found none ready takes that spare rather
+   * than copy the template beside it: on a busy machine the two copies share the CPU, so the client's
+   * own copy would take longer than the wait, and the refill's spare would go to nobody. Only as many
+   * mints wait as spares are being made; the others copy at once.
+   */
+  spareSoon(template: TemplateRecord): Promise<boolean> {
+    const queue = this.waiting.get(template.name) ?? [];
+    if (this.stopped || queue.length >= this.creating.of(template.name)) return Promise.resolve(false);
+    this.waiting.set(template.name, queue);
+    return new Promise((resolve) => {
+      const wake = (made: boolean): void => {
+        clearTimeout(timer);
+        this.leave(template.name, wake);
+        resolve(made);
+      };
+      const timer = setTimeout(() => wake(false), this.opts.spareWaitMs);
+      queue.push(wake);
+    });
+  }
+
+  /** A waiting mint goes on (woken, or its wait over): it leaves the template's queue. */
+  private leave(template: string, wake: (made: boolean) => void): void {
+    const queue = this.waiting.get(template);
+    if (!queue) return;
+    const at = queue.indexOf(wake);
+    if (at >= 0) queue.splice(at, 1);
+    if (queue.length === 0) this.waiting.delete(template);
+  }
+
+  /** A spare of `template` was made (or failed to be): the first mint waiting for one goes on. */
+  private wakeWaiting(template: string, made: boolean): void {
+    this.waiting.get(template)?.[0]?.(made);
   }
 
   /** Takes a ready spare of the template's current generation, or null; refilling starts behind it. */
@@ -331,6 +373,7 @@ export class WarmPool {
     const generation = template.generation;
     this.creating.add(template.name);
     let name: string | undefined;
+    let made = false;
     const started = clock.monotonic();
     try {
       name = spareName(await metadata.nextSpareNumber());
@@ -347,12 +390,14 @@ export class WarmPool {
       const spare = newDatabaseRecord({ name, kind: 'spare', template: template.name, generation, owner: '', createdAt: clock.now() });
       await metadata.saveDatabase(spare);
       registry.put(spare);
+      made = true;
       if (registry.freshSpares(template.name).length >= this.target(template.name)) this.drained.delete(template.name);
       this.opts.counters.add(`pool.${template.name}.refills`);
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
     } finally {
       if (name !== undefined) this.busy.delete(name);
       this.creating.remove(template.name);
+      this.wakeWaiting(template.name, made);
     }
   }
 
