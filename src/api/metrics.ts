@@ -69,6 +69,12 @@ export class ApiMetrics {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     });
+    // Both sources from the start, at 0: a series that appears only with its first mint leaves
+    // rate() and alerts on it empty until then (a runtime whose pool serves every mint never copies).
+    for (const source of ['warm', 'cold'] as const) {
+      this.mints.inc({ source }, 0);
+      this.mintDuration.zero({ source });
+    }
     this.janitorDrops = new Counter({ name: 'pgx_janitor_drops_total', help: 'Minted databases dropped by the janitor', registers });
     this.engineClients = new Gauge({ name: 'pgx_engine_clients', help: 'Client connections in the engine', registers });
     this.engineBackends = new Gauge({ name: 'pgx_engine_backends', help: 'PostgreSQL backends of the engine, by state', labelNames: ['state'], registers });

@@ -150,6 +150,31 @@ describe('runtime: bursts larger than the warm pool', function () {
     }
   });
 
+  it('grows the pool under a burst that comes while the first claim is still renaming its spare', async function () {
+    // A row lock on the spare's pg_database row holds the first claim (ALTER DATABASE waits on it)
+    // while the other 9 mints find no spare: they all miss before the pool counts as drained, so
+    // only the mint queue filling up tells the pool that mints outpace it.
+    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 5, mintWorkers: 1 } });
+    const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
+    try {
+      await sealedWithSpares(h, 1);
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM pg_database WHERE starts_with(datname, 'pgx_spare_') FOR UPDATE`);
+      const burst = Promise.allSettled(Array.from({ length: 10 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__h${i}` })));
+      await waitFor('the claim waiting', async () => {
+        const { rows } = await h.admin.query(`SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%OWNER TO%' AND wait_event_type = 'Lock'`);
+        return Number(rows[0]![0]) === 1;
+      });
+      await holder.query('ROLLBACK');
+      expect(refusals(await burst)).to.deep.equal([]);
+      expect((await h.dbs.operations.status()).pool.tpl_app!.size).to.equal(5);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      await holder.close();
+      await h.stop();
+    }
+  });
+
   it('starts the refill at once when the last spare is claimed, without waiting for the claiming client to settle', async function () {
     // The monotonic clock stands still from the claim on: a refill that waited for the claiming
     // client to settle (or for the hold's bound) would wait for ever.
@@ -284,7 +309,11 @@ describe('runtime: a grown warm pool across a restart', function () {
     const h = await startHarness({ settings: { graceSeconds: 3600, janitorIntervalMs: 3_600_000, poolSize: 1, poolMax: 5, poolIdleSeconds: 600, mintWorkers: 1 } });
     await sealedWithSpares(h, 1);
     await Promise.all(Array.from({ length: 10 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__g${i}` })));
-    await waitFor('5 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 5, 60_000);
+    // Once failed in CI, not reproduced since: the pool's state goes with the timeout.
+    await waitFor('5 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 5, 60_000).catch(async (err: Error) => {
+      const status = await h.dbs.operations.status();
+      throw new Error(`${err.message}; pool ${JSON.stringify(status.pool.tpl_app)}, mints ${JSON.stringify(status.mints)}`);
+    });
     return h;
   }
 

@@ -148,7 +148,8 @@ export class Minter {
     // No spare was ready: the pool grows towards the demand it could not meet (warm-pool.ts), and a
     // spare a refill is making now is taken if it comes soon.
     pool.missed(template, this.inFlightOf.of(template.name));
-    if (await pool.spareSoon(template)) {
+    const soon = pool.spareSoon(template);
+    if (soon !== null && (await soon)) {
       const claimed = await this.claim(await this.opts.claims.get(), name, template, user, null, initial);
       if (claimed !== null) return claimed;
     }

@@ -119,11 +119,13 @@ export class WarmPool {
    * ready (another mint may still take it first). A mint that found none ready takes that spare rather
    * than copy the template beside it: on a busy machine the two copies share the CPU, so the client's
    * own copy would take longer than the wait, and the refill's spare would go to nobody. Only as many
-   * mints wait as spares are being made; the others copy at once.
+   * mints wait as spares are being made; for the others it answers null at once, without a promise,
+   * so a burst's mints reach the mint queue in the same turn as they missed (missed() counts the
+   * queue to tell a burst).
    */
-  spareSoon(template: TemplateRecord): Promise<boolean> {
+  spareSoon(template: TemplateRecord): Promise<boolean> | null {
     const queue = this.waiting.get(template.name) ?? [];
-    if (this.stopped || queue.length >= this.creating.of(template.name)) return Promise.resolve(false);
+    if (this.stopped || queue.length >= this.creating.of(template.name)) return null;
     this.waiting.set(template.name, queue);
     return new Promise((resolve) => {
       const wake = (made: boolean): void => {
