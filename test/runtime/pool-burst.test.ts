@@ -307,14 +307,20 @@ describe('runtime: a grown warm pool across a restart', function () {
   /** A runtime whose pool a burst of 10 grew to 5 spares; the janitor drops nothing on its own. */
   async function grownPool(): Promise<Harness> {
     const h = await startHarness({ settings: { graceSeconds: 3600, janitorIntervalMs: 3_600_000, poolSize: 1, poolMax: 5, poolIdleSeconds: 600, mintWorkers: 1 } });
-    await sealedWithSpares(h, 1);
-    await Promise.all(Array.from({ length: 10 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__g${i}` })));
-    // Once failed in CI, not reproduced since: the pool's state goes with the timeout.
-    await waitFor('5 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 5, 60_000).catch(async (err: Error) => {
-      const status = await h.dbs.operations.status();
-      throw new Error(`${err.message}; pool ${JSON.stringify(status.pool.tpl_app)}, mints ${JSON.stringify(status.mints)}`);
-    });
-    return h;
+    try {
+      await sealedWithSpares(h, 1);
+      await Promise.all(Array.from({ length: 10 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__g${i}` })));
+      // Once failed in CI, not reproduced since: the pool's state goes with the timeout.
+      await waitFor('5 spares', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 5, 60_000).catch(async (err: Error) => {
+        const status = await h.dbs.operations.status();
+        throw new Error(`${err.message}; pool ${JSON.stringify(status.pool.tpl_app)}, mints ${JSON.stringify(status.mints)}`);
+      });
+      return h;
+    } catch (err) {
+      // The tests' own cleanup never gets this runtime (that CI run left its PostgreSQL running).
+      await h.stop();
+      throw err;
+    }
   }
 
   async function restarted(h: Harness, poolIdleSeconds: number, janitorIntervalMs = 100): Promise<Harness> {
