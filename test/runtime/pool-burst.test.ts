@@ -8,6 +8,7 @@ import { expect } from 'chai';
 import type { Clock } from '../../src/clock.js';
 import type { PgxError } from '../../src/errors.js';
 import type { DatabaseSettings } from '../../src/runtime/databases/settings.js';
+import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
 import { waitFor } from '../helpers/commands.js';
 import { createTemplateDatabase, startHarness, type Harness } from './databases-harness.js';
 
@@ -40,7 +41,7 @@ async function waitingCreates(h: Harness): Promise<number> {
 }
 
 /** An uncommitted RENAME of tpl_app on `holder`: every CREATE DATABASE from it waits until ROLLBACK. */
-async function holdTemplateLock(holder: { query: (sql: string) => Promise<unknown> }): Promise<void> {
+async function holdTemplateLock(holder: SqlClient): Promise<void> {
   await holder.query('BEGIN');
   await holder.query('ALTER DATABASE tpl_app RENAME TO tpl_app_held');
 }
@@ -53,13 +54,27 @@ async function sealedWithSpares(h: Harness, spares: number): Promise<void> {
 }
 
 /**
+ * Runs `body` on a harness with `settings` and a session of its own beside it (`holder`, to hold
+ * locks); afterwards the holder's transaction is rolled back and both are closed.
+ */
+async function withHolder(settings: Partial<DatabaseSettings>, body: (h: Harness, holder: SqlClient) => Promise<void>): Promise<void> {
+  const h = await startHarness({ settings });
+  const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
+  try {
+    await body(h, holder);
+  } finally {
+    await holder.query('ROLLBACK').catch(() => {});
+    await holder.close();
+    await h.stop();
+  }
+}
+
+/**
  * Runs `body` on a runtime with `settings` whose one tpl_app spare was just handed out (to
  * tdb_tpl_app__a) while the template's lock is held, so the refill's copy waits; `release` ends the hold.
  */
 async function withRefillHeld(settings: Partial<DatabaseSettings>, body: (h: Harness, release: () => Promise<void>) => Promise<void>): Promise<void> {
-  const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 1, ...settings } });
-  const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
-  try {
+  await withHolder({ graceSeconds: 3600, poolSize: 1, poolMax: 1, ...settings }, async (h, holder) => {
     await sealedWithSpares(h, 1);
     await holdTemplateLock(holder);
     await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__a' });
@@ -67,11 +82,7 @@ async function withRefillHeld(settings: Partial<DatabaseSettings>, body: (h: Har
     await body(h, async () => {
       await holder.query('ROLLBACK');
     });
-  } finally {
-    await holder.query('ROLLBACK').catch(() => {});
-    await holder.close();
-    await h.stop();
-  }
+  });
 }
 
 /** Waits until the pool is back at --pool-size 1: its target, its spares, and nothing more on disk. */
@@ -102,14 +113,11 @@ describe('runtime: bursts larger than the warm pool', function () {
   });
 
   it('refuses with 57P03 and the hint the mints waiting behind a create that cannot go on', async function () {
-    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 0, mintWorkers: 1, mintTimeoutSeconds: 1 } });
-    const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
-    try {
+    await withHolder({ graceSeconds: 3600, poolSize: 0, mintWorkers: 1, mintTimeoutSeconds: 1 }, async (h, holder) => {
       await createTemplateDatabase(h, 'tpl_app');
       await h.dbs.operations.seal('tpl_app', 'postgres');
       // An uncommitted RENAME holds the template's lock: CREATE DATABASE ... TEMPLATE waits on it.
-      await holder.query('BEGIN');
-      await holder.query('ALTER DATABASE tpl_app RENAME TO tpl_app_held');
+      await holdTemplateLock(holder);
       const mints = Array.from({ length: 3 }, (_, i) => h.dbs.router.route({ user: 'postgres', database: `tdb_tpl_app__s${i}` }));
       const waiting = await Promise.allSettled(mints.slice(1));
       const refused = refusals(waiting);
@@ -126,11 +134,7 @@ describe('runtime: bursts larger than the warm pool', function () {
       const status = await h.dbs.operations.status();
       expect(status.mints.cold).to.equal(1);
       expect(status.mints.failures).to.equal(2);
-    } finally {
-      await holder.query('ROLLBACK').catch(() => {});
-      await holder.close();
-      await h.stop();
-    }
+    });
   });
 
   it('grows the pool under a burst, up to --pool-max, and shrinks it back to --pool-size after --pool-idle', async function () {
@@ -154,9 +158,7 @@ describe('runtime: bursts larger than the warm pool', function () {
     // A row lock on the spare's pg_database row holds the first claim (ALTER DATABASE waits on it)
     // while the other 9 mints find no spare: they all miss before the pool counts as drained, so
     // only the mint queue filling up tells the pool that mints outpace it.
-    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 1, poolMax: 5, mintWorkers: 1 } });
-    const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
-    try {
+    await withHolder({ graceSeconds: 3600, poolSize: 1, poolMax: 5, mintWorkers: 1 }, async (h, holder) => {
       await sealedWithSpares(h, 1);
       await holder.query('BEGIN');
       await holder.query(`SELECT 1 FROM pg_database WHERE starts_with(datname, 'pgx_spare_') FOR UPDATE`);
@@ -168,11 +170,7 @@ describe('runtime: bursts larger than the warm pool', function () {
       await holder.query('ROLLBACK');
       expect(refusals(await burst)).to.deep.equal([]);
       expect((await h.dbs.operations.status()).pool.tpl_app!.size).to.equal(5);
-    } finally {
-      await holder.query('ROLLBACK').catch(() => {});
-      await holder.close();
-      await h.stop();
-    }
+    });
   });
 
   it('starts the refill at once when the last spare is claimed, without waiting for the claiming client to settle', async function () {
@@ -245,9 +243,7 @@ describe('runtime: a warm pool behind its handouts', function () {
   });
 
   it('makes two spares at once while more than one is missing, and one at a time otherwise', async function () {
-    const h = await startHarness({ settings: { graceSeconds: 3600, poolSize: 3, poolMax: 3 } });
-    const holder = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
-    try {
+    await withHolder({ graceSeconds: 3600, poolSize: 3, poolMax: 3 }, async (h, holder) => {
       await sealedWithSpares(h, 3);
       await holdTemplateLock(holder);
       await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__one' });
@@ -266,12 +262,9 @@ describe('runtime: a warm pool behind its handouts', function () {
         const { rows } = await h.admin.query(`SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'ALTER DATABASE %pgx\\_spare\\_% ALLOW_CONNECTIONS false'`);
         return Number(rows[0]![0]) === 1;
       });
-    } finally {
-      await holder.query('ROLLBACK').catch(() => {});
-      await holder.close();
-      await h.stop();
-    }
+    });
   });
+
   it('gives a mint that finds no spare ready the one a refill is making, one mint per spare in the making', async function () {
     // The first mint after the handout waits for the refill's spare (spareWaitMs is long here), the
     // second copies the template at once; both copies wait on the lock until it goes.
