@@ -9,6 +9,10 @@
 //   create  CREATE DATABASE x TEMPLATE tpl_big STRATEGY WAL_LOG on an open admin session, then
 //           connect to x, directly on that PostgreSQL (what a test suite does without PGX)
 //   warm-unix, direct-unix  warm and direct over the Unix sockets (the engine's, PostgreSQL's)
+//   relay, pgbouncer  yardsticks for any proxy in front: connect to the existing database through a
+//           bare Node relay (a fresh PostgreSQL connection per client) and through PgBouncer with
+//           server_lifetime 0 (a fresh server login per client, its greeting cached); neither has a
+//           database to claim, so together they show what the hop alone costs on this machine
 // Every target mints from, or copies, the same template of about 600 relation files. The databases of
 // a round are dropped after it, outside the timer, and the next round starts once the runtimes' background
 // DROP DATABASEs are done (status databases.trash 0). Reported: p50 and p99 per target, ratios within
@@ -18,15 +22,18 @@ import path from 'node:path';
 import { mkdirSync, chmodSync } from 'node:fs';
 import type pg from 'pg';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
-import { newClient, quoteIdent, timeFirstQuery, withClient } from './lib/pg-connect.js';
+import { newClient, openTimed, quoteIdent, timeFirstQuery, withClient, type Endpoint } from './lib/pg-connect.js';
 import { startRuntimeProcess, untilStatus, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
 import { median, percentile } from './lib/stats.js';
 import { formatTable, markdownTable } from './lib/table.js';
 import { BIG_TEMPLATE, buildTemplate, databaseFiles } from './lib/templates.js';
+import { startNodeRelay } from './lib/node-relay.js';
+import { startPgBouncer } from './lib/pgbouncer.js';
 
 const HELP = `Usage: npm run bench -- mint [options]
 
-Warm mint, cold mint, a plain connect and CREATE DATABASE + connect on PostgreSQL 18, one run.
+Warm mint, cold mint, a plain connect and CREATE DATABASE + connect on PostgreSQL 18, and a plain
+connect through a bare Node relay and through PgBouncer (each a fresh backend), one run.
 
 Options:
   --rounds N     measured rounds (each target once per round, order rotating)     [100]
@@ -36,7 +43,7 @@ Options:
   -h, --help     this help
 `;
 
-const TARGETS = ['warm', 'cold', 'direct', 'create', 'warm-unix', 'direct-unix'] as const;
+const TARGETS = ['warm', 'cold', 'direct', 'create', 'warm-unix', 'direct-unix', 'relay', 'pgbouncer'] as const;
 type MintTarget = (typeof TARGETS)[number];
 const LABELS: Record<MintTarget, string> = {
   warm: 'PGX warm mint (pool spare)',
@@ -45,6 +52,8 @@ const LABELS: Record<MintTarget, string> = {
   create: 'PG18 CREATE DATABASE WAL_LOG + connect',
   'warm-unix': 'PGX warm mint, Unix socket',
   'direct-unix': 'PG18 connect, existing database, Unix socket',
+  relay: 'Node relay, existing database (fresh backend)',
+  pgbouncer: 'PgBouncer, existing database (fresh backend)',
 };
 const EXISTING = 'bench_existing';
 
@@ -60,6 +69,8 @@ interface Sample {
   ms: number;
   /** create only: the part after CREATE DATABASE, i.e. the first connect to a database never connected to. */
   connectMs?: number;
+  /** pgbouncer only: its backend started after the sample did (server_lifetime 0 took effect). */
+  freshBackend?: boolean;
 }
 
 interface Body {
@@ -99,6 +110,11 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: import('.
   cleanup.add('admin session', () => admin.end());
   await admin.query(`CREATE DATABASE ${EXISTING}`);
   const postgresVersion = (await warmRt.api.status()).runtime.postgres_version;
+  progress('starting the yardsticks: a bare Node relay and PgBouncer (server_lifetime 0), both to that PostgreSQL\'s socket');
+  const pgSocket = { pgSocketDir: warmRt.postgresSocket.host, pgPort: warmRt.postgresSocket.port, transport: 'tcp' as const };
+  const relay = (await startNodeRelay({ workDir, ...pgSocket, runtime: 'node' }, cleanup)).target;
+  const bouncer = (await startPgBouncer({ workDir, ...pgSocket, poolSize: 10, serverLifetime: 0 }, cleanup)).target;
+  const proxies = { relay: { host: relay.host, port: relay.port }, pgbouncer: { host: bouncer.host, port: bouncer.port } };
 
   const samples: Sample[] = [];
   const total = opts.warmup + opts.rounds;
@@ -109,8 +125,8 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: import('.
     for (const [position, target] of order(i).entries()) {
       // No refill may run during any sample, whichever target it is.
       await waitForPool(warmRt);
-      const { ms, connectMs } = await sample(target, i, { warmRt, coldRt, admin }, made);
-      if (round >= 0) samples.push({ round, position, target, ms, ...(connectMs !== undefined ? { connectMs } : {}) });
+      const { ms, ...extra } = await sample(target, i, { warmRt, coldRt, admin, proxies }, made);
+      if (round >= 0) samples.push({ round, position, target, ms, ...extra });
       line.push(`${target} ${ms.toFixed(1)}`);
     }
     progress(`${round < 0 ? 'warm-up' : `round ${round + 1}/${opts.rounds}`}: ${line.join(', ')} ms`);
@@ -135,9 +151,9 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: import('.
 async function sample(
   target: MintTarget,
   i: number,
-  ctx: { warmRt: RuntimeProcess; coldRt: RuntimeProcess; admin: pg.Client },
+  ctx: { warmRt: RuntimeProcess; coldRt: RuntimeProcess; admin: pg.Client; proxies: Record<'relay' | 'pgbouncer', Endpoint> },
   made: { rt: RuntimeProcess | null; name: string }[],
-): Promise<{ ms: number; connectMs?: number }> {
+): Promise<{ ms: number; connectMs?: number; freshBackend?: boolean }> {
   switch (target) {
     case 'warm':
     case 'warm-unix':
@@ -151,6 +167,19 @@ async function sample(
       return { ms: await timeFirstQuery(ctx.warmRt.postgres, EXISTING) };
     case 'direct-unix':
       return { ms: await timeFirstQuery(ctx.warmRt.postgresSocket, EXISTING) };
+    case 'relay':
+      return { ms: await timeFirstQuery(ctx.proxies.relay, EXISTING) };
+    case 'pgbouncer': {
+      // PgBouncer reuses a server connection unless its lifetime is over: check it did not.
+      const startedAt = Date.now();
+      const { client, ms } = await openTimed(ctx.proxies.pgbouncer, EXISTING);
+      try {
+        const r = await client.query(`SELECT extract(epoch FROM backend_start) * 1000 AS at FROM pg_stat_activity WHERE pid = pg_backend_pid()`);
+        return { ms, freshBackend: Number(r.rows[0]?.at) >= startedAt - 1 };
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+    }
     case 'create': {
       const name = `plain_${i}`;
       made.push({ rt: null, name });
@@ -193,6 +222,13 @@ function render(r: Meta & Body) {
   const diagnosis =
     `Inside the CREATE DATABASE + connect target, the first connect to the new database took ${ms(firstConnect)} (median) against ${ms(d.p50)} ` +
     `for a database connected to before; the runtime's own mint latency (claim or copy, its counters, warm-up included) was ${ms(r.warmRuntimeMints.latency_ms.mean)} mean, ${ms(r.warmRuntimeMints.latency_ms.p99)} p99.`;
+  const bouncerSamples = r.samples.filter((s) => s.target === 'pgbouncer');
+  const yardsticks =
+    stats.relay.n === 0
+      ? ''
+      : `The hop alone, with no database to claim: a fresh backend through the bare Node relay ${x(stats.relay.p50 / d.p50)} of the direct connect's p50, ` +
+        `through PgBouncer ${x(stats.pgbouncer.p50 / d.p50)} (${bouncerSamples.filter((s) => s.freshBackend).length} of ${bouncerSamples.length} of its samples on a backend started for it); ` +
+        `the warm mint is ${ms(stats.warm.p50 - stats.relay.p50)} above the relay.`;
   const about = [
     `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.postgresVersion}; ${r.options.rounds} rounds after ${r.options.warmup} warm-up rounds.`,
     `Template ${r.template.name}: ${r.template.files} files in its directory. The warm runtime minted ${r.warmRuntimeMints.warm} warm and ${r.warmRuntimeMints.cold} cold` +
@@ -200,7 +236,7 @@ function render(r: Meta & Body) {
   ];
   return {
     bars,
-    terminal: [...about, '', formatTable(header, rows), '', diagnosis].join('\n'),
+    terminal: [...about, '', formatTable(header, rows), '', diagnosis, yardsticks].join('\n'),
     markdown: (raw: string) =>
       [
         `Latest run: ${about.join(' ')}`,
@@ -209,7 +245,7 @@ function render(r: Meta & Body) {
         '',
         ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
         '',
-        diagnosis,
+        [diagnosis, yardsticks].filter(Boolean).join(' '),
         '',
         `Timer: node-postgres \`Client.connect()\` to the answer of the first \`SELECT 1\`, over TCP loopback for every target but the two Unix socket ones. Raw samples: [${raw}](../${raw}).`,
       ].join('\n'),

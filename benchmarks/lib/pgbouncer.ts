@@ -22,6 +22,8 @@ export interface PgBouncerOptions {
   transport: 'tcp' | 'unix';
   /** Users allowed on the admin console (database `pgbouncer`), e.g. for KILL db; none unless given. */
   adminUsers?: string[];
+  /** server_lifetime in seconds; 0 uses each server connection once, so every client gets a fresh login. */
+  serverLifetime?: number;
 }
 
 export interface RunningPgBouncer {
@@ -55,6 +57,7 @@ export function pgbouncerConfig(opts: PgBouncerOptions, dir: string, port: numbe
     'pool_mode = session',
     'max_client_conn = 2000',
     `default_pool_size = ${opts.poolSize}`,
+    ...(opts.serverLifetime !== undefined ? [`server_lifetime = ${opts.serverLifetime}`] : []),
     'ignore_startup_parameters = extra_float_digits',
     // The engine logs nothing per connection in this benchmark; neither should PgBouncer.
     'log_connections = 0',
