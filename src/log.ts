@@ -31,7 +31,11 @@ function wrap(w: winston.Logger): Logger {
     error: (event, fields) => w.error(event, scrub(fields)),
     warn: (event, fields) => w.warn(event, scrub(fields)),
     info: (event, fields) => w.info(event, scrub(fields)),
-    debug: (event, fields) => w.debug(event, scrub(fields)),
+    // Winston formats a message (timestamp, JSON) before its transport drops it for its level: a
+    // debug line on the mint path cost 0.045 ms at the default level. Off, a debug call does nothing.
+    debug: (event, fields) => {
+      if (w.isDebugEnabled()) w.debug(event, scrub(fields));
+    },
     child: (fields) => wrap(w.child(scrub(fields))),
   };
 }
