@@ -23,17 +23,25 @@
 import { serialize } from 'pg-protocol';
 
 /**
- * The pg_db_role_setting rows that can apply to the session's role (its own and ALTER ROLE ALL's), a
- * row each: which database, which role, and the row version (xmin), which any ALTER ... SET or RESET
- * replaces. Rows of other databases' (db, 0) settings are included too: changing them costs a fresh
- * backend, never a wrong default. Written to be cheap on a backend whose catalog caches are cold (a
- * warm mint's): no operator (resolving `=` between oid and regrole reads every `=` operator), no sort,
- * no text built; 0.3 ms of backend CPU where the earlier one-column form took 1.1 ms.
+ * The pg_db_role_setting rows that can apply to a role (its own and ALTER ROLE ALL's), a row each:
+ * which database, which role, and the row version (xmin), which any ALTER ... SET or RESET replaces.
+ * Rows of other databases' (db, 0) settings are included too: changing them costs a fresh backend,
+ * never a wrong default. `role`: an SQL expression whose text regrole reads as the role's name, so
+ * quoted as an identifier (regrole folds an unquoted "MyRole" to myrole: another role, or none).
+ * Written to be cheap on a backend whose catalog caches are cold (a warm mint's): no operator
+ * (resolving `=` between oid and regrole reads every `=` operator), no sort; 0.3 ms of backend CPU
+ * where the earlier one-column form took 1.1 ms.
  */
-const SETTINGS_ROWS =
-  `SELECT s.setdatabase, s.setrole, s.xmin FROM pg_catalog.pg_db_role_setting s ` +
-  `WHERE pg_catalog.oideq(s.setrole, '0'::pg_catalog.oid) ` +
-  `OR pg_catalog.oideq(s.setrole, SESSION_USER::pg_catalog.regrole::pg_catalog.oid)`;
+export function settingsRowsSql(role: string): string {
+  return (
+    `SELECT s.setdatabase, s.setrole, s.xmin FROM pg_catalog.pg_db_role_setting s ` +
+    `WHERE pg_catalog.oideq(s.setrole, '0'::pg_catalog.oid) ` +
+    `OR pg_catalog.oideq(s.setrole, ${role}::pg_catalog.regrole::pg_catalog.oid)`
+  );
+}
+
+/** The session's own role, quoted as regrole reads it. */
+const SETTINGS_ROWS = settingsRowsSql('pg_catalog.quote_ident(SESSION_USER)');
 
 /** Right after the login: what its defaults came from (SETTINGS_ROWS). */
 export const LOGIN_BASELINE = serialize.query(SETTINGS_ROWS);

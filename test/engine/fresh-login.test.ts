@@ -251,6 +251,19 @@ describe('engine: a pooled backend is a fresh login', function () {
     expect(rows[0].n).to.equal(4);
   });
 
+  it('reads the defaults of a role whose name needs quotes, beside its lower-case twin, as PostgreSQL does', async function () {
+    // Read as an unquoted name, "FL_Mixed" would be fl_mixed: its baseline and checks would follow the
+    // twin's rows, and a new default of its own would never reach a reused backend.
+    await admin('DROP ROLE IF EXISTS "FL_Mixed", fl_mixed; CREATE ROLE "FL_Mixed" LOGIN; CREATE ROLE fl_mixed LOGIN');
+    const show = "SELECT current_setting('work_mem') AS work_mem, pg_backend_pid() AS pid";
+    const first = result(await session('engine', 'FL_Mixed', 'postgres', show)).rows[0];
+    expect(result(await session('engine', 'FL_Mixed', 'postgres', show)).rows[0].pid, 'reused while nothing changed').to.equal(first.pid);
+    await admin(`ALTER ROLE "FL_Mixed" SET work_mem = '7MB'`);
+    const next = result(await session('engine', 'FL_Mixed', 'postgres', show)).rows[0];
+    expect(next.work_mem).to.equal('7MB');
+    expect(next.pid).to.not.equal(first.pid);
+  });
+
   it('still reuses the backend when nothing a login depends on changed, writes elsewhere or not', async function () {
     const pid = await roleWithPooledBackend('fl_steady');
     await admin('CREATE TABLE IF NOT EXISTS fl_noise (n int); INSERT INTO fl_noise VALUES (1)');
