@@ -112,9 +112,10 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: import('.
   const postgresVersion = (await warmRt.api.status()).runtime.postgres_version;
   progress('starting the yardsticks: a bare Node relay and PgBouncer (server_lifetime 0), both to that PostgreSQL\'s socket');
   const pgSocket = { pgSocketDir: warmRt.postgresSocket.host, pgPort: warmRt.postgresSocket.port, transport: 'tcp' as const };
-  const relay = (await startNodeRelay({ workDir, ...pgSocket, runtime: 'node' }, cleanup)).target;
-  const bouncer = (await startPgBouncer({ workDir, ...pgSocket, poolSize: 10, serverLifetime: 0 }, cleanup)).target;
-  const proxies = { relay: { host: relay.host, port: relay.port }, pgbouncer: { host: bouncer.host, port: bouncer.port } };
+  const proxies = {
+    relay: (await startNodeRelay({ workDir, ...pgSocket, runtime: 'node' }, cleanup)).target,
+    pgbouncer: (await startPgBouncer({ workDir, ...pgSocket, poolSize: 10, serverLifetime: 0 }, cleanup)).target,
+  };
 
   const samples: Sample[] = [];
   const total = opts.warmup + opts.rounds;
