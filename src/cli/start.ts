@@ -9,6 +9,7 @@ import { createLogger, type Logger } from '../log.js';
 import { Engine } from '../engine/listener.js';
 import { CGROUP_GUARD } from '../engine/memory-watchdog.js';
 import type { ControlFunctions, EngineOptions } from '../engine/ports.js';
+import { settingsRowsSql } from '../engine/login-check.js';
 import { startApi, type ApiListeners } from '../api/index.js';
 import { PostgresSupervisor } from '../runtime/postgres/supervisor.js';
 import { ADMIN_ROLE, RoleCredentials } from '../runtime/postgres/role-credentials.js';
@@ -223,6 +224,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
         terminateSessions: (database, message, hint) => engine.terminateSessions(database, message, hint),
         sessionsPerDatabase: () => engine.sessionsPerDatabase(),
         closeIdleBackends: (database) => engine.closeIdleBackends(database),
+        loginBaselineSql: settingsRowsSql,
       },
       settings: databaseSettings,
       version: PGX_VERSION,

@@ -52,6 +52,15 @@ export class LoginChecks {
     this.read = new Promise((settle) => (this.settle = settle));
   }
 
+  /**
+   * The baseline read before the login, where the database was made (ports.ts Route.loginBaselineRows): no
+   * query of the backend's own. Rows as old as or older than the login's can only make the first
+   * hand-out's check fail (the backend is replaced), never pass one that should not.
+   */
+  adopt(rows: Buffer): void {
+    this.baseline = rows;
+  }
+
   /** The baseline query's answer: its rows are kept; an error leaves the backend unpoolable. */
   onBaseline(type: number, frame: Buffer): 'more' | 'done' {
     if (type === Msg.DataRow) this.rows?.push(Buffer.from(frame));

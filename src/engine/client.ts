@@ -17,6 +17,7 @@ import { ClientLogin, type LoginHost } from './client-login.js';
 import type { EngineContext } from './context.js';
 import type { ClientReader, ClientState, EngineSession } from './session-types.js';
 import { giveReadBuffer, largeReadBuffers, smallReadBuffers } from './read-buffers.js';
+import { baselineFrames } from './login-check.js';
 
 /** How long a closing client may take to read its last bytes before its socket is destroyed. */
 const CLOSE_GRACE_MS = 5000;
@@ -227,9 +228,10 @@ export class ClientSession implements EngineSession, LoginHost {
       if (this.state !== 'connecting') return;
       const limit = route && route.maxSessions !== undefined ? route.maxSessions : (this.ctx.options.maxSessionsPerDatabase ?? null);
       const key = keyParts.join('\0');
+      const baseline = route?.loginBaselineRows ? baselineFrames(route.loginBaselineRows) : undefined;
       try {
-        if (this.takeSlot(limit)) this.acquire(key, startup)?.then(this.onBackend, this.onConnectFailed);
-        else this.admitOverCap(limit).then(() => this.acquire(key, startup)).then(this.onBackend, this.onConnectFailed);
+        if (this.takeSlot(limit)) this.acquire(key, startup, baseline)?.then(this.onBackend, this.onConnectFailed);
+        else this.admitOverCap(limit).then(() => this.acquire(key, startup, baseline)).then(this.onBackend, this.onConnectFailed);
       } catch (err) {
         this.failClient(err);
       }
@@ -237,14 +239,14 @@ export class ClientSession implements EngineSession, LoginHost {
   }
 
   /** A backend from the pool, through the session's share (the admin's sessions take none); null if the client left. */
-  private acquire(key: string, startup: Record<string, string>): Promise<BackendConnection> | null {
+  private acquire(key: string, startup: Record<string, string>, loginBaseline?: Buffer): Promise<BackendConnection> | null {
     if (this.state !== 'connecting') return null;
     const admin = this.isAdmin;
     if (!admin) {
       this.ctx.shares.take(this.user, this.database);
       this.shareHeld = true;
     }
-    return this.ctx.pool.acquire(key, startup, admin);
+    return this.ctx.pool.acquire(key, startup, admin, loginBaseline);
   }
 
   private readonly onBackend = (backend: BackendConnection | null): void => {

@@ -3,8 +3,9 @@
 // event trigger) and applies role and database defaults (pg_db_role_setting) only then; a backend
 // reused for the next client would skip all of it. So a backend records, right after its login, what
 // the defaults it got came from (LOGIN_BASELINE, pipelined behind the startup packet; its answer is
-// read off ahead of the first client's, see server.ts), and is checked each time it is handed to
-// another client:
+// read off ahead of the first client's, see server.ts; for a warm mint's backend, the same rows read
+// by the claim before the login, ports.ts Route.loginBaselineRows), and is checked each time it is
+// handed to another client:
 //
 //   - SNAPSHOT: `pg_current_snapshot()` by FunctionCall, cheaper than `SELECT 1`. If it equals the snapshot of the
 //     backend's last full check, no transaction has completed since then, so no catalog row can have
@@ -26,25 +27,47 @@ import { serialize } from 'pg-protocol';
  * The pg_db_role_setting rows that can apply to a role (its own and ALTER ROLE ALL's), a row each:
  * which database, which role, and the row version (xmin), which any ALTER ... SET or RESET replaces.
  * Rows of other databases' (db, 0) settings are included too: changing them costs a fresh backend,
- * never a wrong default. `role`: an SQL expression whose text regrole reads as the role's name, so
- * quoted as an identifier (regrole folds an unquoted "MyRole" to myrole: another role, or none).
- * Written to be cheap on a backend whose catalog caches are cold (a warm mint's): no operator
- * (resolving `=` between oid and regrole reads every `=` operator), no sort; 0.3 ms of backend CPU
- * where the earlier one-column form took 1.1 ms.
+ * never a wrong default. `roleName`: an SQL expression of the role's name as text (SESSION_USER, or a
+ * quoted literal when read from another session: a warm mint's claim, ports.ts Route.loginBaselineRows);
+ * quote_ident makes it what regrole reads as that name (regrole folds an unquoted "MyRole" to myrole:
+ * another role, or none). Written to be cheap on a backend whose catalog caches are cold (a warm
+ * mint's): no operator (resolving `=` between oid and regrole reads every `=` operator), no sort; 0.3
+ * ms of backend CPU where the earlier one-column form took 1.1 ms.
  */
-function settingsRowsSql(role: string): string {
+export function settingsRowsSql(roleName: string): string {
   return (
     `SELECT s.setdatabase, s.setrole, s.xmin FROM pg_catalog.pg_db_role_setting s ` +
     `WHERE pg_catalog.oideq(s.setrole, '0'::pg_catalog.oid) ` +
-    `OR pg_catalog.oideq(s.setrole, ${role}::pg_catalog.regrole::pg_catalog.oid)`
+    `OR pg_catalog.oideq(s.setrole, pg_catalog.quote_ident(${roleName})::pg_catalog.regrole::pg_catalog.oid)`
   );
 }
 
-/** The session's own role, quoted as regrole reads it. */
-const SETTINGS_ROWS = settingsRowsSql('pg_catalog.quote_ident(SESSION_USER)');
+/** What a backend's own login read its defaults from. */
+const SETTINGS_ROWS = settingsRowsSql('SESSION_USER');
 
 /** Right after the login: what its defaults came from (SETTINGS_ROWS). */
 export const LOGIN_BASELINE = serialize.query(SETTINGS_ROWS);
+
+/**
+ * settingsRowsSql's rows for `role` as text, read elsewhere (a mint's claim), as the DataRows a
+ * backend would send for them: what the checks compare byte for byte.
+ */
+export function baselineFrames(rows: readonly (readonly (string | null)[])[]): Buffer {
+  const frames = rows.map((row) => {
+    const values = row.map((v) => (v === null ? null : Buffer.from(v, 'utf8')));
+    const frame = Buffer.alloc(7 + values.reduce((n, v) => n + 4 + (v?.length ?? 0), 0));
+    frame[0] = 0x44;
+    frame.writeInt32BE(frame.length - 1, 1);
+    frame.writeInt16BE(values.length, 5);
+    let at = 7;
+    for (const v of values) {
+      at = frame.writeInt32BE(v === null ? -1 : v.length, at);
+      if (v !== null) at += v.copy(frame, at);
+    }
+    return frame;
+  });
+  return Buffer.concat(frames);
+}
 
 /**
  * `pg_current_snapshot()` as a FunctionCall (no parse, no plan: half the backend's work of the same

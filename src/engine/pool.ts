@@ -166,14 +166,15 @@ export class BackendPool {
    * A backend for this key: an idle one, a new one, or one freed later (up to the wait timeout).
    * `admin`: the session may use the reserved slots too.
    */
-  acquire(key: string, startup: Record<string, string>, admin = false): Promise<BackendConnection> {
+  /** `loginBaseline`: for a new backend, its login baseline read already (server.ts start). */
+  acquire(key: string, startup: Record<string, string>, admin = false, loginBaseline?: Buffer): Promise<BackendConnection> {
     if (this.closed) return Promise.reject(new PgxError('CANNOT_CONNECT_NOW', 'the database system is shutting down'));
     const reused = this.takeIdle(key);
     if (reused) return this.checked(reused, startup);
     const limit = admin ? this.opts.maxBackends : this.opts.maxBackends - (this.opts.reserved ?? 0);
     // Closing one idle backend helps only if it brings the slots taken under this client's limit.
     if (this.total === limit) this.evictIdleOf(key);
-    if (this.total < limit) return this.openNew(key, startup);
+    if (this.total < limit) return this.openNew(key, startup, loginBaseline);
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         key,
@@ -281,12 +282,12 @@ export class BackendPool {
     for (const c of [...this.in.prepared]) this.drop(c);
   }
 
-  private openNew(key: string, startup: Record<string, string>): Promise<BackendConnection> {
+  private openNew(key: string, startup: Record<string, string>, loginBaseline?: Buffer): Promise<BackendConnection> {
     const prepared = this.takePrepared();
     let conn = prepared ?? this.fresh();
     this.setState(conn, 'connecting');
     // A pool that keeps no idle backend never hands one to a second client: no login baseline needed.
-    const baseline = this.opts.maxIdle > 0;
+    const baseline = this.opts.maxIdle > 0 && (loginBaseline ?? true);
     let started = conn.start(startup, key, baseline);
     if (prepared) {
       started = started.catch((err: unknown) => {

@@ -137,6 +137,12 @@ export interface Router {
 export interface Route {
   /** Client sessions allowed on it at once (null: no limit); overrides maxSessionsPerDatabase. */
   maxSessions?: number | null;
+  /**
+   * The login baseline's rows for the connecting role (login-check.ts settingsRowsSql), read in the
+   * transaction that gave the database its name (a warm mint's claim), so before any login to it: the
+   * new backend sends no baseline query of its own. Only ever for the role they were read for.
+   */
+  loginBaselineRows?: (string | null)[][];
 }
 
 /** Told when client sessions on a database begin and end (the janitor's grace clock). */

@@ -158,13 +158,14 @@ export class BackendConnection {
 
   /**
    * Sends the startup packet and completes the handshake (trust auth on the private socket). With
-   * `baseline`, the login baseline query goes out behind the startup packet in the same write; the
+   * `baseline` true, the login baseline query goes out behind the startup packet in the same write; the
    * backend is handed over at the login's ReadyForQuery all the same, and the baseline's answer is read
    * off ahead of the first client's (see baselinePending), so a new backend's client does not wait
-   * for a round trip it does not need. Without (a pool that keeps no idle backend), the backend never
-   * serves a second client.
+   * for a round trip it does not need. A Buffer is that answer's rows read before the login (a warm
+   * mint's claim): nothing is sent behind the startup packet. False (a pool that keeps no idle
+   * backend): the backend never serves a second client.
    */
-  start(startup: Record<string, string>, key: string, baseline = true): Promise<BackendConnection> {
+  start(startup: Record<string, string>, key: string, baseline: boolean | Buffer = true): Promise<BackendConnection> {
     const socket = this.socket;
     if (this.ended || socket.destroyed) {
       return Promise.reject(new BackendUnreachable('PostgreSQL closed the connection before its startup'));
@@ -177,7 +178,7 @@ export class BackendConnection {
       const send = (): void => {
         socket.cork();
         socket.write(serialize.startup(startup));
-        if (baseline) socket.write(LOGIN_BASELINE);
+        if (baseline === true) socket.write(LOGIN_BASELINE);
         socket.uncork();
       };
       if (socket.connecting) socket.once('connect', send);
@@ -211,9 +212,10 @@ export class BackendConnection {
             case Msg.ReadyForQuery:
               loggedIn = true;
               if (!this.loginNoticed) this.loginFrames = null;
-              if (baseline) this.checks.expectBaseline();
+              if (baseline === true) this.checks.expectBaseline();
+              else if (baseline) this.checks.adopt(baseline);
               resolve(this);
-              return baseline ? 'more' : 'done';
+              return baseline === true ? 'more' : 'done';
             default:
               return 'more';
           }

@@ -4,6 +4,7 @@
 // the test's facade on the running engine's options (which the engine reads per connection), so tests
 // go end to end through a real client; without it the engine routes no names at all.
 
+import { settingsRowsSql } from '../../src/engine/login-check.js';
 import pg from 'pg';
 import { systemClock, type Clock } from '../../src/clock.js';
 import type { ControlFunctions, Router, SessionObserver } from '../../src/engine/ports.js';
@@ -55,6 +56,7 @@ export async function startHarness(
     },
     sessionsPerDatabase: () => engine.sessionsPerDatabase(),
     closeIdleBackends: (database) => engine.closeIdleBackends(database),
+    loginBaselineSql: settingsRowsSql,
   };
   const dbs = new DisposableDatabases({
     connect: (database, user = 'postgres') => supervisor.connect(database, user),

@@ -226,6 +226,37 @@ describe('runtime: mint on connect', function () {
       expect((await h.dbs.operations.status()).pool.tpl_app!.refills).to.be.at.least(3);
     });
 
+    it("gives a warm mint's backend the login baseline its claim read: no query of its own, reused while nothing changed, replaced when a default did", async function () {
+      // A name regrole must read quoted: the claim reads this role's rows, not a lower-case twin's.
+      await h.admin.query(`CREATE ROLE "Carol" LOGIN CREATEDB; CREATE ROLE carol LOGIN; ALTER ROLE "Carol" SET statement_timeout = '9s'; ALTER ROLE carol SET statement_timeout = '8s'`);
+      await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
+      const name = 'tdb_tpl_app__baseline1';
+      const show = "SELECT current_setting('work_mem') AS work_mem, current_setting('statement_timeout') AS timeout, pg_backend_pid() AS pid";
+      const session = async (): Promise<{ work_mem: string; timeout: string; pid: number }> => {
+        const c = await connectClient(h, name, 'Carol');
+        const row = (await c.query(show)).rows[0] as { work_mem: string; timeout: string; pid: number };
+        const idle = h.rt.runtime.engine.stats().backends.idle;
+        await c.end();
+        await waitFor('its backend back in the pool', () => h.rt.runtime.engine.stats().backends.idle > idle);
+        return row;
+      };
+      const first = await connectClient(h, name, 'Carol');
+      expect((await h.dbs.operations.status()).mints.warm, 'minted warm').to.be.greaterThan(0);
+      // Before the client's first query its backend has run none: the baseline came with the claim.
+      const pid = (first as unknown as { processID: number }).processID;
+      const { rows } = await h.admin.query(`SELECT query FROM pg_stat_activity WHERE pid = ${pid}`);
+      expect(rows).to.deep.equal([['']]);
+      const idle = h.rt.runtime.engine.stats().backends.idle;
+      await first.end();
+      await waitFor('its backend idle', () => h.rt.runtime.engine.stats().backends.idle > idle);
+      // The claim's rows match what the backend's own check reads, byte for byte: it is reused.
+      expect(await session()).to.deep.equal({ work_mem: '4MB', timeout: '9s', pid });
+      await h.admin.query(`ALTER ROLE "Carol" SET work_mem = '7MB'`);
+      const changed = await session();
+      expect(changed).to.include({ work_mem: '7MB', timeout: '9s' });
+      expect(changed.pid).to.not.equal(pid);
+    });
+
     it('refuses a role without CREATEDB while spares are ready: 3D000, the spare untouched and still ready', async function () {
       await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
       const spares = async () => (await h.admin.query(`SELECT datname, pg_get_userbyid(datdba), datallowconn FROM pg_database WHERE starts_with(datname, 'pgx_spare_') ORDER BY 1`)).rows;

@@ -138,6 +138,7 @@ export class DisposableDatabases {
       permissions,
       counters,
       ...(disk ? { disk } : {}),
+      ...(opts.engine.loginBaselineSql ? { loginBaselineSql: (roleName: string) => opts.engine.loginBaselineSql!(roleName) } : {}),
       clock,
       logger: log,
     }));

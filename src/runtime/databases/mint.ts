@@ -15,7 +15,7 @@ import { databaseDoesNotExist, type MintName } from './names.js';
 import type { ClaimCheck, Permissions } from './permissions.js';
 import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
-import { postgresSqlstate, type SqlClient } from '../postgres/sql-client.js';
+import { postgresSqlstate, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 import { Tally } from './tally.js';
 import type { WarmPool } from './warm-pool.js';
 import type { DiskRoom } from '../postgres/disk-guard.js';
@@ -40,15 +40,24 @@ export interface MinterOptions {
   disk?: DiskRoom;
   clock: Clock;
   logger: Logger;
+  /**
+   * The engine's login baseline query for a role, given its name as an SQL expression
+   * (engine/login-check.ts settingsRowsSql): a claim runs it behind the rename, so the minted
+   * database's first backend needs no query of its own. None: not read.
+   */
+  loginBaselineSql?: (roleName: string) => string;
 }
 
 interface InFlight {
   user: string;
-  promise: Promise<MintOutcome>;
+  promise: Promise<Minted>;
 }
 
-/** How a mint ended: a warm or cold copy, or 'existing' when the database was there already. */
-export type MintOutcome = MintSource | 'existing';
+/** A mint's outcome, and the login baseline its claim read (engine/ports.ts Route), for `role`. */
+export interface Minted {
+  source: MintSource;
+  loginBaseline: { role: string; rows: (string | null)[][] } | null;
+}
 
 export class Minter {
   private readonly inFlight = new Map<string, InFlight>();
@@ -70,12 +79,17 @@ export class Minter {
    * Creates `name` for `user`, or joins the mint of it already running. `initial`: what its record starts
    * with (an explicit create's TTL, pin, limits), so no moment exists in which it lacks them.
    */
-  mint(name: MintName, user: string, initial: InitialSettings = {}): Promise<MintOutcome> {
+  mint(name: MintName, user: string, initial: InitialSettings = {}): Promise<MintSource> {
+    return this.minted(name, user, initial).then((m) => m.source);
+  }
+
+  /** mint(), with the login baseline a claim read (for the role it minted for). */
+  minted(name: MintName, user: string, initial: InitialSettings = {}): Promise<Minted> {
     const running = this.inFlight.get(name.name);
     if (running) {
       if (running.user === user) return running.promise;
       return running.promise.catch((err: unknown) => {
-        if (err instanceof Error && this.roleRefusals.has(err)) return this.mint(name, user, initial);
+        if (err instanceof Error && this.roleRefusals.has(err)) return this.minted(name, user, initial);
         throw err;
       });
     }
@@ -88,7 +102,7 @@ export class Minter {
     return promise;
   }
 
-  private async run(name: MintName, user: string, initial: InitialSettings): Promise<MintOutcome> {
+  private async run(name: MintName, user: string, initial: InitialSettings): Promise<Minted> {
     const { registry, permissions, counters, clock } = this.opts;
     const started = clock.monotonic();
     const template = registry.sealedTemplate(name.template);
@@ -116,12 +130,13 @@ export class Minter {
     }
     this.accept(name.name, user);
     try {
-      const source = await this.obtain(name, template, user, verified ? null : check, initial);
-      if (source !== 'refused') {
+      const minted = await this.obtain(name, template, user, verified ? null : check, initial);
+      if (minted !== 'refused') {
+        const { source } = minted;
         const ms = clock.monotonic() - started;
         counters.recordMint(source, ms);
         this.opts.logger.debug('database-minted', { database: name.name, template: template.name, owner: user, source, ms: Math.round(ms) });
-        return source;
+        return minted;
       }
     } catch (err) {
       counters.add('mints.failures');
@@ -137,7 +152,7 @@ export class Minter {
    * A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not
    * mint. `check`: how a claim checks the mint rule ('none' or null: verified already).
    */
-  private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null, initial: InitialSettings): Promise<MintSource | 'refused'> {
+  private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null, initial: InitialSettings): Promise<Minted | 'refused'> {
     const { pool } = this.opts;
     const claimCheck = check === 'none' ? null : check;
     if (pool.hasReady(template)) {
@@ -194,16 +209,19 @@ export class Minter {
   /**
    * Claims a ready spare for `name`: 'warm'; null when there is none or the claim failed; 'refused' when
    * `checkRole` (how the claim checks the mint rule) and PostgreSQL refused the role (see claimSpareSql).
+   * The claim reads the role's login baseline in the same round trip, after the rename in the same
+   * session, so before any login to the name (engine/ports.ts Route.loginBaselineRows).
    */
-  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null, initial: InitialSettings): Promise<MintSource | 'refused' | null> {
-    const { pool, logger } = this.opts;
+  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null, initial: InitialSettings): Promise<Minted | 'refused' | null> {
+    const { pool, logger, loginBaselineSql } = this.opts;
     const spare = pool.take(template);
     if (!spare) return null;
+    const baselineSql = loginBaselineSql ? `; ${loginBaselineSql(quoteLiteral(user))}` : '';
     try {
-      await client.query(claimSpareSql(spare.name, name.name, user, checkRole));
+      const { rows } = await client.query(claimSpareSql(spare.name, name.name, user, checkRole) + baselineSql);
       this.record(name, template, user, spare.generation, spare.name, initial);
       pool.handedOut(spare);
-      return 'warm';
+      return { source: 'warm', loginBaseline: baselineSql ? { role: user, rows } : null };
     } catch (err) {
       // The claim is one transaction: on 42P04 (the name exists already) or 42501 (the role may not
       // have it) the spare is untouched and goes back. Anything else makes it suspect (gone, or the
@@ -221,8 +239,9 @@ export class Minter {
   }
 
   /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
-  private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string, initial: InitialSettings): Promise<MintSource> {
-    if ((await this.claim(client, name, template, user, null, initial)) === 'warm') return 'warm';
+  private async create(client: SqlClient, name: MintName, template: TemplateRecord, user: string, initial: InitialSettings): Promise<Minted> {
+    const claimed = await this.claim(client, name, template, user, null, initial);
+    if (claimed !== null && claimed !== 'refused') return claimed;
     try {
       await createDatabase(client, createDatabaseSql(name.name, template.name, burstStrategy(template.strategy, this.opts.queue.queued), user));
     } catch (err) {
@@ -233,7 +252,7 @@ export class Minter {
     await client.query(closeToPublicSql(name.name));
     this.record(name, template, user, template.generation, null, initial);
     this.opts.pool.kick();
-    return 'cold';
+    return { source: 'cold', loginBaseline: null };
   }
 
   /**

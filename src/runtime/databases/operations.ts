@@ -176,7 +176,6 @@ export class DatabaseOperations {
     // Asking for the name again is the one way to reuse a name PGX dropped.
     await this.p.tombstones.clear(name);
     const outcome = await this.p.minter.mint(parsed, req.user, initial);
-    if (outcome === 'existing') throw duplicate();
     // The caller was promised this lifetime: on disk before the answer, not a moment later.
     await this.p.metadata.flush();
     return { name, template, source: outcome, mint_ms: Math.round((clock.monotonic() - started) * 100) / 100 };

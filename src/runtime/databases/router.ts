@@ -10,7 +10,7 @@ import { PgxError } from '../../errors.js';
 import { credentialDenied, type DatabaseCredentials } from './credentials.js';
 import type { Dropper } from './dropper.js';
 import type { Lifecycle } from './lifecycle.js';
-import type { Minter } from './mint.js';
+import type { Minted, Minter } from './mint.js';
 import { NameQueue } from './name-queue.js';
 import { databaseDoesNotExist, isReservedName, isUnderPrefix, parseMintName } from './names.js';
 import type { Registry } from './registry.js';
@@ -68,13 +68,17 @@ export class MintRouter implements Router {
     }
     // A name being dropped (idle, expired) is minted afresh once the drop is done.
     await this.o.dropper.dropping(database)?.catch(() => undefined);
+    let baseline: Minted['loginBaseline'] = null;
     if (!registry.databases.has(database)) {
       const buried = this.o.tombstones.refusal(database);
       if (buried !== null) throw buried;
-      await this.o.minter.mint(name, user);
+      baseline = (await this.o.minter.minted(name, user)).loginBaseline;
     } else registry.lastRouted.set(database, this.o.clock.now());
     const limit = registry.databases.get(database)?.connectionLimit ?? null;
-    return limit === null ? undefined : { maxSessions: limit };
+    // A mint joined by another role read the minting role's rows: this one's backend reads its own.
+    const rows = baseline !== null && baseline.role === user ? baseline.rows : undefined;
+    if (limit === null && rows === undefined) return undefined;
+    return { ...(limit !== null ? { maxSessions: limit } : {}), ...(rows !== undefined ? { loginBaselineRows: rows } : {}) };
   }
 }
 
