@@ -207,16 +207,16 @@ export class Minter {
   }
 
   /**
-   * Claims a ready spare for `name`: 'warm'; null when there is none or the claim failed; 'refused' when
-   * `checkRole` (how the claim checks the mint rule) and PostgreSQL refused the role (see claimSpareSql).
-   * The claim reads the role's login baseline in the same round trip, after the rename in the same
-   * session, so before any login to the name (engine/ports.ts Route.loginBaselineRows).
+   * Claims a ready spare for `name`: a warm Minted; null when there is none or the claim failed;
+   * 'refused' when `checkRole` (how the claim checks the mint rule) and PostgreSQL refused the role
+   * (see claimSpareSql). The claim reads the role's login baseline in the same round trip, after the
+   * rename in the same session, so before any login to the name (engine/ports.ts Route.loginBaselineRows).
    */
   private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null, initial: InitialSettings): Promise<Minted | 'refused' | null> {
     const { pool, logger, loginBaselineSql } = this.opts;
+    const baselineSql = loginBaselineSql ? `; ${loginBaselineSql(quoteLiteral(user))}` : '';
     const spare = pool.take(template);
     if (!spare) return null;
-    const baselineSql = loginBaselineSql ? `; ${loginBaselineSql(quoteLiteral(user))}` : '';
     try {
       const { rows } = await client.query(claimSpareSql(spare.name, name.name, user, checkRole) + baselineSql);
       this.record(name, template, user, spare.generation, spare.name, initial);
