@@ -22,6 +22,7 @@
 // a tenant's search_path cannot put its own functions or operators in their place.
 
 import { serialize } from 'pg-protocol';
+import { Msg } from '../wire/codes.js';
 
 /**
  * The pg_db_role_setting rows that can apply to a role (its own and ALTER ROLE ALL's), a row each:
@@ -56,7 +57,7 @@ export function baselineFrames(rows: readonly (readonly (string | null)[])[]): B
   const frames = rows.map((row) => {
     const values = row.map((v) => (v === null ? null : Buffer.from(v, 'utf8')));
     const frame = Buffer.alloc(7 + values.reduce((n, v) => n + 4 + (v?.length ?? 0), 0));
-    frame[0] = 0x44;
+    frame[0] = Msg.DataRow;
     frame.writeInt32BE(frame.length - 1, 1);
     frame.writeInt16BE(values.length, 5);
     let at = 7;
