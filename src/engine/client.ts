@@ -5,7 +5,7 @@
 
 import net from 'node:net';
 import tls from 'node:tls';
-import { ENCRYPTION_ACCEPTED, READY_IDLE, backendKeyData } from '../wire/backend.js';
+import { ENCRYPTION_ACCEPTED, READY_IDLE, backendKeyData, dataRows } from '../wire/backend.js';
 import { errorResponse } from '../wire/error-response.js';
 import { ProtocolError } from '../wire/frontend.js';
 import { PgxError, asPgxError } from '../errors.js';
@@ -17,7 +17,6 @@ import { ClientLogin, type LoginHost } from './client-login.js';
 import type { EngineContext } from './context.js';
 import type { ClientReader, ClientState, EngineSession } from './session-types.js';
 import { giveReadBuffer, largeReadBuffers, smallReadBuffers } from './read-buffers.js';
-import { baselineFrames } from './login-check.js';
 
 /** How long a closing client may take to read its last bytes before its socket is destroyed. */
 const CLOSE_GRACE_MS = 5000;
@@ -228,7 +227,8 @@ export class ClientSession implements EngineSession, LoginHost {
       if (this.state !== 'connecting') return;
       const limit = route && route.maxSessions !== undefined ? route.maxSessions : (this.ctx.options.maxSessionsPerDatabase ?? null);
       const key = keyParts.join('\0');
-      const baseline = route?.loginBaselineRows ? baselineFrames(route.loginBaselineRows) : undefined;
+      // As the DataRows the backend's own baseline query would send: the checks compare them byte for byte.
+      const baseline = route?.loginBaselineRows ? dataRows(route.loginBaselineRows) : undefined;
       try {
         if (this.takeSlot(limit)) this.acquire(key, startup, baseline)?.then(this.onBackend, this.onConnectFailed);
         else this.admitOverCap(limit).then(() => this.acquire(key, startup, baseline)).then(this.onBackend, this.onConnectFailed);

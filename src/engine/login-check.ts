@@ -22,7 +22,6 @@
 // a tenant's search_path cannot put its own functions or operators in their place.
 
 import { serialize } from 'pg-protocol';
-import { Msg } from '../wire/codes.js';
 
 /**
  * The pg_db_role_setting rows that can apply to a role (its own and ALTER ROLE ALL's), a row each:
@@ -48,27 +47,6 @@ const SETTINGS_ROWS = settingsRowsSql('SESSION_USER');
 
 /** Right after the login: what its defaults came from (SETTINGS_ROWS). */
 export const LOGIN_BASELINE = serialize.query(SETTINGS_ROWS);
-
-/**
- * settingsRowsSql's rows for `role` as text, read elsewhere (a mint's claim), as the DataRows a
- * backend would send for them: what the checks compare byte for byte.
- */
-export function baselineFrames(rows: readonly (readonly (string | null)[])[]): Buffer {
-  const frames = rows.map((row) => {
-    const values = row.map((v) => (v === null ? null : Buffer.from(v, 'utf8')));
-    const frame = Buffer.alloc(7 + values.reduce((n, v) => n + 4 + (v?.length ?? 0), 0));
-    frame[0] = Msg.DataRow;
-    frame.writeInt32BE(frame.length - 1, 1);
-    frame.writeInt16BE(values.length, 5);
-    let at = 7;
-    for (const v of values) {
-      at = frame.writeInt32BE(v === null ? -1 : v.length, at);
-      if (v !== null) at += v.copy(frame, at);
-    }
-    return frame;
-  });
-  return Buffer.concat(frames);
-}
 
 /**
  * `pg_current_snapshot()` as a FunctionCall (no parse, no plan: half the backend's work of the same

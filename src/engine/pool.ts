@@ -164,9 +164,9 @@ export class BackendPool {
 
   /**
    * A backend for this key: an idle one, a new one, or one freed later (up to the wait timeout).
-   * `admin`: the session may use the reserved slots too.
+   * `admin`: the session may use the reserved slots too. `loginBaseline`: for a new backend, its login
+   * baseline read already (server.ts start).
    */
-  /** `loginBaseline`: for a new backend, its login baseline read already (server.ts start). */
   acquire(key: string, startup: Record<string, string>, admin = false, loginBaseline?: Buffer): Promise<BackendConnection> {
     if (this.closed) return Promise.reject(new PgxError('CANNOT_CONNECT_NOW', 'the database system is shutting down'));
     const reused = this.takeIdle(key);

@@ -56,6 +56,28 @@ export function backendKeyData(pid: number, secret: number | Buffer): Buffer {
   return w.end(start).flush();
 }
 
+/**
+ * DataRow messages, back to back, for rows of text values (null: SQL NULL): what PostgreSQL sends for
+ * them, so rows read elsewhere (a mint's claim) compare byte for byte with a backend's own answer.
+ */
+export function dataRows(rows: readonly (readonly (string | null)[])[]): Buffer {
+  const w = new MessageWriter();
+  for (const row of rows) {
+    const start = w.begin(Msg.DataRow);
+    w.int16(row.length);
+    for (const value of row) {
+      if (value === null) {
+        w.int32(-1);
+        continue;
+      }
+      const bytes = Buffer.from(value, 'utf8');
+      w.int32(bytes.length).bytes(bytes);
+    }
+    w.end(start);
+  }
+  return w.flush();
+}
+
 export function readyForQuery(status: TxStatus): Buffer {
   const w = new MessageWriter(6);
   const start = w.begin(Msg.ReadyForQuery);

@@ -13,6 +13,7 @@ import {
   authenticationSASLContinue,
   authenticationSASLFinal,
   backendKeyData,
+  dataRows,
   negotiateProtocolVersion,
   parameterStatus,
   readyForQuery,
@@ -42,6 +43,15 @@ describe('wire/backend: writers', () => {
     expectBytes(readyForQuery(TxStatus.Failed), hex('5a 00000005 45'));
     const msgs = await expectSameAtEverySplit(Buffer.concat([READY_IDLE, readyForQuery(TxStatus.InBlock), readyForQuery(TxStatus.Failed)]));
     expect(msgs.map((m) => m.status)).to.deep.equal(['I', 'T', 'E']);
+  });
+
+  it('DataRow: D, length, Int16 column count, each value as Int32 length and bytes (-1: NULL), rows back to back', async () => {
+    const rows = dataRows([['1262', null], ['é']]);
+    // 4 + 2 + (4 + 4) + 4 = 18; 4 + 2 + (4 + 2) = 12 ("é" is two bytes in UTF-8)
+    expectBytes(rows, hex('44 00000012 0002 00000004 31323632 ffffffff  44 0000000c 0001 00000002 c3a9'));
+    expectBytes(dataRows([]), hex(''));
+    const msgs = await expectSameAtEverySplit(rows);
+    expect(msgs.map((m) => m.fields)).to.deep.equal([['1262', null], ['é']]);
   });
 
   it('the answer to SSLRequest / GSSENCRequest is the single byte N', () => {

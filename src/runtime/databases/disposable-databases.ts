@@ -138,7 +138,7 @@ export class DisposableDatabases {
       permissions,
       counters,
       ...(disk ? { disk } : {}),
-      ...(opts.engine.loginBaselineSql ? { loginBaselineSql: (roleName: string) => opts.engine.loginBaselineSql!(roleName) } : {}),
+      ...(opts.engine.loginBaselineSql ? { loginBaselineSql: opts.engine.loginBaselineSql } : {}),
       clock,
       logger: log,
     }));

@@ -35,7 +35,7 @@ export interface EngineSessions {
   /** Closes the engine's idle pooled backends on `database`; returns how many. */
   closeIdleBackends(database: string): number;
   /** The engine's login baseline query for a role (see Minter's loginBaselineSql); none: not read at mint. */
-  loginBaselineSql?(roleName: string): string;
+  loginBaselineSql?: (roleName: string) => string;
 }
 
 export interface Termination {
