@@ -521,7 +521,12 @@ function render(r: Meta & Body) {
     const x = at(s, state);
     if (!x) return '-';
     const kinds = Object.entries(x.memory.byKind).sort((a, b) => b[1].pss_mb - a[1].pss_mb);
-    return kinds.map(([k, v]) => `${k}${v.count > 1 ? ` x${v.count}` : ''} ${v.pss_mb.toFixed(1)}`).join(', ') + (x.heapMB !== undefined ? `; node heap after GC ${x.heapMB} MB` : '');
+    const shared = x.memory.neighbours ? Object.entries(x.memory.neighbours).map(([program, count]) => `${count} ${program}`) : [];
+    return (
+      kinds.map(([k, v]) => `${k}${v.count > 1 ? ` x${v.count}` : ''} ${v.pss_mb.toFixed(1)}`).join(', ') +
+      (x.heapMB !== undefined ? `; node heap after GC ${x.heapMB} MB` : '') +
+      (shared.length > 0 ? `; of it file-backed ${x.memory.file_mb.toFixed(1)}, shared with ${shared.join(' and ')} processes outside the tree` : '')
+    );
   };
   const cpuSplit = (s: System): string =>
     Object.entries(s.idle.byKind)

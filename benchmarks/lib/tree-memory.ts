@@ -3,7 +3,7 @@
 // sum as src/runtime/memory.ts's measureTree (which the status document reports); the split reads
 // each process's title from /proc/PID/cmdline, which PostgreSQL sets to "postgres: <what>".
 
-import { readFile } from 'node:fs/promises';
+import { readFile, readdir, readlink } from 'node:fs/promises';
 import { processTree } from '../../src/runtime/postgres/memory.js';
 
 export interface KindMemory {
@@ -22,6 +22,12 @@ export interface TreeBreakdown {
   byKind: Record<string, KindMemory>;
   /** Each process, so two readings of one tree show which process grew. */
   perProcess: ProcessMemory[];
+  /**
+   * Processes outside the tree running one of the tree's programs, by program (node, postgres): each
+   * takes its share of the pages of the program it maps, so file_mb falls as they rise. A runtime alone
+   * on a machine pays its node binary's touched pages (about 40 MB) in full. Absent before 2026-12-03.
+   */
+  neighbours?: Record<string, number>;
 }
 
 export interface ProcessMemory {
@@ -95,5 +101,17 @@ export async function treeBreakdown(root: number): Promise<TreeBreakdown> {
     }
   }
   for (const k of Object.values(byKind)) (k.pss_mb = Math.round(k.pss_mb * 10) / 10), (k.file_mb = Math.round(k.file_mb * 10) / 10);
-  return { pss_mb: Math.round((pss / 1024) * 10) / 10, file_mb: Math.round((file / 1024) * 10) / 10, rss_mb: Math.round((rss / 1024) * 10) / 10, processes, byKind, perProcess };
+  const neighbours = await programNeighbours(perProcess.map((p) => p.pid));
+  return { pss_mb: Math.round((pss / 1024) * 10) / 10, file_mb: Math.round((file / 1024) * 10) / 10, rss_mb: Math.round((rss / 1024) * 10) / 10, processes, byKind, perProcess, neighbours };
+}
+
+/** How many processes outside `tree` run each program (by its file name) that a process of `tree` runs. */
+async function programNeighbours(tree: number[]): Promise<Record<string, number>> {
+  const exe = (pid: number | string): Promise<string | null> => readlink(`/proc/${pid}/exe`).catch(() => null);
+  const programs = new Set((await Promise.all(tree.map(exe))).filter((e): e is string => e !== null));
+  const inTree = new Set(tree.map(String));
+  const counts: Record<string, number> = Object.fromEntries([...programs].map((p) => [p.split('/').pop()!, 0]));
+  const others = (await readdir('/proc')).filter((d) => /^\d+$/.test(d) && !inTree.has(d));
+  for (const e of await Promise.all(others.map(exe))) if (e !== null && programs.has(e)) counts[e.split('/').pop()!]!++;
+  return counts;
 }

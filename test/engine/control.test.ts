@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import pg from 'pg';
 import net from 'node:net';
 import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { parse, serialize } from 'pg-protocol';
 import type { BackendMessage } from 'pg-protocol/dist/messages.js';
 import postgres from 'postgres';
@@ -231,6 +232,20 @@ describe('engine/control: recognising control calls', () => {
     expect(sql).to.equal(
       "DO $pgx0$BEGIN RAISE EXCEPTION USING ERRCODE = E'22023', MESSAGE = E'a ''b'' \\\\c $pgx$', HINT = E'h'; END$pgx0$",
     );
+  });
+
+  it('loads the SQL parser on the first statement that mentions a control function, not with the runtime', () => {
+    // A fresh process: this one has long loaded it. start.js brings in every module `pgx start` runs.
+    const script = `
+      import { createRequire } from 'node:module';
+      const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes('/pgsql-ast-parser/'));
+      await import(${JSON.stringify(new URL('../../src/cli/start.js', import.meta.url).href)});
+      const atStart = loaded();
+      const { planQuery } = await import(${JSON.stringify(new URL('../../src/engine/control.js', import.meta.url).href)});
+      const plan = planQuery('SELECT pgx_runtime_status()', false);
+      console.log(JSON.stringify({ atStart, afterCall: loaded(), calls: plan.calls.length }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).to.deep.equal({ atStart: false, afterCall: true, calls: 1 });
   });
 });
 
