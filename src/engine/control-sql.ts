@@ -100,9 +100,10 @@ export type QueryPlan = { calls: ControlCall[] } | { before: string; refused: Ra
 
 export function planQuery(sql: string, allowParams: boolean): QueryPlan | null {
   const { masked, values } = maskLiterals(sql);
+  const { parse } = sqlParser();
   let statements: Statement[];
   try {
-    statements = sqlParser().parse(masked, { locationTracking: true });
+    statements = parse(masked, { locationTracking: true });
   } catch {
     return null;
   }
