@@ -16,6 +16,7 @@ import postgres from 'postgres';
 import { PgxError } from '../../src/errors.js';
 import { Engine } from '../../src/engine/listener.js';
 import { mentionsControl, planQuery, raiseStatement, recognize } from '../../src/engine/control.js';
+import { parsedPlan, plainCall } from '../../src/engine/control-sql.js';
 import { maskLiterals } from '../../src/engine/literals.js';
 import type { Caller, ControlFunction, ControlFunctions } from '../../src/engine/ports.js';
 import { directConnection, directEnv, runCommand, type CommandResult } from '../helpers/commands.js';
@@ -140,6 +141,30 @@ describe('engine/control: recognising control calls', () => {
     );
   });
 
+  it('reads a plain call without the parser exactly as the parser reads it', () => {
+    // Near the plain shape and just off it: the fast reading must agree with the parser's wherever it
+    // answers, and answer for the shapes clients send most.
+    const space = fc.constantFrom(' ', '  ', '\t', '\n', '\r\n', '\f', '\v', '\u00a0', '');
+    const name = fc.constantFrom('pgx_drop_database', 'PGX_Drop_Database', 'pgx_runtime_status', 'pgrust_pin_database', 'pgx_snapshot_database', 'pgx_unknown', '"pgx_drop_database"');
+    const text = fc.array(fc.constantFrom('a', "'", "''", '\\', '$', ' ', '\n', '☃', ','), { maxLength: 6 }).map((parts) => parts.join(''));
+    const arg = fc.oneof(fc.constantFrom('$1', '$2', '$0', '$01', 'NULL', 'true', "E'x'"), text.map((t) => `'${t}'`));
+    const call = fc
+      .tuple(space, fc.constantFrom('SELECT', 'select', 'SeLeCt'), space, name, space, fc.array(fc.tuple(arg, space), { maxLength: 4 }), space, fc.constantFrom('', ';', '; ', ' AS x', ';;', ' -- c'))
+      .map(([s1, select, s2, fn, s3, args, s4, end]) => `${s1}${select}${s2}${fn}${s3}(${args.map(([a, sp]) => `${sp}${a}`).join(',')}${s4})${end}`);
+    let plain = 0;
+    fc.assert(
+      fc.property(call, fc.boolean(), (sql, allowParams) => {
+        const fast = plainCall(sql, allowParams);
+        if (fast === null) return;
+        plain++;
+        expect({ calls: [fast] }, JSON.stringify(sql)).to.deep.equal(parsedPlan(sql, allowParams));
+      }),
+      { numRuns: 3000 },
+    );
+    expect(plain).to.be.greaterThan(30);
+    expect(plainCall('SELECT pgx_drop_database($1)', true)).to.deep.equal({ fn: 'drop_database', column: 'pgx_drop_database', args: [{ param: 0 }] });
+  });
+
   it('leaves everything else to PostgreSQL', () => {
     for (const sql of [
       "SELECT 'pgx_seal_template(1)'",
@@ -234,7 +259,7 @@ describe('engine/control: recognising control calls', () => {
     );
   });
 
-  it('loads the SQL parser on the first statement that mentions a control function, not with the runtime', () => {
+  it('loads the SQL parser on the first statement that needs it, not with the runtime', () => {
     // A fresh process: this one has long loaded it. start.js brings in every module `pgx start` runs.
     const script = `
       import { createRequire } from 'node:module';
@@ -242,10 +267,13 @@ describe('engine/control: recognising control calls', () => {
       await import(${JSON.stringify(new URL('../../src/cli/start.js', import.meta.url).href)});
       const atStart = loaded();
       const { planQuery } = await import(${JSON.stringify(new URL('../../src/engine/control.js', import.meta.url).href)});
-      const plan = planQuery('SELECT pgx_runtime_status()', false);
-      console.log(JSON.stringify({ atStart, afterCall: loaded(), calls: plan.calls.length }));`;
+      const plain = planQuery('SELECT pgx_runtime_status()', false);
+      const afterPlain = loaded();
+      const aliased = planQuery('SELECT pgx_runtime_status() AS status', false);
+      console.log(JSON.stringify({ atStart, afterPlain, afterAliased: loaded(), calls: plain.calls.length + aliased.calls.length }));`;
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
-    expect(JSON.parse(out)).to.deep.equal({ atStart: false, afterCall: true, calls: 1 });
+    // A plain call is read without it (plainCall); one with an alias needs it.
+    expect(JSON.parse(out)).to.deep.equal({ atStart: false, afterPlain: false, afterAliased: true, calls: 2 });
   });
 });
 
