@@ -16,7 +16,7 @@ import postgres from 'postgres';
 import { PgxError } from '../../src/errors.js';
 import { Engine } from '../../src/engine/listener.js';
 import { mentionsControl, planQuery, raiseStatement, recognize } from '../../src/engine/control.js';
-import { parsedPlan, plainCall } from '../../src/engine/control-sql.js';
+import { MAX_PARSED_TOKENS, parsedPlan, plainCall } from '../../src/engine/control-sql.js';
 import { maskLiterals } from '../../src/engine/literals.js';
 import type { Caller, ControlFunction, ControlFunctions } from '../../src/engine/ports.js';
 import { directConnection, directEnv, runCommand, type CommandResult } from '../helpers/commands.js';
@@ -175,6 +175,19 @@ describe('engine/control: recognising control calls', () => {
       expect(plainCall(`${head}${spaces}${tail}`, true)).to.equal(null);
       expect(performance.now() - started, JSON.stringify(head)).to.be.below(1000);
     }
+  });
+
+  it('parses no SQL of more than MAX_PARSED_TOKENS tokens, whose parse time grows faster than its length', () => {
+    // 16,000 arguments took the parser 13 s of the event loop every tenant shares.
+    const long = `SELECT pgx_drop_database(${'1,'.repeat(16_000)}1)`;
+    const started = performance.now();
+    expect(planQuery(long, true)).to.equal(null);
+    expect(performance.now() - started).to.be.below(1000);
+    // Up to the cap, several calls in one Query are still read: 51 calls of 5 tokens each.
+    const calls = (n: number): string => 'SELECT pgx_runtime_status();'.repeat(n);
+    expect(MAX_PARSED_TOKENS).to.equal(256);
+    expect(recognize(calls(51), false)).to.have.length(51);
+    expect(recognize(calls(52), false)).to.equal(null);
   });
 
   it('leaves everything else to PostgreSQL', () => {
@@ -490,6 +503,15 @@ describe('engine/control: control functions through the engine', function () {
       expect(await c.query('SELECT 1').catch((e: unknown) => (e as pg.DatabaseError).code)).to.equal('25P02');
       await c.query('ROLLBACK');
       expect((await c.query({ text: `SELECT $1::int AS n${PAD}`, values: [7] })).rows).to.deep.equal([{ n: 7 }]);
+      expect(control.calls).to.deep.equal([]);
+    });
+
+    it('a call in SQL too long to parse is 0A000 with the hint; the session goes on', async function () {
+      const c = await pgClient();
+      const text = `SELECT pgx_pin_database(${"'a' || ".repeat(5_000)}'a')`;
+      const err = await c.query(text).catch((e: unknown) => e as pg.DatabaseError);
+      expect(err).to.include({ code: '0A000', message: "pgx_pin_database() must be called as SELECT pgx_pin_database('database') in a query of its own, under 1 MiB" });
+      expect((await c.query('SELECT 1 AS one')).rows).to.deep.equal([{ one: 1 }]);
       expect(control.calls).to.deep.equal([]);
     });
 
