@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ApiClient } from '../../src/api/client.js';
+import { probeStorage } from '../../src/runtime/postgres/storage-probe.js';
 import { runCommand, waitFor } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -86,6 +87,20 @@ for (const filesystem of CLONING_FILESYSTEMS) describe(`runtime: copy-on-write d
     const storage = (JSON.parse(doctor.stdout) as { checks: { name: string; verdict: string; detail: string }[] }).checks.find((c) => c.name === 'storage');
     expect(storage?.verdict).to.equal('ok');
     expect(storage?.detail).to.include(`${filesystem.name} clones files copy-on-write`);
+  });
+
+  it('still finds clones when another writer takes space between its readings of free space', async function () {
+    // The other writer, made exact: the first reading after a clone sees 8 MB less free space than the
+    // filesystem has (a second runtime's initdb beside the probe); the later readings are the
+    // filesystem's own. One try would call that clone a full copy.
+    let readings = 0;
+    const free = async (dir: string): Promise<number> => {
+      const s = await fs.promises.statfs(dir);
+      readings++;
+      return s.bfree * s.bsize - (readings === 2 ? 8 * MB : 0);
+    };
+    expect(await probeStorage(mountPoint, free)).to.include({ filesystem: filesystem.name, clone: true });
+    expect(readings).to.equal(4);
   });
 
   // The issue's bar: a branch of a 200 MB template adds <= 5 MB of used space (df after a checkpoint

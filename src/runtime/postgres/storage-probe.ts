@@ -36,7 +36,17 @@ const PROBE_BYTES = 8 * 1024 * 1024;
 const HOW_TO_GET_CLONES =
   'For copy-on-write databases put the data directory on XFS (mkfs.xfs -m reflink=1), btrfs, or OpenZFS >= 2.2 with zfs_bclone_enabled=1.';
 
-export async function probeStorage(dir: string): Promise<StorageCapability> {
+/**
+ * Clones tried before a verdict of "full copy". Another writer on the same filesystem (a second
+ * runtime's initdb on a shared volume, or a dataset of the same ZFS pool) can take more than half the
+ * probe's size between the two readings of free space and make one clone look like a full copy: two
+ * runtimes started side by side on one XFS image had one of them find no clones and copy every
+ * database in full. A full copy has to look like one every time; a clone needs to look like one once.
+ */
+const ATTEMPTS = 3;
+
+/** `free`: the filesystem's free bytes (a parameter so a test can be the other writer). */
+export async function probeStorage(dir: string, free: (dir: string) => Promise<number> = freeBytes): Promise<StorageCapability> {
   const stat = await fsp.statfs(dir);
   const filesystem = FILESYSTEMS[stat.type] ?? `unknown (0x${stat.type.toString(16)})`;
   if (filesystem === 'zfs' && zfsCloningDisabled()) {
@@ -50,21 +60,25 @@ export async function probeStorage(dir: string): Promise<StorageCapability> {
   const copy = `${source}.clone`;
   try {
     await writeSynced(source, randomBytes(PROBE_BYTES));
-    const before = await freeBytes(dir);
-    try {
-      await fsp.copyFile(source, copy, constants.COPYFILE_FICLONE_FORCE);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? 'error';
-      return { filesystem, clone: false, detail: `${filesystem} cannot clone files here (FICLONE: ${code}). ${HOW_TO_GET_CLONES}` };
+    let used = Infinity;
+    for (let attempt = 0; attempt < ATTEMPTS && used > PROBE_BYTES / 2; attempt++) {
+      await fsp.rm(copy, { force: true });
+      const before = await free(dir);
+      try {
+        await fsp.copyFile(source, copy, constants.COPYFILE_FICLONE_FORCE);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? 'error';
+        return { filesystem, clone: false, detail: `${filesystem} cannot clone files here (FICLONE: ${code}). ${HOW_TO_GET_CLONES}` };
+      }
+      const handle = await fsp.open(copy, 'r+');
+      await handle.sync().finally(() => handle.close());
+      used = Math.min(used, before - (await free(dir)));
     }
-    const handle = await fsp.open(copy, 'r+');
-    await handle.sync().finally(() => handle.close());
-    const used = before - (await freeBytes(dir));
     if (used > PROBE_BYTES / 2) {
       return {
         filesystem,
         clone: false,
-        detail: `${filesystem} accepted a clone but it used ${Math.round(used / 1024)} KiB for ${PROBE_BYTES / 1024} KiB: a full copy, not copy-on-write. ${HOW_TO_GET_CLONES}`,
+        detail: `${filesystem} accepted a clone but it used ${Math.round(used / 1024)} KiB for ${PROBE_BYTES / 1024} KiB (the least of ${ATTEMPTS} tries): a full copy, not copy-on-write. ${HOW_TO_GET_CLONES}`,
       };
     }
     return { filesystem, clone: true, detail: `${filesystem} clones files copy-on-write: databases are created with STRATEGY FILE_COPY and file_copy_method = clone.` };
