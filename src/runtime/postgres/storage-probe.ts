@@ -57,12 +57,14 @@ export async function probeStorage(dir: string, free: (dir: string) => Promise<n
     };
   }
   const source = path.join(dir, `.pgx-clone-probe-${process.pid}`);
-  const copy = `${source}.clone`;
+  // A name per try, all removed at the end: a removed copy's blocks may be freed later (XFS and ZFS
+  // free in the background) and would make a later try's full copy look smaller than it is.
+  const copies = Array.from({ length: ATTEMPTS }, (_, i) => `${source}.clone${i}`);
   try {
     await writeSynced(source, randomBytes(PROBE_BYTES));
     let used = Infinity;
     for (let attempt = 0; attempt < ATTEMPTS && used > PROBE_BYTES / 2; attempt++) {
-      await fsp.rm(copy, { force: true });
+      const copy = copies[attempt]!;
       const before = await free(dir);
       try {
         await fsp.copyFile(source, copy, constants.COPYFILE_FICLONE_FORCE);
@@ -83,7 +85,7 @@ export async function probeStorage(dir: string, free: (dir: string) => Promise<n
     }
     return { filesystem, clone: true, detail: `${filesystem} clones files copy-on-write: databases are created with STRATEGY FILE_COPY and file_copy_method = clone.` };
   } finally {
-    await Promise.all([fsp.rm(source, { force: true }), fsp.rm(copy, { force: true })]);
+    await Promise.all([source, ...copies].map((f) => fsp.rm(f, { force: true })));
   }
 }
 
