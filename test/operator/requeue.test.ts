@@ -55,7 +55,10 @@ describe('operator: what an event requeues, and what a burst reads', function ()
     // Enough requests for the count of connections to mean something. How many depends on timing (a
     // status written once or twice, a watch echo recognised or not): 49 and 51 for 8 Branches seen.
     expect(served.length).to.be.at.least(BURST * 4);
-    expect(new Set(served.map((r) => r.connection)).size, `${served.length} requests`).to.be.below(served.length / 4);
+    // undici opens a connection for each request that finds none idle, so the count follows the burst's
+    // peak concurrency (13 for 52 requests seen once, 1 in 18 CI runs): asked of the reuse, not the
+    // count. Without sharing every request has a connection of its own and none is reused.
+    expect(new Set(served.map((r) => r.connection)).size, `${served.length} requests`).to.be.at.most(served.length / 2);
   });
 
   it("requeues a Template's Branches when their placement facts change, not when only its Branch count does", async function () {
