@@ -10,6 +10,10 @@
 // the trash's background DROP DATABASEs done), so no run leaves work to the next.
 //   postgres   CREATE DATABASE ... TEMPLATE tpl_small STRATEGY WAL_LOG on the control session, connect,
 //              the same work, DROP DATABASE: on the first runtime's own PostgreSQL, over its Unix socket
+//   work       the tenant's work alone: connect, the same work, disconnect, on databases that PG18
+//              created before the run (untimed, dropped after it). No database is made or dropped in
+//              it, so its rate is what no way of making databases can beat on this machine: the
+//              ceiling of any runtime's ratio to PostgreSQL's full lifecycle.
 // The order of the targets reverses from one worker count to the next. Reported: lifecycles per second
 // and their ratio to PostgreSQL's, each phase's p50/p99 (the mint, the drop), and the runtime's warm and
 // cold mints. With --trace the runtimes' PostgreSQL logs every statement's duration, and the statements
@@ -47,12 +51,13 @@ Options:
   -h, --help     this help
 `;
 
-const TARGETS = ['pgx-drop', 'pgx-grace', 'postgres'] as const;
+const TARGETS = ['pgx-drop', 'pgx-grace', 'postgres', 'work'] as const;
 type LifecycleTarget = (typeof TARGETS)[number];
 const LABELS: Record<LifecycleTarget, string> = {
   'pgx-drop': 'PGX, pgx_drop_database()',
   'pgx-grace': 'PGX, dropped at grace expiry',
   postgres: 'PG18 CREATE / DROP DATABASE',
+  work: "the tenant's work alone (PG18, databases made beforehand)",
 };
 const QUERIES = 20;
 const MIGRATION = [
@@ -128,7 +133,8 @@ interface Runtimes {
 const ms = (from: number): number => Math.round((performance.now() - from) * 100) / 100;
 
 function databaseName(target: LifecycleTarget, tag: string): string {
-  return target === 'postgres' ? `plain_${tag}` : `tdb_${SMALL_TEMPLATE}__${target === 'pgx-drop' ? 'd' : 'g'}${tag}`;
+  if (target === 'postgres' || target === 'work') return `${target === 'work' ? 'work' : 'plain'}_${tag}`;
+  return `tdb_${SMALL_TEMPLATE}__${target === 'pgx-drop' ? 'd' : 'g'}${tag}`;
 }
 
 /** The work a test suite does on its database: a migration in one transaction, then 20 statements. */
@@ -154,6 +160,7 @@ async function lifecycle(target: LifecycleTarget, rts: Runtimes, control: pg.Cli
   const name = databaseName(target, tag);
   let ep: Endpoint = target === 'pgx-grace' ? rts.grace.engine : rts.drop.engine;
   const started = performance.now();
+  if (target === 'work') ep = rts.drop.postgres;
   if (target === 'postgres') {
     ep = rts.drop.postgres;
     await control!.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${SMALL_TEMPLATE} STRATEGY WAL_LOG`);
@@ -166,7 +173,7 @@ async function lifecycle(target: LifecycleTarget, rts: Runtimes, control: pg.Cli
   } finally {
     await client.end().catch(() => undefined);
   }
-  if (target === 'pgx-grace') return;
+  if (target === 'pgx-grace' || target === 'work') return;
   const t = performance.now();
   await control!.query(target === 'postgres' ? `DROP DATABASE ${quoteIdent(name)}` : `SELECT pgx_drop_database(${quoteLiteral(name)})`);
   phases.drop.push(ms(t));
@@ -209,6 +216,26 @@ async function loop(
   return { ok, errors, seconds: (performance.now() - started) / 1000, phases };
 }
 
+/**
+ * For `work`: its `count` databases for `tag`, made by PG18 before the run and untimed; answers what
+ * drops them after it. Nothing to make for the other targets.
+ */
+async function madeBeforehand(target: LifecycleTarget, rts: Runtimes, count: number, tag: string): Promise<() => Promise<void>> {
+  if (target !== 'work') return async () => undefined;
+  const names = Array.from({ length: count }, (_, i) => databaseName(target, `${tag}_${i}`));
+  const each = async (sql: (name: string) => string): Promise<void> => {
+    const c = newClient(rts.drop.postgres, 'postgres');
+    await c.connect();
+    try {
+      for (const name of names) await c.query(sql(quoteIdent(name)));
+    } finally {
+      await c.end().catch(() => undefined);
+    }
+  };
+  await each((name) => `CREATE DATABASE ${name} TEMPLATE ${SMALL_TEMPLATE} STRATEGY WAL_LOG`);
+  return () => each((name) => `DROP DATABASE IF EXISTS ${name}`);
+}
+
 /** No minted database left on either runtime and both warm pools full: the next run starts alike. */
 async function settle(rts: Runtimes): Promise<void> {
   for (const rt of [rts.drop, rts.grace]) {
@@ -237,13 +264,14 @@ async function run(target: LifecycleTarget, rts: Runtimes, count: number, worker
   const rt = target === 'pgx-grace' ? rts.grace : rts.drop;
   const trace = rts.traces ? (target === 'pgx-grace' ? rts.traces.grace : rts.traces.drop) : null;
   trace?.reset();
+  const dropMade = await madeBeforehand(target, rts, count, tag);
   const before = await rt.api.status();
   const cpuBefore = await runtimesCpuMs(rts);
   const nodeBefore = runtimesNodeCpuMs(rts);
   const started = performance.now();
   const r = await loop(target, rts, count, workers, tag);
   let drainSeconds: number | undefined;
-  if (target !== 'postgres') {
+  if (target === 'pgx-drop' || target === 'pgx-grace') {
     // Counted until every database this run minted is gone from pg_database: for pgx-grace the
     // janitor's drops, for both the trash's DROP DATABASEs, which a drop's answer does not wait for.
     // Work left to the background is work the run made, so its time is the run's.
@@ -256,8 +284,9 @@ async function run(target: LifecycleTarget, rts: Runtimes, count: number, worker
   const cpuMs = (await runtimesCpuMs(rts)) - cpuBefore;
   const nodeMs = runtimesNodeCpuMs(rts) - nodeBefore;
   const after = await rt.api.status();
+  await dropMade();
   const mints =
-    target === 'postgres'
+    target === 'postgres' || target === 'work'
       ? undefined
       : { warm: after.mints.warm - before.mints.warm, cold: after.mints.cold - before.mints.cold, failures: after.mints.failures - before.mints.failures };
   return { target, workers, count, ...r, cpuMsPerLifecycle: cpuMs / Math.max(1, r.ok), nodeCpuMsPerLifecycle: nodeMs / Math.max(1, r.ok), ...(drainSeconds !== undefined ? { drainSeconds } : {}), ...(mints ? { mints } : {}), ...(trace ? { trace: trace.top(TRACE_TOP) } : {}) };
@@ -294,7 +323,9 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   if (opts.warmup > 0) {
     for (const target of TARGETS) {
       progress(`${target}: ${opts.warmup} warm-up lifecycles`);
+      const dropMade = await madeBeforehand(target, rts, opts.warmup, 'w');
       await loop(target, rts, opts.warmup, 1, 'w');
+      await dropMade();
     }
   }
   await settle(rts);
@@ -323,12 +354,13 @@ function render(r: Meta & Body) {
   const p = (values: number[], q: number): string => num(q === 50 ? median(values) : percentile(values, q));
   const workers = r.options.workers;
 
-  const rateHeader = ['workers', ...TARGETS.map((t) => `${LABELS[t]} (/s)`), 'pgx_drop_database / PG18', 'grace expiry / PG18'];
+  const rateHeader = ['workers', ...TARGETS.map((t) => `${LABELS[t]} (/s)`), 'pgx_drop_database / PG18', 'grace expiry / PG18', 'the work alone / PG18'];
   const rateRows = workers.map((w) => [
     String(w),
     ...TARGETS.map((t) => num(rate(find(t, w)))),
     times(rate(find('pgx-drop', w)) / rate(find('postgres', w))),
     times(rate(find('pgx-grace', w)) / rate(find('postgres', w))),
+    times(rate(find('work', w)) / rate(find('postgres', w))),
   ]);
   const phaseHeader = ['workers', 'target', 'ok', 'errors', 'mint p50 / p99 (ms)', 'of which CREATE DATABASE p50', 'migrate p50', '20 queries p50', 'drop p50 / p99 (ms)', 'mints warm / cold', 'drops drained after (s)', 'CPU per lifecycle (ms)', 'of which node'];
   const phaseRows = r.runs.map((x) => [
@@ -351,9 +383,12 @@ function render(r: Meta & Body) {
   for (const w of workers.filter((n) => n === 4 || n === 16)) {
     for (const t of ['pgx-drop', 'pgx-grace'] as const) {
       const ratio = rate(find(t, w)) / rate(find('postgres', w));
+      const ceiling = rate(find('work', w)) / rate(find('postgres', w));
       bars.push({
         text: `${LABELS[t]}: lifecycles/s >= 3x PG18's at ${w} workers`,
-        measured: `${num(rate(find(t, w)))} vs ${num(rate(find('postgres', w)))}/s = ${times(ratio)}`,
+        measured:
+          `${num(rate(find(t, w)))} vs ${num(rate(find('postgres', w)))}/s = ${times(ratio)}` +
+          (Number.isFinite(ceiling) ? ` (the tenant's work alone, no database made or dropped: ${num(rate(find('work', w)))}/s = ${times(ceiling)})` : ''),
         pass: ratio >= 3,
       });
     }
@@ -389,7 +424,8 @@ function render(r: Meta & Body) {
     `the other with its defaults; PG18 over its Unix socket, the engine over TCP loopback; data directories on ${r.options.reflink ? `a loop-mounted XFS image with reflink (the runtimes create with FILE_COPY and file_copy_method = clone, PG18 with its default WAL_LOG)` : 'the host filesystem'}${r.options.trace ? '; statement durations logged (--trace), which slows every target' : ''}.`;
   const note =
     `A lifecycle: mint (connect to the first \`SELECT 1\` answer; PG18: CREATE DATABASE ... STRATEGY WAL_LOG first), a migration (${MIGRATION.length - 1} CREATE TABLE and an index in one transaction), ` +
-    `${QUERIES} parameterised statements (inserts, then a join with GROUP BY), disconnect, then the drop on the worker's control session; pgx-grace has no drop call. A PGX run ends when every database ` +
+    `${QUERIES} parameterised statements (inserts, then a join with GROUP BY), disconnect, then the drop on the worker's control session; pgx-grace has no drop call. ` +
+    `"The tenant's work alone" is the connect, migration and queries without making or dropping a database, on databases PG18 made before the run (untimed): on this machine no way of making databases completes lifecycles faster, so its ratio to PG18's full lifecycle bounds every runtime's. A PGX run ends when every database ` +
     `it minted is gone from pg_database: the janitor's drops (pgx-grace, status janitor.drops) and the background DROP DATABASEs of dropped databases (status databases.trash back to 0); ` +
     `"drops drained after" is that time after the last worker finished. Lifecycles/s: successful lifecycles / the run's wall time, the drain included. ` +
     `CPU per lifecycle: user + system time of both runtimes' process trees (node, PostgreSQL and its backends) over the run, drain included, per lifecycle, and of it the runtimes' node processes (engine and runtime); the benchmark's own client is not counted.`;
