@@ -16,8 +16,9 @@
 // control function any other way (inside other SQL, with computed arguments, or as a call in a Query
 // with other statements) is refused with 0A000 and a hint on how to call it, raised where the
 // statement stands so the statements before it run as they would have: PostgreSQL would only have
-// said that the function does not exist. Anything else, including SQL the parser cannot read and
-// schema-qualified names, goes to PostgreSQL unchanged.
+// said that the function does not exist. Anything else, including SQL the parser cannot read, SQL it
+// would read otherwise than PostgreSQL (a Unicode space in a name, literals.ts) and schema-qualified
+// names, goes to PostgreSQL unchanged.
 
 import { createRequire } from 'node:module';
 import type { Expr, Statement } from 'pgsql-ast-parser';
@@ -166,7 +167,9 @@ function moreTokensThan(sql: string, max: number): boolean {
 /** planQuery by the parser alone. */
 export function parsedPlan(sql: string, allowParams: boolean): QueryPlan | null {
   if (moreTokensThan(sql, MAX_PARSED_TOKENS)) return null;
-  const { masked, values } = maskLiterals(sql);
+  const { masked, values, spaceInName } = maskLiterals(sql);
+  // The parser would split a name PostgreSQL reads whole: PostgreSQL answers for that SQL itself.
+  if (spaceInName) return null;
   const { parse } = sqlParser();
   let statements: Statement[];
   try {

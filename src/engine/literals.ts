@@ -8,19 +8,30 @@
 //
 // Anything it cannot read to the end (an unterminated literal or comment) is left as it is from there
 // on: the parser then fails too, and PostgreSQL gets the statement unchanged and answers for it.
+//
+// It also tells where the parser would read other SQL than PostgreSQL: PostgreSQL's whitespace is
+// ASCII (space, \t \n \r \f \v) and any other character from U+0080 up belongs to an identifier,
+// so `SELECT\u00a0pgx_drop_database('x')` is one name followed by a parenthesis, a syntax error; the
+// parser takes U+00A0 and the other Unicode spaces for whitespace, and would read a call there.
 
 export interface MaskedSql {
   /** The SQL with every dollar-quoted and escape string replaced by a plain literal of the same length. */
   masked: string;
   /** The value of each replaced literal, by the offset its first character (E or $) had. */
   values: Map<number, string>;
+  /** A name outside quotes holds a Unicode space (U+00A0, ...): whitespace to the parser, not to PostgreSQL. */
+  spaceInName: boolean;
 }
+
+/** Whitespace to JavaScript (and so to pgsql-ast-parser), not to PostgreSQL's scanner. */
+const UNICODE_SPACE = /[^\S \t\n\r\f\v]/;
 
 const isIdentStart = (c: string): boolean => /[A-Za-z_\u0080-\uffff]/.test(c);
 const isIdentChar = (c: string): boolean => /[A-Za-z0-9_$\u0080-\uffff]/.test(c);
 
 export function maskLiterals(sql: string): MaskedSql {
   const values = new Map<number, string>();
+  let spaceInName = false;
   let out = '';
   let copied = 0;
   let i = 0;
@@ -75,12 +86,14 @@ export function maskLiterals(sql: string): MaskedSql {
       i = end;
     } else if (isIdentChar(c)) {
       // A whole identifier or number, so that `x$1$` or `ae'` inside one is not taken for a literal.
+      const start = i;
       while (i < n && isIdentChar(sql[i]!)) i++;
+      spaceInName ||= UNICODE_SPACE.test(sql.slice(start, i));
     } else {
       i++;
     }
   }
-  return { masked: copied === 0 ? sql : out + sql.slice(copied), values };
+  return { masked: copied === 0 ? sql : out + sql.slice(copied), values, spaceInName };
 }
 
 /** `$tag$` or `$$` starting at i, or null (a `$n` parameter, or a lone `$`). */

@@ -190,6 +190,18 @@ describe('engine/control: recognising control calls', () => {
     expect(recognize(calls(52), false)).to.equal(null);
   });
 
+  it('reads a Unicode space in a name as PostgreSQL does: part of the name, not whitespace', () => {
+    // PostgreSQL's whitespace is ASCII; U+00A0 and the other Unicode spaces belong to identifiers, so
+    // these are syntax errors there. The parser took them for whitespace and read calls.
+    for (const space of ['\u00a0', '\u2003', '\u3000', '\ufeff']) {
+      for (const sql of [`SELECT${space}pgx_drop_database('x')`, `${space}SELECT pgx_drop_database('x')`, `SELECT pgx_drop_database${space}('x')`, `SELECT pgx_drop_database('x') AS${space}y`]) {
+        expect(planQuery(sql, false), JSON.stringify(sql)).to.equal(null);
+      }
+    }
+    // Inside a literal or a quoted name it is text, as it is to PostgreSQL.
+    expect(recognize("SELECT pgx_pin_database('a\u00a0b') AS \"c\u00a0d\"", false)).to.deep.equal([{ fn: 'pin_database', column: 'c\u00a0d', args: [{ value: 'a\u00a0b' }] }]);
+  });
+
   it('leaves everything else to PostgreSQL', () => {
     for (const sql of [
       "SELECT 'pgx_seal_template(1)'",
@@ -443,6 +455,12 @@ describe('engine/control: control functions through the engine', function () {
     it("forwards SQL the parser cannot read, and PostgreSQL's own syntax error comes back", async function () {
       const r = await psql(['-v', 'VERBOSITY=verbose', '-c', "SELECT pgx_seal_template(('a'"]);
       expect(r.stderr).to.contain('ERROR:  42601: syntax error at end of input');
+      expect(control.calls).to.deep.equal([]);
+    });
+
+    it("forwards a call whose name holds a Unicode space, and PostgreSQL's syntax error comes back", async function () {
+      const r = await psql(['-v', 'VERBOSITY=verbose', '-c', 'SELECT\u00a0pgx_runtime_status()']);
+      expect(r.stderr).to.match(/ERROR: {2}42601: syntax error at or near/);
       expect(control.calls).to.deep.equal([]);
     });
 
