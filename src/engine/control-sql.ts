@@ -167,9 +167,10 @@ function moreTokensThan(sql: string, max: number): boolean {
 /** planQuery by the parser alone. */
 export function parsedPlan(sql: string, allowParams: boolean): QueryPlan | null {
   if (moreTokensThan(sql, MAX_PARSED_TOKENS)) return null;
-  const { masked, values, spaceInName } = maskLiterals(sql);
-  // The parser would split a name PostgreSQL reads whole: PostgreSQL answers for that SQL itself.
-  if (spaceInName) return null;
+  const { masked, values, spaceInName, malformed } = maskLiterals(sql);
+  // PostgreSQL answers for such SQL itself: an error for malformed SQL, and a name it reads whole
+  // where the parser would split it.
+  if (malformed || spaceInName) return null;
   const { parse } = sqlParser();
   let statements: Statement[];
   try {

@@ -202,6 +202,14 @@ describe('engine/control: recognising control calls', () => {
     expect(recognize("SELECT pgx_pin_database('a\u00a0b') AS \"c\u00a0d\"", false)).to.deep.equal([{ fn: 'pin_database', column: 'c\u00a0d', args: [{ value: 'a\u00a0b' }] }]);
   });
 
+  it('leaves SQL PostgreSQL refuses to PostgreSQL, even where the parser would read a call in it', () => {
+    // An unterminated comment is PostgreSQL's 42601; the parser read the call before it and ignored the rest.
+    for (const sql of ['SELECT pgx_runtime_status() /* x', 'SELECT pgx_runtime_status() -- x\n/* y', "SELECT pgx_pin_database(E'\\xff')", "SELECT pgx_pin_database('a') $$"]) {
+      expect(planQuery(sql, false), JSON.stringify(sql)).to.equal(null);
+    }
+    expect(recognize('SELECT pgx_runtime_status() /* x */', false)).to.have.length(1);
+  });
+
   it('leaves everything else to PostgreSQL', () => {
     for (const sql of [
       "SELECT 'pgx_seal_template(1)'",
@@ -461,6 +469,12 @@ describe('engine/control: control functions through the engine', function () {
     it("forwards a call whose name holds a Unicode space, and PostgreSQL's syntax error comes back", async function () {
       const r = await psql(['-v', 'VERBOSITY=verbose', '-c', 'SELECT\u00a0pgx_runtime_status()']);
       expect(r.stderr).to.match(/ERROR: {2}42601: syntax error at or near/);
+      expect(control.calls).to.deep.equal([]);
+    });
+
+    it("forwards a call before an unterminated comment, and PostgreSQL's error comes back", async function () {
+      const r = await psql(['-v', 'VERBOSITY=verbose', '-c', 'SELECT pgx_runtime_status() /* x']);
+      expect(r.stderr).to.contain('ERROR:  42601: unterminated /* comment');
       expect(control.calls).to.deep.equal([]);
     });
 
