@@ -376,6 +376,39 @@ describe('engine/control: control functions through the engine', function () {
     return sql;
   }
 
+  it('reads a call only where PostgreSQL reads the same call: generated SQL, against real functions', async function () {
+    // Whatever the engine answers as calls, PostgreSQL must read as those calls too: the same function,
+    // argument and column name (realfn has real functions of the same names). SQL near the call shape,
+    // in the forms that differ between scanners: whitespace (Unicode too), comments (nested,
+    // unterminated), string forms (escape, dollar, Unicode escape, continued across a newline), aliases.
+    const direct = new pg.Client(directConnection(rt, 'realfn'));
+    await direct.connect();
+    open.push(direct);
+    const space = fc.constantFrom(' ', '\t', '\n', '\r\n', '\f', '\v', '\u00a0', '\u3000', '', '/* c */', '/* /* n */ */', '-- c\n', '/* x', '--x');
+    const literal = fc.constantFrom("'a'", "'it''s'", "E'a\\'b'", "e'\\x41'", "E'\\xff'", '$$d$$', '$t$d$t$', "U&'d\\0061'", "'a'\n'b'", "'a' 'b'", "N'a'", "B'1'", 'NULL', "'a'::text");
+    const sql = fc
+      .tuple(space, fc.constantFrom('SELECT', 'select'), space, fc.constantFrom('pgx_pin_database', 'PGX_PIN_DATABASE', '"pgx_pin_database"', 'pgrust_seal_template'), space, literal, space, fc.constantFrom('', ' AS x', ' x', ' AS "Q r"', ' "q"', ' AS'), space, fc.constantFrom('', ';', '; ', ';;'))
+      .map(([s1, sel, s2, fn, s3, lit, s4, alias, s5, end]) => `${s1}${sel}${s2}${fn}${s3}(${lit}${s4})${alias}${s5}${end}`);
+    let read = 0;
+    await fc.assert(
+      fc.asyncProperty(sql, async (text) => {
+        const calls = recognize(text, false);
+        if (calls === null) return;
+        read++;
+        const answer = (await direct.query({ text, rowMode: 'array' }).catch((e: unknown) => e)) as pg.QueryResult | Error;
+        expect(answer, JSON.stringify(text)).not.to.be.instanceOf(Error);
+        const result = Array.isArray(answer) ? (answer as pg.QueryResult[])[0]! : (answer as pg.QueryResult);
+        const [call] = calls;
+        expect(result.fields.map((f) => f.name), JSON.stringify(text)).to.deep.equal([call!.column]);
+        const arg = 'value' in call!.args[0]! ? call!.args[0]!.value : undefined;
+        // The real functions return NULL for a NULL argument ('fn:' || NULL).
+        expect(result.rows[0]?.[0], JSON.stringify(text)).to.equal(arg === null ? null : `${call!.fn}:${arg}`);
+      }),
+      { numRuns: 1500 },
+    );
+    expect(read).to.be.greaterThan(100);
+  });
+
   describe('simple protocol (psql)', function () {
     it('shows pgx_runtime_status() as a real text function would, header and all', async function () {
       const sql = 'SELECT pgx_runtime_status()';
