@@ -384,13 +384,19 @@ describe('engine/control: control functions through the engine', function () {
     const direct = new pg.Client(directConnection(rt, 'realfn'));
     await direct.connect();
     open.push(direct);
-    const space = fc.constantFrom(' ', '\t', '\n', '\r\n', '\f', '\v', '\u00a0', '\u3000', '', '/* c */', '/* /* n */ */', '-- c\n', '/* x', '--x');
-    const literal = fc.constantFrom(
-      "'a'", "'it''s'", "'a\\'", "'a\\''b'", "'a\nb'", "E'a\\'b'", "e'\\x41'", "E'\\101'", "E'\\u0041'", "E'\\xff'", '$$d$$', '$t$d$t$', '$$a$$$$b$$',
+    // Each part mostly its plain form (so that most statements are calls), else one of the others.
+    const mostly = (plain: string, ...others: string[]): fc.Arbitrary<string> =>
+      fc.oneof({ arbitrary: fc.constant(plain), weight: 3 }, { arbitrary: fc.constantFrom(...others), weight: 1 });
+    const space = mostly(' ', '\t', '\n', '\r\n', '\f', '\v', '\u00a0', '\u3000', '', '/* c */', '/* /* n */ */', '-- c\n', '/* x', '--x');
+    const literal = mostly(
+      "'a'", "name => 'a'", "name := 'a'", "VARIADIC ARRAY['a']", "'a' COLLATE \"C\"", "ALL 'a'", "'it''s'", "'a\\'", "'a\\''b'", "'a\nb'", "E'a\\'b'", "e'\\x41'", "E'\\101'", "E'\\u0041'", "E'\\xff'", '$$d$$', '$t$d$t$', '$$a$$$$b$$',
       "U&'d\\0061'", "'a'\n'b'", "'a' 'b'", "'a'--c\n'b'", "N'a'", "B'1'", "X'1'", 'NULL', "'a'::text", "('a')", "'\u00a0'",
     );
+    const select = mostly('SELECT', 'select', 'SELECT ALL', 'SELECT DISTINCT', 'TABLE', '(SELECT');
+    const name = mostly('pgx_pin_database', 'PGX_PIN_DATABASE', '"pgx_pin_database"', '"PGX_PIN_DATABASE"', 'pgrust_seal_template', 'public.pgx_pin_database');
+    const alias = mostly('', ' AS x', ' x', ' AS "Q r"', ' "q"', ' AS', ' AS select', ' select', ' AS user', ' user', ' AS x y', ' AS 1', ' AS ""', ' AS U&"x"', ' AS "a""b"');
     const sql = fc
-      .tuple(space, fc.constantFrom('SELECT', 'select'), space, fc.constantFrom('pgx_pin_database', 'PGX_PIN_DATABASE', '"pgx_pin_database"', '"PGX_PIN_DATABASE"', 'pgrust_seal_template', 'public.pgx_pin_database'), space, literal, space, fc.constantFrom('', ' AS x', ' x', ' AS "Q r"', ' "q"', ' AS'), space, fc.constantFrom('', ';', '; ', ';;'))
+      .tuple(space, select, space, name, space, literal, space, alias, space, mostly('', ';', '; ', ';;'))
       .map(([s1, sel, s2, fn, s3, lit, s4, alias, s5, end]) => `${s1}${sel}${s2}${fn}${s3}(${lit}${s4})${alias}${s5}${end}`);
     let read = 0;
     await fc.assert(
