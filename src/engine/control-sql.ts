@@ -17,8 +17,8 @@
 // with other statements) is refused with 0A000 and a hint on how to call it, raised where the
 // statement stands so the statements before it run as they would have: PostgreSQL would only have
 // said that the function does not exist. Anything else, including SQL the parser cannot read, SQL it
-// would read otherwise than PostgreSQL (a Unicode space in a name, literals.ts) and schema-qualified
-// names, goes to PostgreSQL unchanged.
+// would read otherwise than PostgreSQL (a Unicode space in a name, an unterminated comment after a
+// call: literals.ts) and schema-qualified names, goes to PostgreSQL unchanged.
 
 import { createRequire } from 'node:module';
 import type { Expr, Statement } from 'pgsql-ast-parser';

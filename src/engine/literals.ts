@@ -46,7 +46,6 @@ const isIdentChar = (c: string): boolean => {
 export function maskLiterals(sql: string): MaskedSql {
   const values = new Map<number, string>();
   let spaceInName = false;
-  let malformed = false;
   let out = '';
   let copied = 0;
   let i = 0;
@@ -71,33 +70,21 @@ export function maskLiterals(sql: string): MaskedSql {
       i = end;
     } else if (c === '/' && sql[i + 1] === '*') {
       const end = skipBlockComment(sql, i);
-      if (end < 0) {
-        malformed = true;
-        break;
-      }
+      if (end < 0) break;
       blank(i, end);
       i = end;
     } else if (c === "'") {
       const end = skipPlain(sql, i);
-      if (end < 0) {
-        malformed = true;
-        break;
-      }
+      if (end < 0) break;
       i = end;
     } else if (c === '"') {
       const end = sql.indexOf('"', i + 1);
-      if (end < 0) {
-        malformed = true;
-        break;
-      }
+      if (end < 0) break;
       // A doubled quote inside is read as two quoted runs, which skips it just the same.
       i = end + 1;
     } else if ((c === 'E' || c === 'e') && sql[i + 1] === "'" && !isIdentChar(prev)) {
       const read = readEscape(sql, i + 2);
-      if (read === null) {
-        malformed = true;
-        break;
-      }
+      if (read === null) break;
       replace(i, read.end, read.value);
       i = read.end;
     } else if (c === '$' && !isIdentChar(prev)) {
@@ -107,10 +94,7 @@ export function maskLiterals(sql: string): MaskedSql {
         continue;
       }
       const close = sql.indexOf(tag, i + tag.length);
-      if (close < 0) {
-        malformed = true;
-        break;
-      }
+      if (close < 0) break;
       const end = close + tag.length;
       replace(i, end, sql.slice(i + tag.length, close));
       i = end;
@@ -123,7 +107,8 @@ export function maskLiterals(sql: string): MaskedSql {
       i++;
     }
   }
-  return { masked: copied === 0 ? sql : out + sql.slice(copied), values, spaceInName, malformed };
+  // Only a construct that does not end stops the walk early.
+  return { masked: copied === 0 ? sql : out + sql.slice(copied), values, spaceInName, malformed: i < n };
 }
 
 /** `$tag$` or `$$` starting at i, or null (a `$n` parameter, or a lone `$`). */
