@@ -133,7 +133,8 @@ interface Runtimes {
 const ms = (from: number): number => Math.round((performance.now() - from) * 100) / 100;
 
 function databaseName(target: LifecycleTarget, tag: string): string {
-  if (target === 'postgres' || target === 'work') return `${target === 'work' ? 'work' : 'plain'}_${tag}`;
+  if (target === 'work') return `work_${tag}`;
+  if (target === 'postgres') return `plain_${tag}`;
   return `tdb_${SMALL_TEMPLATE}__${target === 'pgx-drop' ? 'd' : 'g'}${tag}`;
 }
 
@@ -158,11 +159,9 @@ async function migrateAndQuery(c: pg.Client, phases: Phases): Promise<void> {
 /** One lifecycle; throws on the first failure (the worker counts it). */
 async function lifecycle(target: LifecycleTarget, rts: Runtimes, control: pg.Client | null, tag: string, phases: Phases): Promise<void> {
   const name = databaseName(target, tag);
-  let ep: Endpoint = target === 'pgx-grace' ? rts.grace.engine : rts.drop.engine;
+  const ep: Endpoint = target === 'postgres' || target === 'work' ? rts.drop.postgres : target === 'pgx-grace' ? rts.grace.engine : rts.drop.engine;
   const started = performance.now();
-  if (target === 'work') ep = rts.drop.postgres;
   if (target === 'postgres') {
-    ep = rts.drop.postgres;
     await control!.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${SMALL_TEMPLATE} STRATEGY WAL_LOG`);
     phases.create.push(ms(started));
   }
