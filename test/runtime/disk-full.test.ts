@@ -131,6 +131,12 @@ describe('runtime: a full data filesystem (loop-mounted XFS)', function () {
     const during = await queryOnce(rt!.connection(b), 'SELECT who FROM t ORDER BY id');
     expect(during.rows.map((r: { who: string }) => r.who)).to.deep.equal(['b-before', 'b-during-1', 'b-during-2']);
 
+    // The disk stays full for what follows. While low the guard runs a CHECKPOINT, whose freed WAL can
+    // lift free space back over the line (CI run 34 minted here): another program's file takes it down
+    // to three quarters of the line, where new work is refused and nothing is canceled.
+    writeBallast(path.join(mountPoint, 'squeeze'), Math.max(0, Math.floor(freeMb(mountPoint) - 0.75 * MIN_FREE_MB)));
+    await waitFor('the disk guard to see the disk low', async () => (await rt!.runtime.databases.status()).limits.disk.state !== 'ok', 20_000);
+
     // A new mint is refused, saying why.
     let refusal: (Error & { code?: string; hint?: string }) | undefined;
     await queryOnce(rt!.connection('tdb_tpl_disk__late'), 'SELECT 1').catch((err: Error) => (refusal = err));
@@ -155,8 +161,9 @@ describe('runtime: a full data filesystem (loop-mounted XFS)', function () {
     expect(low.writes_canceled).to.be.at.least(1);
     expect(low.refusals).to.be.at.least(1);
 
-    // Space comes back (the ballast goes): the runtime takes new work again by itself.
+    // Space comes back (the other programs' files go): the runtime takes new work again by itself.
     fs.rmSync(path.join(mountPoint, 'ballast'));
+    fs.rmSync(path.join(mountPoint, 'squeeze'));
     await waitFor('the disk guard to see the space', async () => (await rt!.runtime.databases.status()).limits.disk.state === 'ok', 20_000);
     await queryOnce(rt!.connection('tdb_tpl_disk__late'), "INSERT INTO t (who) VALUES ('late')");
     expect((await queryOnce(rt!.connection('tdb_tpl_disk__late'), 'SELECT count(*)::int AS n FROM t')).rows[0].n).to.equal(1);
