@@ -389,7 +389,7 @@ describe('engine/control: control functions through the engine', function () {
       fc.oneof({ arbitrary: fc.constant(plain), weight: 3 }, { arbitrary: fc.constantFrom(...others), weight: 1 });
     const space = mostly(' ', '\t', '\n', '\r\n', '\f', '\v', '\u00a0', '\u3000', '', '/* c */', '/* /* n */ */', '-- c\n', '/* x', '--x');
     const literal = mostly(
-      "'a'", "name => 'a'", "name := 'a'", "VARIADIC ARRAY['a']", "'a' COLLATE \"C\"", "ALL 'a'", "'it''s'", "'a\\'", "'a\\''b'", "'a\nb'", "E'a\\'b'", "e'\\x41'", "E'\\101'", "E'\\u0041'", "E'\\xff'", '$$d$$', '$t$d$t$', '$$a$$$$b$$',
+      "'a'", '$1', '$1::text', "name => $1", "name => 'a'", "name := 'a'", "VARIADIC ARRAY['a']", "'a' COLLATE \"C\"", "ALL 'a'", "'it''s'", "'a\\'", "'a\\''b'", "'a\nb'", "E'a\\'b'", "e'\\x41'", "E'\\101'", "E'\\u0041'", "E'\\xff'", '$$d$$', '$t$d$t$', '$$a$$$$b$$',
       "U&'d\\0061'", "'a'\n'b'", "'a' 'b'", "'a'--c\n'b'", "N'a'", "B'1'", "X'1'", 'NULL', "'a'::text", "('a')", "'\u00a0'",
     );
     const select = mostly('SELECT', 'select', 'SELECT ALL', 'SELECT DISTINCT', 'TABLE', '(SELECT');
@@ -399,21 +399,25 @@ describe('engine/control: control functions through the engine', function () {
       .tuple(space, select, space, name, space, literal, space, alias, space, mostly('', ';', '; ', ';;'))
       .map(([s1, sel, s2, fn, s3, lit, s4, alias, s5, end]) => `${s1}${sel}${s2}${fn}${s3}(${lit}${s4})${alias}${s5}${end}`);
     let read = 0;
+    let statements = 0;
     await fc.assert(
-      fc.asyncProperty(sql, async (text) => {
-        const calls = recognize(text, false);
+      // Simple protocol (a Query), or extended (a named Parse, so that it is extended even without
+      // parameters; $1 bound to 'v').
+      fc.asyncProperty(sql, fc.boolean(), async (text, extended) => {
+        const calls = recognize(text, extended);
         if (calls === null) return;
         read++;
-        const answer = (await direct.query({ text, rowMode: 'array' }).catch((e: unknown) => e)) as pg.QueryResult | Error;
+        const query = extended ? { name: `s${statements++}`, text, values: text.includes('$1') ? ['v'] : [] } : { text };
+        const answer = (await direct.query({ ...query, rowMode: 'array' }).catch((e: unknown) => e)) as pg.QueryResult | Error;
         expect(answer, JSON.stringify(text)).not.to.be.instanceOf(Error);
         const result = Array.isArray(answer) ? (answer as pg.QueryResult[])[0]! : (answer as pg.QueryResult);
         const [call] = calls;
         expect(result.fields.map((f) => f.name), JSON.stringify(text)).to.deep.equal([call!.column]);
-        const arg = 'value' in call!.args[0]! ? call!.args[0]!.value : undefined;
+        const arg = 'value' in call!.args[0]! ? call!.args[0]!.value : call!.args[0]!.param === 0 ? 'v' : undefined;
         // The real functions return NULL for a NULL argument ('fn:' || NULL).
         expect(result.rows[0]?.[0], JSON.stringify(text)).to.equal(arg === null ? null : `${call!.fn}:${arg}`);
       }),
-      { numRuns: 2000 },
+      { numRuns: 3000 },
     );
     expect(read).to.be.greaterThan(100);
   });
