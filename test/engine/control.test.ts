@@ -395,9 +395,11 @@ describe('engine/control: control functions through the engine', function () {
     const select = mostly('SELECT', 'select', 'SELECT ALL', 'SELECT DISTINCT', 'TABLE', '(SELECT');
     const name = mostly('pgx_pin_database', 'PGX_PIN_DATABASE', '"pgx_pin_database"', '"PGX_PIN_DATABASE"', 'pgrust_seal_template', 'public.pgx_pin_database');
     const alias = mostly('', ' AS x', ' x', ' AS "Q r"', ' "q"', ' AS', ' AS select', ' select', ' AS user', ' user', ' AS x y', ' AS 1', ' AS ""', ' AS U&"x"', ' AS "a""b"');
-    const sql = fc
+    const statement = fc
       .tuple(space, select, space, name, space, literal, space, alias, space, mostly('', ';', '; ', ';;'))
       .map(([s1, sel, s2, fn, s3, lit, s4, alias, s5, end]) => `${s1}${sel}${s2}${fn}${s3}(${lit}${s4})${alias}${s5}${end}`);
+    // Mostly one statement; sometimes two or three in one Query (a Parse takes one only).
+    const sql = fc.oneof({ arbitrary: statement, weight: 2 }, { arbitrary: fc.array(statement, { minLength: 2, maxLength: 3 }).map((list) => list.join(';')), weight: 1 });
     let read = 0;
     let statements = 0;
     await fc.assert(
@@ -405,17 +407,22 @@ describe('engine/control: control functions through the engine', function () {
       // parameters; $1 bound to 'v').
       fc.asyncProperty(sql, fc.boolean(), async (text, extended) => {
         const calls = recognize(text, extended);
-        if (calls === null) return;
+        // A Parse of several calls goes to PostgreSQL, which refuses to prepare it (control.ts).
+        if (calls === null || (extended && calls.length > 1)) return;
         read++;
         const query = extended ? { name: `s${statements++}`, text, values: text.includes('$1') ? ['v'] : [] } : { text };
         const answer = (await direct.query({ ...query, rowMode: 'array' }).catch((e: unknown) => e)) as pg.QueryResult | Error;
         expect(answer, JSON.stringify(text)).not.to.be.instanceOf(Error);
-        const result = Array.isArray(answer) ? (answer as pg.QueryResult[])[0]! : (answer as pg.QueryResult);
-        const [call] = calls;
-        expect(result.fields.map((f) => f.name), JSON.stringify(text)).to.deep.equal([call!.column]);
-        const arg = 'value' in call!.args[0]! ? call!.args[0]!.value : call!.args[0]!.param === 0 ? 'v' : undefined;
-        // The real functions return NULL for a NULL argument ('fn:' || NULL).
-        expect(result.rows[0]?.[0], JSON.stringify(text)).to.equal(arg === null ? null : `${call!.fn}:${arg}`);
+        // One result per statement that returned rows (empty statements between semicolons return none).
+        const results = (Array.isArray(answer) ? (answer as pg.QueryResult[]) : [answer as pg.QueryResult]).filter((r) => r.fields.length > 0);
+        expect(results.length, JSON.stringify(text)).to.equal(calls.length);
+        calls.forEach((call, i) => {
+          const result = results[i]!;
+          expect(result.fields.map((f) => f.name), JSON.stringify(text)).to.deep.equal([call.column]);
+          const arg = 'value' in call.args[0]! ? call.args[0]!.value : call.args[0]!.param === 0 ? 'v' : undefined;
+          // The real functions return NULL for a NULL argument ('fn:' || NULL).
+          expect(result.rows[0]?.[0], JSON.stringify(text)).to.equal(arg === null ? null : `${call.fn}:${arg}`);
+        });
       }),
       { numRuns: 3000 },
     );
