@@ -410,7 +410,9 @@ describe('engine/control: control functions through the engine', function () {
         // A Parse of several calls goes to PostgreSQL, which refuses to prepare it (control.ts).
         if (calls === null || (extended && calls.length > 1)) return;
         read++;
-        const query = extended ? { name: `s${statements++}`, text, values: text.includes('$1') ? ['v'] : [] } : { text };
+        // As many values as the engine read parameters: PostgreSQL refuses a Bind with more or fewer.
+        const values = calls[0]!.args.some((arg) => 'param' in arg) ? ['v'] : [];
+        const query = extended ? { name: `s${statements++}`, text, values } : { text };
         const answer = (await direct.query({ ...query, rowMode: 'array' }).catch((e: unknown) => e)) as pg.QueryResult | Error;
         expect(answer, JSON.stringify(text)).not.to.be.instanceOf(Error);
         // One result per statement that returned rows (empty statements between semicolons return none).
