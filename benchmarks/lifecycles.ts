@@ -23,7 +23,7 @@ import type pg from 'pg';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import type { Cleanup } from './lib/cleanup.js';
 import { workSubdir } from './lib/paths.js';
-import { errorKey, newClient, openTimed, quoteIdent, quoteLiteral, type Endpoint } from './lib/pg-connect.js';
+import { errorKey, newClient, openTimed, quoteIdent, quoteLiteral, withClient, type Endpoint } from './lib/pg-connect.js';
 import { startRuntimeProcess, untilStatus, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
 import { median, percentile } from './lib/stats.js';
 import { processCpuMs, treeCpuMs } from './lib/cpu.js';
@@ -222,15 +222,10 @@ async function loop(
 async function madeBeforehand(target: LifecycleTarget, rts: Runtimes, count: number, tag: string): Promise<() => Promise<void>> {
   if (target !== 'work') return async () => undefined;
   const names = Array.from({ length: count }, (_, i) => databaseName(target, `${tag}_${i}`));
-  const each = async (sql: (name: string) => string): Promise<void> => {
-    const c = newClient(rts.drop.postgres, 'postgres');
-    await c.connect();
-    try {
+  const each = (sql: (name: string) => string): Promise<void> =>
+    withClient(rts.drop.postgres, 'postgres', async (c) => {
       for (const name of names) await c.query(sql(quoteIdent(name)));
-    } finally {
-      await c.end().catch(() => undefined);
-    }
-  };
+    });
   await each((name) => `CREATE DATABASE ${name} TEMPLATE ${SMALL_TEMPLATE} STRATEGY WAL_LOG`);
   return () => each((name) => `DROP DATABASE IF EXISTS ${name}`);
 }
