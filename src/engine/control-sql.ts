@@ -24,7 +24,7 @@ import { createRequire } from 'node:module';
 import type { Expr, Statement } from 'pgsql-ast-parser';
 import { asPgxError } from '../errors.js';
 import { CONTROL_NAMES, type ControlFunction } from './control-functions.js';
-import { maskLiterals } from './literals.js';
+import { isIdentCode, maskLiterals } from './literals.js';
 
 /** A literal argument, or a `$n` parameter (0-based) filled in from a Bind. */
 type Arg = { value: string | null } | { param: number };
@@ -156,7 +156,7 @@ function moreTokensThan(sql: string, max: number): boolean {
   let inWord = false;
   for (let i = 0; i < sql.length; i++) {
     const c = sql.charCodeAt(i);
-    const word = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x5f || c === 0x24 || c > 0x7f;
+    const word = isIdentCode(c);
     if (word ? !inWord : c > 0x20) tokens++;
     inWord = word;
     if (tokens > max) return true;
