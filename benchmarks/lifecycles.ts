@@ -9,7 +9,7 @@
 // Both PGX runs end when every database they minted is gone from pg_database (the janitor's drops and
 // the trash's background DROP DATABASEs done), so no run leaves work to the next.
 //   postgres   CREATE DATABASE ... TEMPLATE tpl_small STRATEGY WAL_LOG on the control session, connect,
-//              the same work, DROP DATABASE: on the first runtime's own PostgreSQL, over its Unix socket
+//              the same work, DROP DATABASE: on the first runtime's own PostgreSQL
 //   work       the tenant's work alone: connect, the same work, disconnect, on databases that PG18
 //              created before the run (untimed, dropped after it). No database is made or dropped in
 //              it, so its rate is what no way of making databases can beat on this machine: the
@@ -18,6 +18,8 @@
 // and their ratio to PostgreSQL's, each phase's p50/p99 (the mint, the drop), and the runtime's warm and
 // cold mints. With --trace the runtimes' PostgreSQL logs every statement's duration, and the statements
 // that took the most time in each run are kept (where the time goes; the run is slower for it).
+// Every target reaches its server over the same transport (--transport): the engine's Unix socket and
+// PostgreSQL's, or TCP loopback to both, so a relay is not compared with a socket it does not use.
 
 import type pg from 'pg';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
@@ -44,6 +46,8 @@ Options:
   --grace S      --grace of the runtime whose janitor drops (pgx-grace)             [1]
   --reflink yes|no run both runtimes (and PG18, the first runtime's PostgreSQL) on a loop-mounted
                  XFS image with reflink, the filesystems PGX is deployed on (needs root)   [no]
+  --transport unix|tcp  how every target connects: the engine's and PostgreSQL's Unix
+                 sockets, or TCP loopback to both (PostgreSQL then also listens on 127.0.0.1)  [unix]
   --trace yes|no log every statement's duration in the runtimes' PostgreSQL and keep
                  the costliest per run (slows the run; figures are for where, not how fast)  [no]
   --quick        smoke run: 20 lifecycles, workers 1,4, 1 warm-up; docs untouched
@@ -77,7 +81,11 @@ interface Options {
   graceSeconds: number;
   trace: boolean;
   reflink: boolean;
+  /** How every target connects (results from before 2026-12-03 17:00 lack it: see transportText). */
+  transport: Transport;
 }
+
+type Transport = 'unix' | 'tcp';
 
 /** Milliseconds per lifecycle, 0.01 precision, in the order the lifecycles finished. */
 interface Phases {
@@ -128,6 +136,14 @@ interface Runtimes {
   drop: RuntimeProcess;
   grace: RuntimeProcess;
   traces: { drop: StatementTrace; grace: StatementTrace } | null;
+  transport: Transport;
+}
+
+/** Where `target`'s sessions go: its runtime's engine, or the first runtime's PostgreSQL, over the run's transport. */
+function endpoint(rts: Runtimes, target: LifecycleTarget): Endpoint {
+  if (target === 'postgres' || target === 'work') return rts.drop.postgres;
+  const rt = target === 'pgx-grace' ? rts.grace : rts.drop;
+  return rts.transport === 'unix' ? rt.engineSocket! : rt.engine;
 }
 
 const ms = (from: number): number => Math.round((performance.now() - from) * 100) / 100;
@@ -159,7 +175,7 @@ async function migrateAndQuery(c: pg.Client, phases: Phases): Promise<void> {
 /** One lifecycle; throws on the first failure (the worker counts it). */
 async function lifecycle(target: LifecycleTarget, rts: Runtimes, control: pg.Client | null, tag: string, phases: Phases): Promise<void> {
   const name = databaseName(target, tag);
-  const ep: Endpoint = target === 'postgres' || target === 'work' ? rts.drop.postgres : target === 'pgx-grace' ? rts.grace.engine : rts.drop.engine;
+  const ep = endpoint(rts, target);
   const started = performance.now();
   if (target === 'postgres') {
     await control!.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${SMALL_TEMPLATE} STRATEGY WAL_LOG`);
@@ -190,7 +206,7 @@ async function loop(
   const errors: Record<string, number> = {};
   let next = 0;
   let ok = 0;
-  const controlAt: Endpoint | null = target === 'postgres' ? rts.drop.postgres : target === 'pgx-drop' ? rts.drop.engine : null;
+  const controlAt = target === 'postgres' || target === 'pgx-drop' ? endpoint(rts, target) : null;
   const started = performance.now();
   const worker = async (): Promise<void> => {
     const control = controlAt ? newClient(controlAt, 'postgres') : null;
@@ -286,6 +302,11 @@ async function run(target: LifecycleTarget, rts: Runtimes, count: number, worker
   return { target, workers, count, ...r, cpuMsPerLifecycle: cpuMs / Math.max(1, r.ok), nodeCpuMsPerLifecycle: nodeMs / Math.max(1, r.ok), ...(drainSeconds !== undefined ? { drainSeconds } : {}), ...(mints ? { mints } : {}), ...(trace ? { trace: trace.top(TRACE_TOP) } : {}) };
 }
 
+/** A runtime's listeners for the transport: the engine's Unix socket, or PostgreSQL on TCP too (for the targets on `withPostgres`'s runtime). */
+function transportOptions(transport: Transport, socketDir: string, withPostgres: boolean): { socketDir?: string; tcpPostgres?: boolean } {
+  return transport === 'unix' ? { socketDir } : { tcpPostgres: withPostgres };
+}
+
 async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
   let root = workDir;
   if (opts.reflink) {
@@ -299,14 +320,22 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   progress(`starting two PGX runtimes: its defaults, and --grace ${opts.graceSeconds}${opts.trace ? ' (statement durations logged)' : ''}`);
   // Started side by side: nothing is measured yet, and a smoke run in CI is shorter for it.
   const [drop, grace] = await Promise.all([
-    startRuntimeProcess({ workDir: dir('drop'), flags: traceFlags, ...(traces ? { onStderrLine: traces.drop.onLine } : {}) }, cleanup),
     startRuntimeProcess(
-      { workDir: dir('grace'), flags: ['--grace', String(opts.graceSeconds), ...traceFlags], ...(traces ? { onStderrLine: traces.grace.onLine } : {}) },
+      { workDir: dir('drop'), flags: traceFlags, ...transportOptions(opts.transport, dir('drop-socket'), true), ...(traces ? { onStderrLine: traces.drop.onLine } : {}) },
+      cleanup,
+    ),
+    startRuntimeProcess(
+      {
+        workDir: dir('grace'),
+        flags: ['--grace', String(opts.graceSeconds), ...traceFlags],
+        ...transportOptions(opts.transport, dir('grace-socket'), false),
+        ...(traces ? { onStderrLine: traces.grace.onLine } : {}),
+      },
       cleanup,
     ),
   ]);
   await Promise.all([buildTemplate(drop, 'small'), buildTemplate(grace, 'small')]);
-  const rts: Runtimes = { drop, grace, traces };
+  const rts: Runtimes = { drop, grace, traces, transport: opts.transport };
   const [dropStatus, graceStatus] = await Promise.all([drop.api.status(), grace.api.status()]);
   const postgresVersion = dropStatus.runtime.postgres_version;
   // The report says the runtimes clone on the image. A runtime that found otherwise would measure full
@@ -415,7 +444,7 @@ function render(r: Meta & Body) {
   const about =
     `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.postgresVersion}; template ${SMALL_TEMPLATE}; ${r.options.count} lifecycles per target and worker count ` +
     `after ${r.options.warmup} warm-up lifecycles per target; target order reversing per worker count; pgx-grace on a runtime with --grace ${r.options.graceSeconds}, ` +
-    `the other with its defaults; PG18 over its Unix socket, the engine over TCP loopback; data directories on ${r.options.reflink ? `a loop-mounted XFS image with reflink (the runtimes create with FILE_COPY and file_copy_method = clone, PG18 with its default WAL_LOG)` : 'the host filesystem'}${r.options.trace ? '; statement durations logged (--trace), which slows every target' : ''}.`;
+    `the other with its defaults; ${transportText(r.options.transport)}; data directories on ${r.options.reflink ? `a loop-mounted XFS image with reflink (the runtimes create with FILE_COPY and file_copy_method = clone, PG18 with its default WAL_LOG)` : 'the host filesystem'}${r.options.trace ? '; statement durations logged (--trace), which slows every target' : ''}.`;
   const note =
     `A lifecycle: mint (connect to the first \`SELECT 1\` answer; PG18: CREATE DATABASE ... STRATEGY WAL_LOG first), a migration (${MIGRATION.length - 1} CREATE TABLE and an index in one transaction), ` +
     `${QUERIES} parameterised statements (inserts, then a join with GROUP BY), disconnect, then the drop on the worker's control session; pgx-grace has no drop call. ` +
@@ -442,6 +471,13 @@ function render(r: Meta & Body) {
   };
 }
 
+/** The header's words for `transport`; older results, without one, had PG18 on its socket and the engine on TCP. */
+function transportText(transport: Transport | undefined): string {
+  if (transport === 'unix') return "every target over Unix sockets (the engine's, PostgreSQL's)";
+  if (transport === 'tcp') return 'every target over TCP loopback (the engine, PostgreSQL)';
+  return 'PG18 over its Unix socket, the engine over TCP loopback';
+}
+
 function workerList(raw: string | boolean | undefined, fallback: number[]): number[] {
   if (raw === undefined) return fallback;
   const list = String(raw).split(',').map((s) => Number(s.trim()));
@@ -452,11 +488,12 @@ function workerList(raw: string | boolean | undefined, fallback: number[]): numb
 export const main = benchMain<Options, Body>({
   name: 'lifecycles',
   help: HELP,
-  options: ['count', 'workers', 'warmup', 'grace', 'trace', 'reflink'],
+  options: ['count', 'workers', 'warmup', 'grace', 'trace', 'reflink', 'transport'],
   parse: (v, quick) => {
     for (const flag of ['trace', 'reflink'] as const) {
       if (v[flag] !== undefined && v[flag] !== 'yes' && v[flag] !== 'no') throw new Error(`--${flag} ${String(v[flag])}: expected yes or no`);
     }
+    if (v.transport !== undefined && v.transport !== 'unix' && v.transport !== 'tcp') throw new Error(`--transport ${String(v.transport)}: expected unix or tcp`);
     return {
       count: intOption(v, 'count', quick ? 20 : 300, 1),
       workers: workerList(v.workers, quick ? [1, 4] : [1, 4, 16]),
@@ -464,6 +501,7 @@ export const main = benchMain<Options, Body>({
       graceSeconds: intOption(v, 'grace', 1),
       trace: v.trace === 'yes',
       reflink: v.reflink === 'yes',
+      transport: v.transport === 'tcp' ? 'tcp' : 'unix',
     };
   },
   measure,
