@@ -1,7 +1,7 @@
 // The runtime's own copies keep out of PostgreSQL's shared buffers, which are the tenants' cache and,
 // once a buffer has been used, part of the runtime's memory for good (density counts every one):
-// a spare is made with FILE_COPY whatever the template's strategy (WAL_LOG copied each of its blocks
-// through the buffers), and pgx_control with FILE_COPY from template0 at a new runtime's first start.
+// spares, cold mints and pgx_control (from template0, at a new runtime's first start) are all made
+// with FILE_COPY, which copies files past the buffers (WAL_LOG copied each block through them).
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -10,7 +10,7 @@ import { expect } from 'chai';
 import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
 import { waitFor } from '../helpers/commands.js';
 import { startTestRuntime } from '../helpers/runtime.js';
-import { createTemplateDatabase, startHarness } from './databases-harness.js';
+import { connectClient, createTemplateDatabase, startHarness } from './databases-harness.js';
 
 /** Shared buffers holding pages of each database whose name matches `like`, by name. */
 async function buffersOf(admin: SqlClient, like: string): Promise<Map<string, number>> {
@@ -28,7 +28,6 @@ describe('runtime: its own copies leave shared buffers to the tenants', function
     const h = await startHarness({ settings: { poolSize: 2 } });
     try {
       await createTemplateDatabase(h, 'tpl_buffers');
-      // The template's strategy on this filesystem is WAL_LOG (a small template, no clones) unless it clones.
       await h.dbs.operations.seal('tpl_buffers', 'postgres');
       await waitFor('2 spares', async () => (await h.dbs.operations.status()).pool.tpl_buffers?.ready === 2, 60_000);
       const { rows } = await h.admin.query(`SELECT pg_catalog.pg_database_size('tpl_buffers') / 8192`);
@@ -38,6 +37,24 @@ describe('runtime: its own copies leave shared buffers to the tenants', function
       // what is left is the catalog pages its warm-up connect read.
       expect([...spares.values()]).to.have.length.at.most(2);
       for (const [spare, n] of spares) expect(n, `${spare}: ${n} buffers of a ${templateBlocks}-block template`).to.be.below(templateBlocks / 5);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('mints cold without copying the template through shared buffers', async () => {
+    const h = await startHarness({ settings: { poolSize: 0 }, wire: true });
+    try {
+      await createTemplateDatabase(h, 'tpl_cold_buffers');
+      await h.dbs.operations.seal('tpl_cold_buffers', 'postgres');
+      const { rows } = await h.admin.query(`SELECT pg_catalog.pg_database_size('tpl_cold_buffers') / 8192`);
+      const templateBlocks = Number(rows[0]![0]);
+      const c = await connectClient(h, 'tdb_tpl_cold_buffers__one');
+      await c.end();
+      expect((await h.dbs.operations.status()).mints.cold).to.equal(1);
+      // With WAL_LOG the copy held 981 buffers of this 1,000-block template; its first session reads a few dozen.
+      const n = (await buffersOf(h.admin, 'tdb_tpl_cold_buffers__one')).get('tdb_tpl_cold_buffers__one') ?? 0;
+      expect(n, `${n} buffers of a ${templateBlocks}-block template`).to.be.below(templateBlocks / 5);
     } finally {
       await h.stop();
     }

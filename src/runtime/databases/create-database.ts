@@ -1,57 +1,35 @@
 // How a database is made from a template, claimed from the warm pool, and dropped: the SQL text, and
-// the one place the copy strategy is chosen.
+// the one place the copy strategy is set.
 
 import { MINTERS_GROUP, type ClaimCheck } from './permissions.js';
 import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 import type { CreateStrategy } from './records.js';
-import type { StorageCapability } from '../postgres/storage-probe.js';
 
 /**
- * Above this size a template is copied with FILE_COPY even without clones: WAL_LOG writes every block
- * twice (WAL and relation), FILE_COPY once, and its two checkpoints matter less than the bytes.
+ * How every copy of a template is made: FILE_COPY, a clone where the filesystem clones (storage-probe.ts,
+ * file_copy_method = clone), else a plain copy of its files. Never WAL_LOG, which copies each block
+ * through shared buffers and writes it twice (WAL and relation): with PGX's profile (fsync off) its
+ * avoided checkpoints cost next to nothing, and one cold mint of tpl_small through the engine took
+ * 37-41 ms with FILE_COPY against 89-91 ms with WAL_LOG (tpl_big 57 against 123 ms; ext4, 2-core VM,
+ * 2026-12-03). WAL_LOG's copies also took the tenants' buffers, and every buffer they dirtied became
+ * the checkpointer's and the background writer's to write, so theirs in the runtime's PSS for good.
  */
-const FILE_COPY_ABOVE_BYTES = 128 * 1024 * 1024;
-
-/**
- * The copy strategy for a template, decided when it is sealed and recorded with it. Where the
- * filesystem clones (storage-probe.ts), FILE_COPY with file_copy_method = clone: a branch shares every
- * unchanged block with its template, whatever its size. Elsewhere WAL_LOG, which skips FILE_COPY's
- * two checkpoints, for the small templates of tests and agents, and FILE_COPY for large ones.
- */
-export function chooseStrategy(storage: StorageCapability, templateBytes: number): CreateStrategy {
-  if (storage.clone) return 'FILE_COPY';
-  return templateBytes > FILE_COPY_ABOVE_BYTES ? 'FILE_COPY' : 'WAL_LOG';
-}
-
-/**
- * The strategy of a cold mint while `waiting` other mints queue behind it (a burst): FILE_COPY even
- * where the template's own is WAL_LOG. WAL_LOG writes every block twice (WAL and relation), FILE_COPY
- * once; its two checkpoints, what makes WAL_LOG the faster choice for one create, are shared by the
- * creates running at once. Measured on the 2-core VM (2026-12-02, noisy, 60-96 creates of tpl_small
- * per run): at 2 and 8 at once FILE_COPY made 1.6-2.2x the databases a second WAL_LOG did.
- */
-export function burstStrategy(strategy: CreateStrategy, waiting: number): CreateStrategy {
-  return waiting > 0 ? 'FILE_COPY' : strategy;
-}
+export const COPY_STRATEGY: CreateStrategy = 'FILE_COPY';
 
 /** The session setting that makes FILE_COPY clone files instead of copying them (PostgreSQL 18). */
 export const CLONE_FILES_SQL = 'SET file_copy_method = clone';
 
-export function createDatabaseSql(name: string, template: string, strategy: CreateStrategy, owner: string): string {
-  return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY ${strategy} OWNER ${quoteIdent(owner)}`;
+export function createDatabaseSql(name: string, template: string, owner: string): string {
+  return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY ${COPY_STRATEGY} OWNER ${quoteIdent(owner)}`;
 }
 
 /**
  * A warm spare: owned by the runtime's role until a claim hands it over, and closed to connections so
  * nobody (autovacuum aside) touches it, which also keeps its RENAME from waiting on other sessions.
- * Always FILE_COPY (a clone where the filesystem clones): WAL_LOG copies every block through shared
- * buffers, so each spare of an 8 MB template took 987 of the 4,096 buffers from the tenants' pages,
- * and with it every buffer was in use (so in the runtime's PSS) after a few refills; FILE_COPY copies
- * the files past them. Its two checkpoints delay no client, as a spare is made before anyone asks,
- * and on the 2-core VM one create of tpl_small at a time took 17.2 ms with it, 22.8 ms with WAL_LOG.
+ * With WAL_LOG each spare of an 8 MB template took 987 of the 4,096 buffers (COPY_STRATEGY).
  */
 export function createSpareSql(name: string, template: string): string {
-  return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY FILE_COPY ALLOW_CONNECTIONS false`;
+  return `CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)} STRATEGY ${COPY_STRATEGY} ALLOW_CONNECTIONS false`;
 }
 
 /**

@@ -162,7 +162,6 @@ export class DisposableDatabases {
       metadata,
       permissions,
       engine: opts.engine,
-      storage: opts.storage,
       holdConnects: (db, work) => this.router.holdConnects(db, work),
       scratches: this.scratches,
       replaced: (db, owner) => credentials.databaseReplaced(db, owner, registry.databases.has(db)),
@@ -171,7 +170,7 @@ export class DisposableDatabases {
       clock,
       logger: log,
     }));
-    const templates = (this.templates = new Templates({ prefix: s.prefix, connect, registry, storage: opts.storage, scratches: this.scratches, metadata, permissions, pool, engine: opts.engine, allowedExtensions: s.allowedExtensions, clock, logger: log }));
+    const templates = (this.templates = new Templates({ prefix: s.prefix, connect, registry, scratches: this.scratches, metadata, permissions, pool, engine: opts.engine, allowedExtensions: s.allowedExtensions, clock, logger: log }));
     this.sessions = new SessionTracker({ registry, metadata, idle: (db) => this.vacuum.touch(db), clock, logger: log });
     this.vacuum = new ActivityVacuum({
       connect: (db) => connect(db),

@@ -125,13 +125,13 @@ export class MetadataStore {
 
   async loadTemplates(): Promise<TemplateRecord[]> {
     const { rows } = await (await this.client()).query(
-      `SELECT name, sealed, ${epochMs('sealed_at')}, strategy, generation, snapshot_of, group_grants_from, kept FROM templates ORDER BY name`,
+      `SELECT name, sealed, ${epochMs('sealed_at')}, generation, snapshot_of, group_grants_from, kept FROM templates ORDER BY name`,
     );
-    return rows.map(([name, sealed, sealedAt, strategy, generation, snapshotOf, groupGrantsFrom, kept]) => ({
+    return rows.map(([name, sealed, sealedAt, generation, snapshotOf, groupGrantsFrom, kept]) => ({
       name: name!,
       sealed: sealed === 't',
       sealedAt: this.storedTime(sealedAt, name!, 'sealed_at'),
-      strategy: (strategy === 'FILE_COPY' ? 'FILE_COPY' : 'WAL_LOG') satisfies CreateStrategy,
+      strategy: 'FILE_COPY' satisfies CreateStrategy,
       generation: Number(generation),
       snapshotOf: snapshotOf ?? null,
       kept: kept !== 'f',

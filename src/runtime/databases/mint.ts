@@ -7,7 +7,7 @@ import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { Counters, MintSource } from './counters.js';
-import { burstStrategy, claimSpareSql, closeToPublicSql, createDatabase, createDatabaseSql } from './create-database.js';
+import { claimSpareSql, closeToPublicSql, createDatabase, createDatabaseSql } from './create-database.js';
 import type { MetadataStore } from './metadata.js';
 import type { MintQueue } from './mint-queue.js';
 import type { AdminConnection } from '../postgres/admin-connection.js';
@@ -243,7 +243,7 @@ export class Minter {
     const claimed = await this.claim(client, name, template, user, null, initial);
     if (claimed !== null && claimed !== 'refused') return claimed;
     try {
-      await createDatabase(client, createDatabaseSql(name.name, template.name, burstStrategy(template.strategy, this.opts.queue.queued), user));
+      await createDatabase(client, createDatabaseSql(name.name, template.name, user));
     } catch (err) {
       if (postgresSqlstate(err) === '42P04') throw notMinted(name.name);
       throw err;

@@ -4,8 +4,11 @@
 
 import { PgxError } from '../../errors.js';
 
-/** How CREATE DATABASE copies a template; chosen in create-database.ts. */
-export type CreateStrategy = 'WAL_LOG' | 'FILE_COPY';
+/**
+ * How CREATE DATABASE copies a template: FILE_COPY, always (create-database.ts COPY_STRATEGY). Runtimes
+ * before 2026-12-03 recorded WAL_LOG for small templates where nothing clones; those load as FILE_COPY.
+ */
+export type CreateStrategy = 'FILE_COPY';
 
 export interface TemplateRecord {
   name: string;

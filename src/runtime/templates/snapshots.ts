@@ -16,7 +16,7 @@
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { chooseStrategy, closeToPublicSql, createDatabase, createDatabaseSql, terminateBackends } from '../databases/create-database.js';
+import { COPY_STRATEGY, closeToPublicSql, createDatabase, createDatabaseSql, terminateBackends } from '../databases/create-database.js';
 import type { EngineSessions } from '../databases/dropper.js';
 import type { MetadataStore } from '../databases/metadata.js';
 import { buildName, controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
@@ -24,7 +24,6 @@ import { functionDenied, type Permissions } from '../databases/permissions.js';
 import type { TemplateRecord } from '../databases/records.js';
 import type { Registry } from '../databases/registry.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
-import type { StorageCapability } from '../postgres/storage-probe.js';
 
 export interface SnapshotCaller {
   user: string;
@@ -40,7 +39,6 @@ export interface SnapshotsOptions {
   metadata: MetadataStore;
   permissions: Permissions;
   engine: EngineSessions;
-  storage: StorageCapability;
   /** Runs `work` while new connects to `database` wait at the router. */
   holdConnects: <T>(database: string, work: () => Promise<T>) => Promise<T>;
   /** Scratch names in use, so reconcile leaves them alone. */
@@ -75,19 +73,18 @@ export class Snapshots {
     const client = await this.opts.connect();
     try {
       const bytes = await databaseSize(client, db);
-      const strategy = chooseStrategy(this.opts.storage, bytes);
       const owner = (await this.opts.permissions.access(caller.user, db)).owner ?? caller.user;
       await this.opts.holdConnects(db, async () => {
         await this.clearSessions(client, db, force, `SELECT ${fn}('${db}', '${name}', true)`, `snapshot "${name}" of database "${db}"`, `Connect again; the snapshot is taken.`);
-        await createDatabase(client, createDatabaseSql(name, db, strategy, owner));
+        await createDatabase(client, createDatabaseSql(name, db, owner));
       });
       // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing.
       await client.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
       // Its copies carry whatever grants `db` had: a credential of one gets the group's over a connection.
-      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy, generation: 1, snapshotOf: db, kept: keep, groupGrantsFrom: null };
+      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy: COPY_STRATEGY, generation: 1, snapshotOf: db, kept: keep, groupGrantsFrom: null };
       await metadata.saveTemplate(record);
       registry.templates.set(name, record);
-      logger.info('database-snapshot', { database: db, snapshot: name, strategy, kept: keep, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
+      logger.info('database-snapshot', { database: db, snapshot: name, kept: keep, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
       await this.retain(record, record.name);
       return record;
     } finally {
@@ -156,7 +153,7 @@ export class Snapshots {
     try {
       // The copy first, under a scratch name: if it fails, `db` is as it was. Closed to PUBLIC before
       // it takes the name (a new database lets every role connect), as every minted database is.
-      await createDatabase(client, createDatabaseSql(scratch, name, snapshot.strategy, owner));
+      await createDatabase(client, createDatabaseSql(scratch, name, owner));
       await client.query(closeToPublicSql(scratch));
       await this.opts.holdConnects(db, async () => {
         await this.clearSessions(client, db, force, `SELECT ${fn}('${db}', '${name}', true)`, `database "${db}" is being restored to snapshot "${name}"`, `Connect again: "${db}" now holds the state of snapshot "${name}".`);

@@ -10,7 +10,7 @@ import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { prepareDatabase, unprepareDatabase } from '../databases/credentials.js';
 import { installExtensionGuard } from './extension-guard.js';
-import { chooseStrategy, terminateBackends } from '../databases/create-database.js';
+import { COPY_STRATEGY, terminateBackends } from '../databases/create-database.js';
 import type { EngineSessions } from '../databases/dropper.js';
 import type { MetadataStore } from '../databases/metadata.js';
 import { buildName, controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
@@ -19,12 +19,8 @@ import { functionDenied, type Permissions } from '../databases/permissions.js';
 import type { TemplateRecord } from '../databases/records.js';
 import type { Registry } from '../databases/registry.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
-import type { StorageCapability } from '../postgres/storage-probe.js';
 import { buildScratch } from './script-build.js';
 import type { WarmPool } from '../databases/warm-pool.js';
-
-/** A template never sealed has no strategy yet; sealing decides it. */
-const UNSEALED_STRATEGY = 'WAL_LOG';
 
 
 export interface TemplatesOptions {
@@ -32,8 +28,6 @@ export interface TemplatesOptions {
   /** A connection to the named database, as `user` (default: the superuser postgres). */
   connect: (database: string, user?: string) => Promise<SqlClient>;
   registry: Registry;
-  /** What the data directory's filesystem can do (clones), for the copy strategy. */
-  storage: StorageCapability;
   metadata: MetadataStore;
   permissions: Permissions;
   pool: WarmPool;
@@ -100,7 +94,7 @@ export class Templates {
     logger.info('template-built', { template: name, from: req.source, owner: req.owner ?? 'postgres', replaced: before.exists, ms: Math.round(clock.monotonic() - started) });
     if (req.seal === false) {
       const previous = registry.templates.get(name);
-      if (!previous) return { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
+      if (!previous) return { name, sealed: false, sealedAt: null, strategy: COPY_STRATEGY, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
       return previous;
     }
     return this.doSeal(name, user, 'build_template', null);
@@ -184,7 +178,7 @@ export class Templates {
       name,
       sealed: true,
       sealedAt: clock.now(),
-      strategy: chooseStrategy(this.opts.storage, bytes),
+      strategy: COPY_STRATEGY,
       generation,
       snapshotOf: previous?.snapshotOf ?? null,
       kept: previous?.kept ?? true,
@@ -206,7 +200,7 @@ export class Templates {
     const previous = registry.templates.get(name);
     const record: TemplateRecord = previous
       ? { ...previous, sealed: false }
-      : { name, sealed: false, sealedAt: null, strategy: UNSEALED_STRATEGY, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
+      : { name, sealed: false, sealedAt: null, strategy: COPY_STRATEGY, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
     // Unsealed in memory first: no mint or refill starts from it while it opens up; its spares are stale.
     registry.templates.set(name, record);
     try {
