@@ -5,6 +5,7 @@ import { PgxError, withHints } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { EngineStats } from '../engine/listener.js';
 import type { DatabaseOperations as DisposableDatabases } from '../runtime/databases/operations.js';
+import { COPY_STRATEGY } from '../runtime/databases/create-database.js';
 import { isUnderPrefix } from '../runtime/databases/names.js';
 import type { ImportJob } from '../runtime/templates/import.js';
 import { clampTime, type DatabaseRecord, type TemplateRecord } from '../runtime/databases/records.js';
@@ -334,7 +335,7 @@ function databaseBody(d: DatabaseRecord, ctx: ApiContext): DatabaseBody {
 }
 
 export function templateBody(t: TemplateRecord): TemplateBody {
-  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: t.strategy, snapshot_of: t.snapshotOf, kept: t.kept };
+  return { name: t.name, sealed: t.sealed, sealed_at: iso(t.sealedAt), generation: t.generation, strategy: COPY_STRATEGY, snapshot_of: t.snapshotOf, kept: t.kept };
 }
 
 function importJobBody(j: ImportJob): ImportJobBody {

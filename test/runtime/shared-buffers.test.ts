@@ -21,6 +21,12 @@ async function buffersOf(admin: SqlClient, like: string): Promise<Map<string, nu
   return new Map(rows.map((r) => [String(r[0]), Number(r[1])]));
 }
 
+/** The database's size in 8 kB blocks. */
+async function blocksOf(admin: SqlClient, database: string): Promise<number> {
+  const { rows } = await admin.query(`SELECT pg_catalog.pg_database_size('${database}') / 8192`);
+  return Number(rows[0]![0]);
+}
+
 describe('runtime: its own copies leave shared buffers to the tenants', function () {
   this.timeout(120_000);
 
@@ -30,8 +36,7 @@ describe('runtime: its own copies leave shared buffers to the tenants', function
       await createTemplateDatabase(h, 'tpl_buffers');
       await h.dbs.operations.seal('tpl_buffers', 'postgres');
       await waitFor('2 spares', async () => (await h.dbs.operations.status()).pool.tpl_buffers?.ready === 2, 60_000);
-      const { rows } = await h.admin.query(`SELECT pg_catalog.pg_database_size('tpl_buffers') / 8192`);
-      const templateBlocks = Number(rows[0]![0]);
+      const templateBlocks = await blocksOf(h.admin, 'tpl_buffers');
       const spares = await buffersOf(h.admin, 'pgx_spare_%');
       // Copied through the buffers, each spare held every block of it (987 of a template1 copy);
       // what is left is the catalog pages its warm-up connect read.
@@ -47,8 +52,7 @@ describe('runtime: its own copies leave shared buffers to the tenants', function
     try {
       await createTemplateDatabase(h, 'tpl_cold_buffers');
       await h.dbs.operations.seal('tpl_cold_buffers', 'postgres');
-      const { rows } = await h.admin.query(`SELECT pg_catalog.pg_database_size('tpl_cold_buffers') / 8192`);
-      const templateBlocks = Number(rows[0]![0]);
+      const templateBlocks = await blocksOf(h.admin, 'tpl_cold_buffers');
       const c = await connectClient(h, 'tdb_tpl_cold_buffers__one');
       await c.end();
       expect((await h.dbs.operations.status()).mints.cold).to.equal(1);

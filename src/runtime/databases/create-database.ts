@@ -3,7 +3,6 @@
 
 import { MINTERS_GROUP, type ClaimCheck } from './permissions.js';
 import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
-import type { CreateStrategy } from './records.js';
 
 /**
  * How every copy of a template is made: FILE_COPY, a clone where the filesystem clones (storage-probe.ts,
@@ -13,8 +12,10 @@ import type { CreateStrategy } from './records.js';
  * 37-41 ms with FILE_COPY against 89-91 ms with WAL_LOG (tpl_big 57 against 123 ms; ext4, 2-core VM,
  * 2026-12-03). WAL_LOG's copies also took the tenants' buffers, and every buffer they dirtied became
  * the checkpointer's and the background writer's to write, so theirs in the runtime's PSS for good.
+ * Templates keep no strategy of their own: the API reports this one. Runtimes before 2026-12-03 stored
+ * WAL_LOG for small templates where nothing clones; the column is no longer read.
  */
-export const COPY_STRATEGY: CreateStrategy = 'FILE_COPY';
+export const COPY_STRATEGY = 'FILE_COPY';
 
 /** The session setting that makes FILE_COPY clone files instead of copying them (PostgreSQL 18). */
 export const CLONE_FILES_SQL = 'SET file_copy_method = clone';

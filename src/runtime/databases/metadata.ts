@@ -17,8 +17,9 @@
 
 import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
+import { COPY_STRATEGY } from './create-database.js';
 import { CONTROL_DATABASE } from './names.js';
-import { BOUNDS, clampTime, withinBound, type Bound, type CreateStrategy, type DatabaseKind, type DatabaseRecord, type TemplateRecord, type Tombstone } from './records.js';
+import { BOUNDS, clampTime, withinBound, type Bound, type DatabaseKind, type DatabaseRecord, type TemplateRecord, type Tombstone } from './records.js';
 import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 /** How long a database row's change nobody waits for may wait to be written with others. */
@@ -131,7 +132,6 @@ export class MetadataStore {
       name: name!,
       sealed: sealed === 't',
       sealedAt: this.storedTime(sealedAt, name!, 'sealed_at'),
-      strategy: 'FILE_COPY' satisfies CreateStrategy,
       generation: Number(generation),
       snapshotOf: snapshotOf ?? null,
       kept: kept !== 'f',
@@ -383,7 +383,7 @@ async function ignoreDuplicate<T>(work: Promise<T>): Promise<T | undefined> {
 function saveTemplateSql(t: TemplateRecord): string {
   return (
     `INSERT INTO templates (name, sealed, sealed_at, strategy, generation, snapshot_of, group_grants_from, kept) VALUES ` +
-    `(${quoteLiteral(t.name)}, ${t.sealed}, ${timestamp(t.sealedAt)}, ${quoteLiteral(t.strategy)}, ${int(t.generation)}, ` +
+    `(${quoteLiteral(t.name)}, ${t.sealed}, ${timestamp(t.sealedAt)}, ${quoteLiteral(COPY_STRATEGY)}, ${int(t.generation)}, ` +
     `${t.snapshotOf === null ? 'NULL' : quoteLiteral(t.snapshotOf)}, ${t.groupGrantsFrom === null ? 'NULL' : int(t.groupGrantsFrom)}, ${t.kept}) ` +
     `ON CONFLICT (name) DO UPDATE SET sealed = EXCLUDED.sealed, sealed_at = EXCLUDED.sealed_at, ` +
     `strategy = EXCLUDED.strategy, generation = EXCLUDED.generation, snapshot_of = EXCLUDED.snapshot_of, ` +

@@ -4,19 +4,12 @@
 
 import { PgxError } from '../../errors.js';
 
-/**
- * How CREATE DATABASE copies a template: FILE_COPY, always (create-database.ts COPY_STRATEGY). Runtimes
- * before 2026-12-03 recorded WAL_LOG for small templates where nothing clones; those load as FILE_COPY.
- */
-export type CreateStrategy = 'FILE_COPY';
-
 export interface TemplateRecord {
   name: string;
   /** Sealed: IS_TEMPLATE true, ALLOW_CONNECTIONS false, frozen; only sealed templates are minted from. */
   sealed: boolean;
   /** Clock.now() of the last seal, or null if never sealed. */
   sealedAt: number | null;
-  strategy: CreateStrategy;
   /** Bumped at every seal; a spare made from an older generation is stale. */
   generation: number;
   /** A snapshot (pgx_snapshot_database) of this database, or null for a template sealed as such. */

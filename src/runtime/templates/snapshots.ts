@@ -16,7 +16,7 @@
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { COPY_STRATEGY, closeToPublicSql, createDatabase, createDatabaseSql, terminateBackends } from '../databases/create-database.js';
+import { closeToPublicSql, createDatabase, createDatabaseSql, terminateBackends } from '../databases/create-database.js';
 import type { EngineSessions } from '../databases/dropper.js';
 import type { MetadataStore } from '../databases/metadata.js';
 import { buildName, controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
@@ -81,7 +81,7 @@ export class Snapshots {
       // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing.
       await client.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
       // Its copies carry whatever grants `db` had: a credential of one gets the group's over a connection.
-      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), strategy: COPY_STRATEGY, generation: 1, snapshotOf: db, kept: keep, groupGrantsFrom: null };
+      const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), generation: 1, snapshotOf: db, kept: keep, groupGrantsFrom: null };
       await metadata.saveTemplate(record);
       registry.templates.set(name, record);
       logger.info('database-snapshot', { database: db, snapshot: name, kept: keep, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });

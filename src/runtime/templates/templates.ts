@@ -94,7 +94,7 @@ export class Templates {
     logger.info('template-built', { template: name, from: req.source, owner: req.owner ?? 'postgres', replaced: before.exists, ms: Math.round(clock.monotonic() - started) });
     if (req.seal === false) {
       const previous = registry.templates.get(name);
-      if (!previous) return { name, sealed: false, sealedAt: null, strategy: COPY_STRATEGY, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
+      if (!previous) return { name, sealed: false, sealedAt: null, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
       return previous;
     }
     return this.doSeal(name, user, 'build_template', null);
@@ -178,7 +178,6 @@ export class Templates {
       name,
       sealed: true,
       sealedAt: clock.now(),
-      strategy: COPY_STRATEGY,
       generation,
       snapshotOf: previous?.snapshotOf ?? null,
       kept: previous?.kept ?? true,
@@ -186,7 +185,7 @@ export class Templates {
     };
     await metadata.saveTemplate(record);
     registry.templates.set(name, record);
-    logger.info('template-sealed', { template: name, generation: record.generation, strategy: record.strategy, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
+    logger.info('template-sealed', { template: name, generation: record.generation, strategy: COPY_STRATEGY, mb: Math.round(bytes / 1048576), ms: Math.round(clock.monotonic() - started) });
     this.opts.pool.kick();
     return record;
   }
@@ -200,7 +199,7 @@ export class Templates {
     const previous = registry.templates.get(name);
     const record: TemplateRecord = previous
       ? { ...previous, sealed: false }
-      : { name, sealed: false, sealedAt: null, strategy: COPY_STRATEGY, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
+      : { name, sealed: false, sealedAt: null, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
     // Unsealed in memory first: no mint or refill starts from it while it opens up; its spares are stale.
     registry.templates.set(name, record);
     try {
