@@ -6,7 +6,7 @@
 // on Ctrl-C.
 
 import { expect } from 'chai';
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type net from 'node:net';
 import os from 'node:os';
@@ -29,7 +29,7 @@ import {
   raiseOpenFileLimit,
   waitFor,
 } from '../helpers/commands.js';
-import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { copySeed, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 /** The checkout: compiled tests run from dist/test/engine/. */
 const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -507,9 +507,7 @@ describe('engine: session lifecycle', function () {
       fs.chmodSync(base, 0o755);
       dataDir = path.join(base, 'data');
       socketDir = path.join(base, 'sock');
-      // A copy of the test cluster initialised once per machine, if there is one; else pgx runs initdb.
-      const seed = path.join(os.tmpdir(), 'pgx-test-cache', 'seed-data');
-      if (fs.existsSync(path.join(seed, 'PG_VERSION'))) execFileSync('cp', ['-a', seed, dataDir]);
+      copySeed(dataDir);
     });
 
     after(async function () {

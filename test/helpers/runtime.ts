@@ -9,6 +9,7 @@ import path from 'node:path';
 import { startRuntime, type RunningRuntime } from '../../src/cli/start.js';
 import { parseConfig, type RuntimeConfig } from '../../src/cli/config.js';
 import { createLogger, silentLogger, type Logger } from '../../src/log.js';
+import { testCacheDir } from './scratch.js';
 
 export interface TestRuntime {
   runtime: RunningRuntime;
@@ -24,15 +25,28 @@ export interface TestRuntime {
   stop(): Promise<void>;
 }
 
-const cacheRoot = path.join(os.tmpdir(), 'pgx-test-cache');
 
 export function testLogger(): Logger {
   return process.env.PGX_TEST_LOG ? createLogger({ format: 'text', level: 'debug' }) : silentLogger;
 }
 
-/** A fresh data directory for a test: a copy of a cluster initialised once per machine. */
-export async function freshDataDir(): Promise<string> {
-  const seed = path.join(cacheRoot, 'seed-data');
+/** The cluster initialised once per machine that test runtimes start from. */
+function seedDataDir(): string {
+  return path.join(testCacheDir(), 'seed-data');
+}
+
+/** Copies the seed cluster to `dataDir` if there is one yet (else pgx runs initdb there); true if it did. */
+export function copySeed(dataDir: string): boolean {
+  const seed = seedDataDir();
+  if (!fs.existsSync(path.join(seed, 'PG_VERSION'))) return false;
+  execFileSync('cp', ['-a', seed, dataDir]);
+  return true;
+}
+
+/** A fresh data directory for a test under `parent`: a copy of a cluster initialised once per machine. */
+export async function freshDataDir(parent = os.tmpdir()): Promise<string> {
+  const cacheRoot = testCacheDir();
+  const seed = seedDataDir();
   if (!fs.existsSync(path.join(seed, 'PG_VERSION'))) {
     fs.mkdirSync(cacheRoot, { recursive: true });
     const staging = fs.mkdtempSync(path.join(cacheRoot, 'init-'));
@@ -51,9 +65,9 @@ export async function freshDataDir(): Promise<string> {
     }
     fs.rmSync(staging, { recursive: true, force: true });
   }
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-test-'));
+  const dir = fs.mkdtempSync(path.join(parent, 'pgx-test-'));
   fs.chmodSync(dir, 0o755);
-  execFileSync('cp', ['-a', seed, path.join(dir, 'data')]);
+  copySeed(path.join(dir, 'data'));
   return path.join(dir, 'data');
 }
 

