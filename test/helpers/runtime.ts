@@ -25,7 +25,6 @@ export interface TestRuntime {
   stop(): Promise<void>;
 }
 
-
 export function testLogger(): Logger {
   return process.env.PGX_TEST_LOG ? createLogger({ format: 'text', level: 'debug' }) : silentLogger;
 }
@@ -35,12 +34,10 @@ function seedDataDir(): string {
   return path.join(testCacheDir(), 'seed-data');
 }
 
-/** Copies the seed cluster to `dataDir` if there is one yet (else pgx runs initdb there); true if it did. */
-export function copySeed(dataDir: string): boolean {
+/** Copies the seed cluster to `dataDir` if there is one yet (else pgx runs initdb there). */
+export function copySeed(dataDir: string): void {
   const seed = seedDataDir();
-  if (!fs.existsSync(path.join(seed, 'PG_VERSION'))) return false;
-  execFileSync('cp', ['-a', seed, dataDir]);
-  return true;
+  if (fs.existsSync(path.join(seed, 'PG_VERSION'))) execFileSync('cp', ['-a', seed, dataDir]);
 }
 
 /** A fresh data directory for a test under `parent`: a copy of a cluster initialised once per machine. */
