@@ -7,7 +7,6 @@ import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -99,7 +98,8 @@ describe('api: request bodies (token first, caps per route)', function () {
   before(async function () {
     const dataDir = await freshDataDir();
     work = path.dirname(dataDir);
-    const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-sock-'));
+    const socketDir = path.join(work, 'sock');
+    fs.mkdirSync(socketDir);
     fs.chmodSync(socketDir, 0o755);
     const tokenFile = path.join(work, 'token');
     fs.writeFileSync(tokenFile, `${TOKEN}\n`, { mode: 0o600 });

@@ -6,7 +6,6 @@
 
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { freePort, runCommand, type CommandResult } from '../helpers/commands.js';
 import { freshDataDir } from '../helpers/runtime.js';
@@ -43,7 +42,8 @@ describe('cli: --auth scram as the README says', function () {
   before(async function () {
     dataDir = await freshDataDir();
     work = path.dirname(dataDir);
-    const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-sock-'));
+    const socketDir = path.join(work, 'sock');
+    fs.mkdirSync(socketDir);
     fs.chmodSync(socketDir, 0o755);
     fs.writeFileSync(path.join(work, 'pgx.json'), JSON.stringify({ users: [{ name: 'app', password: 's3cret' }] }));
     fs.writeFileSync(path.join(work, 'schema.sql'), 'CREATE TABLE users (id bigserial PRIMARY KEY, email text UNIQUE);\n');

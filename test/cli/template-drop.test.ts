@@ -86,6 +86,7 @@ describe('cli: templates and snapshots are deleted like anything else', function
     await sql('postgres', 'DROP DATABASE tpl_byhand');
     const { dataDir } = rt;
     await rt.runtime.stop();
+    fs.rmSync(rt.socketDir, { recursive: true, force: true });
     const again = await startTestRuntime({ dataDir, apiPort: 0, apiToken: TOKEN });
     try {
       const names = (await new ApiClient({ url: `http://127.0.0.1:${again.runtime.api!.port}`, token: TOKEN }).listTemplates()).map((t) => t.name);

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { startRuntime, type RunningRuntime } from '../../src/cli/start.js';
 import { parseConfig, type RuntimeConfig } from '../../src/cli/config.js';
 import { createLogger, silentLogger, type Logger } from '../../src/log.js';
-import { testCacheDir } from './scratch.js';
+import { scratchDir, testCacheDir } from './scratch.js';
 
 export interface TestRuntime {
   runtime: RunningRuntime;
@@ -62,19 +62,32 @@ export async function freshDataDir(parent = os.tmpdir()): Promise<string> {
     }
     fs.rmSync(staging, { recursive: true, force: true });
   }
-  const dir = fs.mkdtempSync(path.join(parent, 'pgx-test-'));
-  fs.chmodSync(dir, 0o755);
+  const dir = scratchDir('pgx-test-', parent);
   copySeed(path.join(dir, 'data'));
   return path.join(dir, 'data');
 }
 
-/** `logger`: defaults to testLogger(); pass one to read what the runtime logs. */
+/**
+ * `logger`: defaults to testLogger(); pass one to read what the runtime logs. The runtime owns its
+ * socket directory, and its data directory unless `overrides.dataDir` names one: stop() removes
+ * them, and so does a start that fails.
+ */
 export async function startTestRuntime(overrides: Partial<Record<keyof RuntimeConfig, unknown>> = {}, logger: Logger = testLogger()): Promise<TestRuntime> {
   const dataDir = (overrides.dataDir as string | undefined) ?? (await freshDataDir());
-  const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-sock-'));
-  fs.chmodSync(socketDir, 0o755);
-  const config = parseConfig({ dataDir, port: 0, socketDir, auth: 'trust', ...overrides }, 'test');
-  const runtime = await startRuntime(config, logger);
+  const socketDir = scratchDir('pgx-sock-');
+  const removeOwned = (): void => {
+    fs.rmSync(socketDir, { recursive: true, force: true });
+    if (!overrides.dataDir) fs.rmSync(path.dirname(dataDir), { recursive: true, force: true });
+  };
+  let config: RuntimeConfig;
+  let runtime: RunningRuntime;
+  try {
+    config = parseConfig({ dataDir, port: 0, socketDir, auth: 'trust', ...overrides }, 'test');
+    runtime = await startRuntime(config, logger);
+  } catch (err) {
+    removeOwned();
+    throw err;
+  }
   const port = runtime.engine.port;
   const host = config.host;
   return {
@@ -96,8 +109,7 @@ export async function startTestRuntime(overrides: Partial<Record<keyof RuntimeCo
     }),
     async stop() {
       await runtime.stop();
-      fs.rmSync(socketDir, { recursive: true, force: true });
-      if (!overrides.dataDir) fs.rmSync(path.dirname(dataDir), { recursive: true, force: true });
+      removeOwned();
     },
   };
 }
