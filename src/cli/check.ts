@@ -4,7 +4,6 @@
 // with reasons and warnings. Exit codes: 0 compatible, 1 needs standard PostgreSQL, 2 the question
 // could not be answered (usage, connection, unreadable file, no PostgreSQL binaries).
 
-import { readFileSync } from 'node:fs';
 import { readDatabaseFacts } from '../check/database-facts.js';
 import { readDumpFacts } from '../check/dump-facts.js';
 import { evaluate, type CheckReport, type Finding } from '../check/rules.js';
@@ -14,6 +13,7 @@ import { PgxError } from '../errors.js';
 import { parsePostgresUrl } from '../postgres-url.js';
 import { locatePgBinaries, PG_MAJOR } from '../runtime/postgres/pg-binaries.js';
 import { parseCommand, positionals, UsageError } from './command-line.js';
+import { inputName, readInputFile } from './input-file.js';
 import { printJson } from './output.js';
 
 /** How long pgx check waits for a source to answer, unless --connect-timeout says otherwise. */
@@ -76,17 +76,7 @@ export async function runCheck(argv: string[]): Promise<number> {
 }
 
 function readDump(file: string): SourceFacts {
-  let buf: Buffer;
-  try {
-    buf = readFileSync(file === '-' ? 0 : file);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : (err as Error).message;
-    throw new PgxError('INVALID_PARAMETER', `cannot read --file ${file}: ${why}`, {
-      hint: 'Name a schema-only dump made with pg_dump -s -f FILE.',
-      cause: err,
-    });
-  }
+  const buf = readInputFile('--file', file, 'Name a schema-only dump made with pg_dump -s -f FILE.');
   const custom = buf.subarray(0, 5).toString('latin1') === 'PGDMP';
   const tar = buf.subarray(257, 262).toString('latin1') === 'ustar';
   if (custom || tar) {
@@ -94,7 +84,7 @@ function readDump(file: string): SourceFacts {
       hint: `Make a plain one: pg_dump -s -f schema.sql, or pg_restore -s -f schema.sql ${file}.`,
     });
   }
-  return readDumpFacts(buf.toString('utf8'), file === '-' ? 'standard input' : file);
+  return readDumpFacts(buf.toString('utf8'), inputName(file));
 }
 
 /** The short human report: the verdict with what was compared, then reasons and warnings with hints. */

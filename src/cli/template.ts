@@ -1,12 +1,12 @@
 // `pgx template list|create|import|seal|unseal|rename|drop`: templates and snapshots through the runtime's HTTP API.
 
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { scriptFromFile } from '../runtime/templates/import.js';
 import type { ImportJobBody, TemplateBody } from '../api/contract.js';
 import { ApiClientError } from '../api/client.js';
-import { withHints } from '../errors.js';
+import { PgxError, withHints } from '../errors.js';
 import { apiClient, parseCommand, positionals, TARGET_HELP, UsageError } from './command-line.js';
+import { inputName, readInputFile } from './input-file.js';
 import { count, printJson, printTable } from './output.js';
 import { buildHints, dropTemplateHints, keepSnapshotHints, renameTemplateHints, sealHints } from './hints.js';
 
@@ -70,11 +70,13 @@ export async function runTemplate(argv: string[]): Promise<number> {
       const [name] = positionals(rest, ['NAME'], TEMPLATE_HELP);
       const file = cmd.values.file as string | undefined;
       if (file === undefined) throw new UsageError('missing --file FILE (the SQL script; - for standard input)', TEMPLATE_HELP);
-      const sql = await scriptFromFile(file === '-' ? 'standard input' : file, readFileSync(file === '-' ? 0 : file));
+      const bytes = readInputFile('--file', file, 'Name a SQL script (psql -f style, or a pg_dump file) that creates the template\'s schema; - reads standard input.');
+      if (bytes.length === 0) throw new PgxError('INVALID_PARAMETER', `--file ${inputName(file)} is empty`, { hint: 'A template is built by running a SQL script: put the CREATE statements of its schema in the file.' });
+      const sql = await scriptFromFile(inputName(file), bytes);
       const t = await withHints(buildHints(), apiClient(cmd).buildTemplate({
         name: name!,
         sql,
-        script_name: file === '-' ? 'standard input' : path.basename(file),
+        script_name: file === '-' ? inputName(file) : path.basename(file),
         owner: cmd.values.owner as string | undefined,
         seal: cmd.values['no-seal'] !== true,
         replace: cmd.values.replace === true,
@@ -92,7 +94,7 @@ export async function runTemplate(argv: string[]): Promise<number> {
       const started = await client.importTemplate({
         name: name!,
         source_url: from,
-        ...(maskFile !== undefined ? { mask: readFileSync(maskFile, 'utf8') } : {}),
+        ...(maskFile !== undefined ? { mask: readInputFile('--mask', maskFile, 'Name a SQL file of UPDATE statements that overwrite personal data, with -- pgx:forbid rules (docs/api.md).').toString('utf8') } : {}),
         owner: cmd.values.owner as string | undefined,
         seal: cmd.values['no-seal'] !== true,
         replace: cmd.values.replace === true,

@@ -141,6 +141,24 @@ describe('surfaces: hints in each surface\'s own terms', function () {
     expect(r.body.hint).to.equal('Send "replace": true to rebuild it, or another "name".');
   });
 
+
+  it('a --file or --mask the CLI cannot read, or an empty script: named with its flag, not an errno or a body field', async () => {
+    const dir = path.join(rt.dataDir, '..');
+    const empty = path.join(dir, 'empty.sql');
+    writeFileSync(empty, '');
+    for (const [args, message] of [
+      [['template', 'create', 'tpl_x', '--file', path.join(dir, 'nope.sql')], `cannot read --file ${path.join(dir, 'nope.sql')}: no such file`],
+      [['template', 'create', 'tpl_x', '--file', dir], `cannot read --file ${dir}: it is a directory`],
+      [['template', 'create', 'tpl_x', '--file', empty], `--file ${empty} is empty`],
+      [['template', 'import', 'tpl_x', '--from', 'postgresql://u@127.0.0.1:1/db', '--mask', path.join(dir, 'nope.sql')], `cannot read --mask ${path.join(dir, 'nope.sql')}: no such file`],
+    ] as const) {
+      const e = await cliError([...args]);
+      expect(e.message, args.join(' ')).to.equal(message);
+      expect(e.hint, args.join(' ')).to.not.equal('');
+    }
+    const listed = (await http('GET', PATHS.templates)).body as unknown as { items: { name: string }[] };
+    expect(listed.items.map((t) => t.name)).to.not.include('tpl_x');
+  });
   it('a snapshot while a session is open: --force, "force": true, force: true', async () => {
     const e = await cliError(['db', 'snapshot', db, 'snap_hints']);
     expect(e.hint).to.equal('Close its sessions, or pass --force to end them (they get 57P01).');
