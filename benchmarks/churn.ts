@@ -29,11 +29,11 @@ N create -> use -> drop lifecycles through PGX and directly on PostgreSQL 18: me
 lifecycle and lifecycles per second, one run.
 
 Options:
-  --count N        lifecycles through PGX                                        [10000]
-  --pg-count N     lifecycles directly on PostgreSQL (0: skip)                   [--count]
+  --count N        lifecycles through PGX                                        [30000]
+  --pg-count N     lifecycles directly on PostgreSQL (0: skip)                     [400]
   --warmup N       lifecycles run first on each (on PostgreSQL at most --pg-count),
-                   before memory is taken                                        [500]
-  --concurrency N  lifecycles in flight at once                                  [2]
+                   before memory is taken                                        [15000]
+  --concurrency N  lifecycles in flight at once                                      [3]
   --quick          smoke run: 500 lifecycles (100 warm-up); docs untouched
   --report FILE    redraw the table and docs section from a results JSON
   -h, --help       this help
@@ -313,6 +313,8 @@ function render(r: Meta & Body) {
       [
         `Latest run: ${about}`,
         '',
+        `Command: \`npm run bench -- churn${commandFlags(r.options)}\``,
+        '',
         markdownTable(header, rows, ['l', ...header.slice(1).map(() => 'r' as const)]),
         '',
         ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
@@ -323,17 +325,34 @@ function render(r: Meta & Body) {
   };
 }
 
+/**
+ * The published run's size. The warm-up is half the run because a pooled backend's caches fill over
+ * its first reuses (see docs/benchmarks.md, Churn); PostgreSQL directly retains nothing per lifecycle
+ * and manages about 7 a second, so 400 of its lifecycles are enough to show it.
+ */
+const DEFAULTS = { count: 30_000, pgCount: 400, warmup: 15_000, concurrency: 3 };
+
+/** The flags a run was given beyond the defaults, for the docs' Command line. */
+function commandFlags(o: Options): string {
+  const d: string[] = [];
+  if (o.count !== DEFAULTS.count) d.push(`--count ${o.count}`);
+  if (o.pgCount !== DEFAULTS.pgCount) d.push(`--pg-count ${o.pgCount}`);
+  if (o.warmup !== DEFAULTS.warmup) d.push(`--warmup ${o.warmup}`);
+  if (o.concurrency !== DEFAULTS.concurrency) d.push(`--concurrency ${o.concurrency}`);
+  return d.length ? ` ${d.join(' ')}` : '';
+}
+
 export const main = benchMain<Options, Body>({
   name: 'churn',
   help: HELP,
   options: ['count', 'pg-count', 'warmup', 'concurrency'],
   parse: (v, quick) => {
-    const count = intOption(v, 'count', quick ? 500 : 10_000, 1);
+    const count = intOption(v, 'count', quick ? 500 : DEFAULTS.count, 1);
     return {
       count,
-      pgCount: intOption(v, 'pg-count', count),
-      warmup: intOption(v, 'warmup', quick ? 100 : 500),
-      concurrency: intOption(v, 'concurrency', 2, 1),
+      pgCount: intOption(v, 'pg-count', quick ? count : DEFAULTS.pgCount),
+      warmup: intOption(v, 'warmup', quick ? 100 : DEFAULTS.warmup),
+      concurrency: intOption(v, 'concurrency', DEFAULTS.concurrency, 1),
     };
   },
   measure,
