@@ -19,6 +19,7 @@ import { locatePgBinaries } from '../../src/runtime/postgres/pg-binaries.js';
 import { freePort, runCommand, waitFor, type CommandResult } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { PG15_BIN, sourceUnavailable, startSourcePostgres, type SourcePostgres } from '../helpers/source-postgres.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 const SOURCE_PASSWORD = 'check-Pa55word-never-shown';
@@ -125,7 +126,7 @@ describe('cli: pgx check', function () {
       }
       this.timeout(60_000);
       source = await startSourcePostgres(SOURCE_PASSWORD);
-      work = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-check-'));
+      work = scratchDir('pgx-check-');
       await waitFor('the source to answer', () => queryOnce(source.url('postgres'), 'SELECT 1').then(() => true, () => false), 30_000);
       await queryOnce(source.url('postgres'), 'CREATE DATABASE shop');
       await queryOnce(source.url('postgres'), 'CREATE DATABASE legacy');

@@ -11,11 +11,11 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { runCommand, type CommandResult } from '../helpers/commands.js';
 import { blocks, portFree, runAroundStart, script, section, type Adaptation, type StartedLine } from '../helpers/doc-examples.js';
 import { freshDataDir } from '../helpers/runtime.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 const OPERATIONS = fs.readFileSync(path.join(root, 'docs/operations.md'), 'utf8');
@@ -70,8 +70,7 @@ describe('docs/operations.md and docs/api.md: the shell examples run as written'
   before(async function () {
     for (const port of [6432, 8080]) expect(await portFree(port), `the docs' examples use 127.0.0.1:${port}; it is taken`).to.equal(true);
     expect(fs.existsSync('/tmp/.s.PGSQL.6432'), "the docs' examples use /tmp/.s.PGSQL.6432; it exists").to.equal(false);
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-doc-examples-'));
-    fs.chmodSync(work, 0o755);
+    work = scratchDir('pgx-doc-examples-');
     // `node bin/pgx.js` as the docs write it: the checkout's bin, from the reader's directory.
     fs.symlinkSync(path.join(root, 'bin'), path.join(work, 'bin'));
   });

@@ -1,12 +1,12 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { CONFIG_DEFAULTS } from '../../src/cli/config.js';
 import { parseStartArgs, START_HELP } from '../../src/cli/start.js';
 import { PgxError } from '../../src/errors.js';
 import { UsageError } from '../../src/cli/command-line.js';
 import { runCommand } from '../helpers/commands.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const PGX_BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../../bin/pgx.js');
 
@@ -39,7 +39,7 @@ describe('cli: pgx start options', () => {
   });
 
   it('merges a config file under the flags, and -c settings over the file\'s', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-cfg-'));
+    const dir = scratchDir('pgx-cfg-');
     const file = path.join(dir, 'pgx.json');
     fs.writeFileSync(file, JSON.stringify({ dataDir: 'from-file', port: 7000, pgSettings: { work_mem: '4MB', jit: 'off' } }));
     const c = parseStartArgs(['--config', file, '--port', '7001', '-c', 'work_mem=8MB', '-c', 'search_path=a,b']);

@@ -7,12 +7,12 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { runCommand, waitFor, type CommandResult } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 import { sourceUnavailable, startSourcePostgres, type SourcePostgres } from '../helpers/source-postgres.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const TOKEN = 'template-dump-token-0123456789';
 const PASSWORD = 'dump-source-Pa55';
@@ -60,7 +60,7 @@ describe('cli: pgx template create --file with pg_dump output', function () {
       console.log(`    (${why})`);
       this.skip();
     }
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-dump-'));
+    work = scratchDir('pgx-dump-');
     source = await startSourcePostgres(PASSWORD);
     await waitFor('the source to answer', () => queryOnce(source.url('postgres'), 'SELECT 1').then(() => true, () => false), 30_000);
     await queryOnce(source.url('postgres'), "CREATE ROLE shop_owner LOGIN PASSWORD 'owner-pw'; CREATE ROLE reporting");

@@ -9,8 +9,7 @@
 // download (docs/compatibility.md, "Prisma: not covered").
 
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { directConnection } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -18,6 +17,7 @@ import { LIFECYCLES } from './lifecycles/index.js';
 import { formatTimes, runLifecycle, type RunResult } from './lifecycles/lifecycle.js';
 import { firstDifference } from './lifecycles/compare.js';
 import { buildTemplate, directTarget, engineTarget, type Target, type TargetName } from './lifecycles/targets.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 describe('compat: framework lifecycles on direct PostgreSQL 18 and through the engine', function () {
   this.timeout(120_000);
@@ -33,7 +33,7 @@ describe('compat: framework lifecycles on direct PostgreSQL 18 and through the e
     const direct = directConnection(rt);
     targets.direct = directTarget({ host: direct.host, port: direct.port, user: direct.user });
     targets.pgx = engineTarget({ host, port, user });
-    parent = mkdtempSync(path.join(os.tmpdir(), 'pgx-compat-'));
+    parent = scratchDir('pgx-compat-');
   });
 
   after(async function () {

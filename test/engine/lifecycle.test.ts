@@ -9,7 +9,6 @@ import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +29,7 @@ import {
   waitFor,
 } from '../helpers/commands.js';
 import { copySeed, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 /** The checkout: compiled tests run from dist/test/engine/. */
 const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -503,8 +503,7 @@ describe('engine: session lifecycle', function () {
     let privateSocketDir: string | undefined;
 
     before(function () {
-      base = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-life-'));
-      fs.chmodSync(base, 0o755);
+      base = scratchDir('pgx-life-');
       dataDir = path.join(base, 'data');
       socketDir = path.join(base, 'sock');
       copySeed(dataDir);

@@ -5,10 +5,10 @@
 
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { runCommand, type CommandResult } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 describe('engine: pgbench through the engine', function () {
   this.timeout(60_000);
@@ -76,7 +76,7 @@ describe('engine: pgbench through the engine', function () {
       '\\endpipeline',
       '',
     ].join('\n');
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-pgbench-'));
+    const dir = scratchDir('pgx-pgbench-');
     try {
       const file = path.join(dir, 'pipeline.sql');
       fs.writeFileSync(file, script);

@@ -6,10 +6,10 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { directEnv, runCommand, waitFor, type CommandResult } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 /** psql without ~/.psqlrc, stopping nothing on error unless the script says so. */
 const PSQL_BASE = ['-X', '--no-password'];
@@ -21,7 +21,7 @@ describe('engine: psql through the engine', function () {
 
   before(async function () {
     rt = await startTestRuntime();
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-psql-'));
+    work = scratchDir('pgx-psql-');
   });
 
   after(async function () {

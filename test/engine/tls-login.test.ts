@@ -5,7 +5,6 @@
 
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import pg from 'pg';
@@ -13,6 +12,7 @@ import { makeTestTls } from '../helpers/kube-api/tls.js';
 import { runCommand } from '../helpers/commands.js';
 import { RawSocket, sslRequest } from '../helpers/raw-socket.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const PASSWORD = 'channel-bound-password';
 
@@ -22,7 +22,7 @@ describe('engine: logging in over TLS', function () {
   let dir: string;
 
   before(async function () {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-tls-login-'));
+    dir = scratchDir('pgx-tls-login-');
     const t = makeTestTls();
     fs.writeFileSync(path.join(dir, 'ca.pem'), t.caPem);
     fs.writeFileSync(path.join(dir, 'server.pem'), t.certPem);

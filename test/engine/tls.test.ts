@@ -4,7 +4,6 @@
 
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type tls from 'node:tls';
 import pg from 'pg';
@@ -12,6 +11,7 @@ import { makeTestTls, type TestTls } from '../helpers/kube-api/tls.js';
 import { runCommand } from '../helpers/commands.js';
 import { RawSocket, sslRequest, startupPacket } from '../helpers/raw-socket.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 interface Files {
   dir: string;
@@ -51,7 +51,7 @@ describe('engine: TLS for TCP clients', function () {
   }
 
   before(async function () {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-tls-'));
+    const dir = scratchDir('pgx-tls-');
     files = writeTls(dir, makeTestTls());
     rt = await startTestRuntime({ tlsCert: files.cert, tlsKey: files.key });
   });
@@ -124,7 +124,7 @@ describe('engine: --tls-require', function () {
   let files: Files;
 
   before(async function () {
-    files = writeTls(fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-tls-')), makeTestTls());
+    files = writeTls(scratchDir('pgx-tls-'), makeTestTls());
     rt = await startTestRuntime({ tlsCert: files.cert, tlsKey: files.key, tlsRequire: true });
   });
 

@@ -6,12 +6,11 @@
 
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { serialize } from 'pg-protocol';
 import { FULL_CHECK, LOGIN_BASELINE, SNAPSHOT } from '../../src/engine/login-check.js';
 import { socketPath } from '../../src/wire/socket-path.js';
 import { backendMessages as be, readMessages, readStartupPacket } from './backend-messages.js';
+import { scratchDir } from './scratch.js';
 
 const DISCARD_ALL = serialize.query('DISCARD ALL');
 /** The settings rows the fake reports, at login and at every check alike unless told otherwise. */
@@ -26,7 +25,7 @@ export interface FakeBackend {
 }
 
 export class FakePostgres {
-  readonly socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-fake-pg-'));
+  readonly socketDir = scratchDir('pgx-fake-pg-');
   readonly port = 5432;
   readonly backends: FakeBackend[] = [];
   /** The full check's verdict letter: y (a fresh login would pass), n (refused). */

@@ -4,8 +4,8 @@
 
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
+import { scratchDir } from './scratch.js';
 
 export interface SocketPairs {
   /** A new connected pair: `near` is the connecting end, `far` the accepted one. */
@@ -14,7 +14,7 @@ export interface SocketPairs {
 }
 
 export async function socketPairs(): Promise<SocketPairs> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-pair-'));
+  const dir = scratchDir('pgx-pair-');
   const file = path.join(dir, 'pair.sock');
   const accepted: net.Socket[] = [];
   const server = net.createServer((s) => accepted.push(s));

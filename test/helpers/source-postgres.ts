@@ -6,9 +6,9 @@
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { freePort, waitFor } from './commands.js';
+import { scratchDir } from './scratch.js';
 
 export const PG15_BIN = '/usr/lib/postgresql/15/bin';
 
@@ -34,8 +34,7 @@ export function sourceUnavailable(): string | null {
 
 /** binDir: the server binaries to run (initdb, postgres); Debian's PostgreSQL 15 when not given. */
 export async function startSourcePostgres(superPassword: string, binDir = PG15_BIN): Promise<SourcePostgres> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-source-'));
-  fs.chmodSync(dir, 0o755);
+  const dir = scratchDir('pgx-source-');
   const dataDir = path.join(dir, 'data');
   const asPostgres = process.getuid?.() === 0 ? osUser('postgres') : undefined;
   if (asPostgres) fs.chownSync(dir, asPostgres.uid, asPostgres.gid);

@@ -7,7 +7,6 @@
 
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { branchSecret } from '../../src/operator/controllers/branch-secret.js';
@@ -18,12 +17,13 @@ import { DEFAULT_POD_NETWORK } from '../../src/operator/pods.js';
 import type { JsonObject } from '../helpers/kube-api/patch.js';
 import { helm, kustomize, root, yamlObjects } from './kube-tools.js';
 import { allProblems, KUBERNETES_RELEASE, objectProblems, ourKinds } from './openapi.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const kinds = (objs: JsonObject[]): string[] => objs.map((o) => String(o.kind)).sort();
 
 describe(`OpenAPI validation against Kubernetes ${KUBERNETES_RELEASE} and our CRDs`, function () {
   this.timeout(60_000);
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-openapi-'));
+  const tmp = scratchDir('pgx-openapi-');
   after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
   describe('the validator', () => {

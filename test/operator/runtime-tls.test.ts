@@ -6,7 +6,6 @@
 
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type { Operator } from '../../src/operator/operator.js';
 import { runCommand } from '../helpers/commands.js';
@@ -14,6 +13,7 @@ import { makeTestTls } from '../helpers/kube-api/tls.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 import { apply, makePod, NS, remove, startCluster, startOperator, statusOf, stopCluster, TOKEN, waitFor, waitForCondition, waitForGone, type Cluster } from './harness.js';
 import { API_TOKEN_KEY, runtimeSecretName } from '../../src/operator/pods.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const SCHEMA = "CREATE TABLE items (id int PRIMARY KEY, label text); INSERT INTO items VALUES (1, 'one');";
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
@@ -27,7 +27,7 @@ describe('operator: TLS from the Runtime to Branch Secrets', function () {
   const tls = makeTestTls();
 
   before(async function () {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-op-tls-'));
+    dir = scratchDir('pgx-op-tls-');
     fs.writeFileSync(path.join(dir, 'server.pem'), tls.certPem);
     fs.writeFileSync(path.join(dir, 'server.key'), tls.keyPem, { mode: 0o600 });
     rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0, tlsCert: path.join(dir, 'server.pem'), tlsKey: path.join(dir, 'server.key') });

@@ -7,7 +7,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
@@ -15,6 +14,7 @@ import type { Operator } from '../../src/operator/operator.js';
 import type { TestRuntime } from '../helpers/runtime.js';
 import { apiOf, makeRuntime, read, startCluster, stopCluster, startOperator, startRuntimes, statusOf, waitFor, waitForCondition, waitForGone, type Cluster } from './harness.js';
 import { kubeTools, root } from './kube-tools.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 interface Step {
   name?: string;
@@ -31,7 +31,7 @@ describe('the GitHub Actions example, run against the API double and the operato
   let c: Cluster;
   let runtimes: TestRuntime[] = [];
   let op: Operator;
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-workflow-'));
+  const home = scratchDir('pgx-workflow-');
 
   /** bash -eo pipefail, as GitHub runs a `run` step, with kubectl on PATH and the double's kubeconfig. */
   function bash(script: string, env: Record<string, string>): Promise<{ code: number; out: string }> {

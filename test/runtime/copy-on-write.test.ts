@@ -7,14 +7,13 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { ApiClient } from '../../src/api/client.js';
 import { probeStorage } from '../../src/runtime/postgres/storage-probe.js';
 import { runCommand, waitFor } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { freshDataDir, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
-import { diskTmpDir } from '../helpers/scratch.js';
+import { diskTmpDir, scratchDir } from '../helpers/scratch.js';
 
 const TOKEN = 'test-token-cow-0123456789abcdef';
 const MB = 1024 * 1024;
@@ -61,8 +60,7 @@ for (const filesystem of CLONING_FILESYSTEMS) describe(`runtime: copy-on-write d
       console.log(`    (needs root to loop-mount a ${filesystem.name} image)`);
       this.skip();
     }
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-cow-'));
-    fs.chmodSync(work, 0o755);
+    work = scratchDir('pgx-cow-');
     const image = path.join(work, `${filesystem.name}.img`);
     mountPoint = path.join(work, 'mnt');
     fs.mkdirSync(mountPoint);

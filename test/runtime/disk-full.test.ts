@@ -10,13 +10,13 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ApiClient, ApiClientError } from '../../src/api/client.js';
 import { waitFor } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const MB = 2 ** 20;
 /** The image: small, so filling it takes a second or two. */
@@ -62,8 +62,7 @@ describe('runtime: a full data filesystem (loop-mounted XFS)', function () {
       console.log('    (needs root to loop-mount an XFS image)');
       this.skip();
     }
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-disk-'));
-    fs.chmodSync(work, 0o755);
+    work = scratchDir('pgx-disk-');
     const image = path.join(work, 'xfs.img');
     mountPoint = path.join(work, 'mnt');
     fs.mkdirSync(mountPoint);

@@ -6,12 +6,12 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { systemClock } from '../../src/clock.js';
 import { PgxError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { DiskGuard, nextCheckDelay, RESERVE_FILE } from '../../src/runtime/postgres/disk-guard.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const MB = 2 ** 20;
 const GB = 2 ** 30;
@@ -39,7 +39,7 @@ function tmpfsForSuite(prefix: string, size: string): () => string {
       console.log('    (needs root to mount a tmpfs)');
       this.skip();
     }
-    mountPoint = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    mountPoint = scratchDir(prefix);
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', mountPoint]);
   });
   after(function () {

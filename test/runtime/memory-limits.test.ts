@@ -16,6 +16,7 @@ import { cgroupLimit, cgroupMemoryLimit, unreclaimableBytes } from '../../src/ru
 import { spawnProtected } from '../../src/runtime/postgres/oom.js';
 import type { Logger } from '../../src/log.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const TOKEN = 'test-token-memory-0123456789abcdef';
 
@@ -312,7 +313,7 @@ function mayLowerOomScore(): boolean {
 describe('runtime: the cgroup memory limit', function () {
   let dir: string;
   beforeEach(() => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-cgroup-'));
+    dir = scratchDir('pgx-cgroup-');
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 

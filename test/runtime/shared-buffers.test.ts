@@ -4,13 +4,13 @@
 // with FILE_COPY, which copies files past the buffers (WAL_LOG copied each block through them).
 
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
 import { waitFor } from '../helpers/commands.js';
 import { startTestRuntime } from '../helpers/runtime.js';
 import { connectClient, createTemplateDatabase, startHarness } from './databases-harness.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 /** Shared buffers holding pages of each database whose name matches `like`, by name. */
 async function buffersOf(admin: SqlClient, like: string): Promise<Map<string, number>> {
@@ -65,8 +65,7 @@ describe('runtime: its own copies leave shared buffers to the tenants', function
   });
 
   it('creates pgx_control at a new runtime\'s first start without reading template0 through them', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-buffers-'));
-    fs.chmodSync(dir, 0o755);
+    const dir = scratchDir('pgx-buffers-');
     const rt = await startTestRuntime({ dataDir: path.join(dir, 'data') });
     try {
       const admin = await rt.runtime.supervisor.connect('postgres', 'postgres');

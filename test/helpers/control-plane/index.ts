@@ -15,6 +15,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { certKubeconfig, makePki, type Pki } from './pki.js';
+import { scratchDir } from '../scratch.js';
 
 export interface AuditRecord {
   verb: string;
@@ -128,7 +129,7 @@ export async function startControlPlane(): Promise<ControlPlane> {
   for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager']) {
     if (!fs.existsSync(path.join(binDir, b))) throw new Error(`${path.join(binDir, b)} is missing: run test/control-plane/build.sh (npm run test:kube does)`);
   }
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-control-plane-'));
+  const dir = scratchDir('pgx-control-plane-');
   // The node's runtimes run PostgreSQL as an unprivileged user, under this directory; the keys stay private.
   fs.chmodSync(dir, 0o755);
   const pki = makePki(path.join(dir, 'pki'));

@@ -5,7 +5,6 @@
 
 import { KubeConfig } from '@kubernetes/client-node';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +15,7 @@ import { isWrite, KubeApiServer, type RequestRecord } from './server.js';
 import { serviceAccountUser } from './rbac.js';
 import { ObjectStore } from './store.js';
 import { makeTestTls } from './tls.js';
+import { scratchDir } from '../scratch.js';
 
 export { isWrite, type RequestRecord } from './server.js';
 export { authorize, ruleAllows, rulesFor, serviceAccountUser, type RequestAttributes, type UserInfo } from './rbac.js';
@@ -78,7 +78,7 @@ export async function startKubeApi(opts: KubeApiOptions = {}): Promise<KubeApi> 
   const server = new KubeApiServer({ store, token, certPem: tls.certPem, keyPem: tls.keyPem });
   const port = await server.listen();
   const url = `https://127.0.0.1:${port}`;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-kube-'));
+  const dir = scratchDir('pgx-kube-');
   const kubeconfigPath = path.join(dir, 'kubeconfig');
   fs.writeFileSync(kubeconfigPath, kubeconfig(url, tls.caPem, token, opts.namespace ?? 'default'), { mode: 0o600 });
   return {
