@@ -335,8 +335,13 @@ describe('operator end to end (real control plane, chart RBAC, runtime pods on t
     await waitFor('the StatefulSet scaled to 1', async () => ((await replicas()) === 1 ? true : null));
     await waitForCondition(c, 'runtimes', 'main', 'ScaleDownHeld', 'NoBranchesOnRemovedPods');
     await waitFor('main-1 gone', async () => ((await c.core.listNamespacedPod({ namespace: NS, labelSelector: 'pgx.dev/runtime=main' })).items.length === 1 ? true : null), 120_000);
-    await scale(2);
-    await waitFor('both pods ready again', async () => (statusOf<{ readyReplicas?: number }>(await read(c, 'runtimes', 'main')).readyReplicas === 2 ? true : null), 120_000);
+    // Read for the status written after this patch: one written before it can still count main-1 ready
+    // from before the scale-down (CI run 46 read readyReplicas 2 there, then found no main-1).
+    const generation = ((await scale(2)) as { metadata?: { generation?: number } }).metadata?.generation ?? 0;
+    await waitFor('both pods ready again', async () => {
+      const s = statusOf<{ readyReplicas?: number; observedGeneration?: number }>(await read(c, 'runtimes', 'main'));
+      return s.readyReplicas === 2 && (s.observedGeneration ?? 0) >= generation ? true : null;
+    }, 120_000);
     // The drop went before the pod: main-1, back on the same volume, does not have the database.
     expect(await databaseExists('main-1', statusOf<BranchStatus>(ready).database!)).to.equal(false);
     await waitFor('app sealed on both pods', async () => {
