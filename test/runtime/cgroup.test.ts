@@ -15,7 +15,7 @@ import pg from 'pg';
 import { createCgroup, memoryHierarchy, type TestCgroup } from '../helpers/cgroup.js';
 import { freePort, processAlive, runCommand, waitFor } from '../helpers/commands.js';
 import { copySeed } from '../helpers/runtime.js';
-import { diskTmpDir } from '../helpers/scratch.js';
+import { diskTmpDir, scratchDir } from '../helpers/scratch.js';
 
 const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const MB = 2 ** 20;
@@ -77,8 +77,7 @@ describe('runtime: in a real memory cgroup', function () {
   /** `pgx start` as a child process moved into `cg` before it execs node, so PostgreSQL starts inside. */
   async function startIn(cg: TestCgroup, extra: string[] = []): Promise<Runtime> {
     // On disk: files on a tmpfs would count against the cgroup as its memory.
-    const base = fs.mkdtempSync(path.join(diskTmpDir(), 'pgx-cgroup-'));
-    fs.chmodSync(base, 0o755);
+    const base = scratchDir('pgx-cgroup-', diskTmpDir());
     const dataDir = path.join(base, 'data');
     copySeed(dataDir);
     const port = await freePort();

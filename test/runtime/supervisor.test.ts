@@ -4,7 +4,7 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, copyFile, lstat, mkdir, mkdtemp, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, mkdtemp, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -16,6 +16,7 @@ import { resolvePgOsUser, type OsUser } from '../../src/runtime/postgres/os-user
 import { hydrateEmbeddedPackage, locatePgBinaries } from '../../src/runtime/postgres/pg-binaries.js';
 import { postgresSqlstate, quoteIdent, quoteLiteral, SqlClient } from '../../src/runtime/postgres/sql-client.js';
 import { PostgresSupervisor, type SupervisorState } from '../../src/runtime/postgres/supervisor.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 interface Recorded {
   level: string;
@@ -114,9 +115,8 @@ describe('runtime/supervisor (real PostgreSQL 18)', function () {
   before(async () => {
     ({ binDir } = await locatePgBinaries());
     osUser = await resolvePgOsUser();
-    base = await mkdtemp(join(tmpdir(), 'pgx-supervisor-'));
-    // mkdtemp makes it 0700 root-owned; the pgx user must be able to pass through it.
-    await chmod(base, 0o755);
+    // The pgx user must be able to pass through it (scratchDir makes it 0755).
+    base = scratchDir('pgx-supervisor-');
   });
 
   after(async () => {
