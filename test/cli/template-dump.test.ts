@@ -1,8 +1,8 @@
 // `pgx template create NAME --file` fed what pg_dump writes, as a user would: a real PostgreSQL 15
 // source whose tables belong to its own roles, dumped with the machine's pg_dump as a schema only
 // (-s), with data (plain, with \restrict lines and COPY ... FROM stdin), and in the custom format
-// (-Fc, through pg_restore). Each becomes a sealed template whose mints hold the source's rows; a
-// broken script fails naming the file, the line and the statement.
+// (-Fc, through pg_restore, from a file or piped to `--file -`). Each becomes a sealed template whose
+// mints hold the source's rows; a broken script fails naming the file, the line and the statement.
 
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
@@ -34,9 +34,10 @@ describe('cli: pgx template create --file with pg_dump output', function () {
   let rt: TestRuntime;
   let work: string;
 
-  function pgx(args: string[]): Promise<CommandResult> {
+  function pgx(args: string[], input?: Buffer): Promise<CommandResult> {
     return runCommand(process.execPath, [path.join(root, 'bin/pgx.js'), ...args], {
       cwd: root,
+      input,
       env: { ...process.env, PGX_URL: `http://127.0.0.1:${rt.runtime.api!.port}`, PGX_API_TOKEN: TOKEN },
       timeoutMs: 60_000,
     });
@@ -100,6 +101,13 @@ describe('cli: pgx template create --file with pg_dump output', function () {
     const r = await pgx(['template', 'create', 'tpl_custom', '--file', dump('full.dump', ['--format=custom'])]);
     expect(r.code, r.stderr).to.equal(0);
     expect(await notesOf('tdb_tpl_custom__a')).to.have.length(506);
+  });
+
+  it('a custom-format dump piped to --file - goes through pg_restore too', async function () {
+    const archive = fs.readFileSync(dump('piped.dump', ['--format=custom']));
+    const r = await pgx(['template', 'create', 'tpl_piped', '--file', '-'], archive);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(await notesOf('tdb_tpl_piped__a')).to.have.length(506);
   });
 
   it('a failing script names the file, the line and the statement, and leaves nothing', async function () {

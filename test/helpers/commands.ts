@@ -18,7 +18,7 @@ export interface CommandResult {
 export interface CommandOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
-  input?: string;
+  input?: string | Buffer;
   /** The child is killed (by its pid) after this long; the result then carries the signal. */
   timeoutMs?: number;
 }

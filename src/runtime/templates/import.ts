@@ -279,11 +279,17 @@ function runTool(
   args: string[],
   env: Record<string, string>,
   attach?: (child: ReturnType<typeof spawn>) => void,
+  input?: Buffer,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: [input ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
+    if (input) {
+      // A tool that exits early (a broken archive) closes the pipe; its exit code says why.
+      child.stdin!.on('error', () => {});
+      child.stdin!.end(input);
+    }
     attach?.(child);
     if (child.stdout!.listenerCount('data') === 0) child.stdout!.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
     child.stderr!.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
@@ -307,11 +313,13 @@ const CUSTOM_DUMP_MAGIC = 'PGDMP';
 /**
  * A script file as SQL text: a plain-format file as it is, a pg_dump custom-format file (-Fc) turned
  * into its plain script by pg_restore (without owners and privileges: they name the source's roles).
+ * pg_restore reads the bytes from its standard input, so a dump piped to `--file -` works as well as
+ * one on disk; `file` only names it in messages.
  */
 export async function scriptFromFile(file: string, bytes: Buffer): Promise<string> {
   if (bytes.subarray(0, CUSTOM_DUMP_MAGIC.length).toString('latin1') !== CUSTOM_DUMP_MAGIC) return bytes.toString('utf8');
   const tools = findDumpTools();
-  const { code, stdout, stderr } = await runTool(tools.pgRestore, ['--no-owner', '--no-privileges', '--file', '-', file], {});
+  const { code, stdout, stderr } = await runTool(tools.pgRestore, ['--no-owner', '--no-privileges', '--file', '-'], {}, undefined, bytes);
   if (code !== 0) {
     throw new PgxError('INVALID_PARAMETER', `${file}: pg_restore could not read this custom-format dump: ${lastLines(stderr)}`, {
       hint: `This machine has ${tools.version.replace('pg_dump', 'pg_restore')}; a dump made by a newer pg_dump needs a pg_restore at least as new (or dump it again with --format=plain).`,
