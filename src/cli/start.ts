@@ -216,7 +216,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     else logger.warn('storage-without-clones', { ...storage, dataDir });
     const memory = await memoryLimitSettings(config, logger);
     databases = new DisposableDatabases({
-      connect: (database, user = 'postgres') => supervisor.connect(database, user),
+      connect: (database, user = 'postgres', settings) => supervisor.connect(database, user, settings),
       storage,
       postgres: { socketDir, port: PG_PORT, dataDir },
       // The engine is constructed below; the databases call these only after start(), when it exists.

@@ -59,7 +59,7 @@ export async function startHarness(
     loginBaselineSql: settingsRowsSql,
   };
   const dbs = new DisposableDatabases({
-    connect: (database, user = 'postgres') => supervisor.connect(database, user),
+    connect: (database, user = 'postgres', settings) => supervisor.connect(database, user, settings),
     storage: await probeStorage(rt.dataDir),
     postgres: { socketDir: rt.runtime.supervisor.socketDirectory, port: 5432, dataDir: rt.dataDir },
     engine: engineSessions,

@@ -53,7 +53,7 @@ export interface Credential {
 }
 
 export interface DatabaseCredentialsOptions {
-  /** A superuser connection to the named database (closed after use). */
+  /** A superuser connection inside the named database, search_path empty (closed after use). */
   connect: (database: string) => Promise<SqlClient>;
   metadata: MetadataStore;
   logger: Logger;

@@ -12,7 +12,7 @@ import type { Logger } from '../../log.js';
 import { AdminConnection } from '../postgres/admin-connection.js';
 import type { DiskRoom } from '../postgres/disk-guard.js';
 import { removeOrphanedDatabaseFiles } from '../postgres/orphaned-files.js';
-import type { SqlClient } from '../postgres/sql-client.js';
+import { CATALOG_ONLY, type SessionSettings, type SqlClient } from '../postgres/sql-client.js';
 import type { StorageCapability } from '../postgres/storage-probe.js';
 import type { MemoryLimitsStatus } from '../status.js';
 import { installExtensionGuard } from '../templates/extension-guard.js';
@@ -46,7 +46,7 @@ import { WarmPool } from './warm-pool.js';
 
 export interface DisposableDatabasesOptions {
   /** A connection to the named database over PostgreSQL's private socket, as `user` (default postgres). */
-  connect: (database: string, user?: string) => Promise<SqlClient>;
+  connect: (database: string, user?: string, settings?: SessionSettings) => Promise<SqlClient>;
   /** The engine's session table: end sessions on a database, count sessions per database. */
   engine: EngineSessions;
   settings?: Partial<DatabaseSettings>;
@@ -112,6 +112,8 @@ export class DisposableDatabases {
     const problem = prefixProblem(s.prefix);
     if (problem !== null) throw new PgxError('CONFIG_INVALID', `--prefix ${s.prefix}: ${problem}`, { hint: 'Use a prefix like tdb_ (the default).' });
     const { clock, connect, disk } = opts;
+    // The runtime's own statements in tenants' databases, templates and spares (CATALOG_ONLY).
+    const inside = (database: string): Promise<SqlClient> => connect(database, undefined, CATALOG_ONLY);
     const log = (this.log = opts.logger);
     const startedAt = clock.monotonic();
     // The connections that run CREATE DATABASE: with clones, FILE_COPY clones files instead of copying.
@@ -124,7 +126,7 @@ export class DisposableDatabases {
     const metadata = (this.metadata = new MetadataStore(connect, log));
     const permissions = (this.permissions = new Permissions(() => metadata.client(), s.mintRoles));
     const queue = (this.queue = new MintQueue({ workers: s.mintWorkers, keepOpen: s.mintWorkersIdle, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control, clock }));
-    const pool = (this.pool = new WarmPool({ size: s.poolSize, max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: (db) => connect(db), registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log }));
+    const pool = (this.pool = new WarmPool({ size: s.poolSize, max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: inside, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log }));
     disk?.onRoom(() => pool.kick());
     this.claims = new AdminConnection(control);
     const minter = (this.minter = new Minter({
@@ -142,7 +144,7 @@ export class DisposableDatabases {
       clock,
       logger: log,
     }));
-    const credentials = (this.credentials = new DatabaseCredentials({ connect, metadata, logger: log.child({ component: 'credentials' }) }));
+    const credentials = (this.credentials = new DatabaseCredentials({ connect: inside, metadata, logger: log.child({ component: 'credentials' }) }));
     const tombstones = (this.tombstones = new Tombstones(metadata, s.tombstoneSeconds * 1000, clock));
     const trash = (this.trash = new Trash({ connect: () => connect(CONTROL_DATABASE), clones: opts.storage.clone, mintsInFlight: () => queue.pending > 0, hasRoom: () => disk?.hasRoom() ?? true, idleCloseMs: s.dropConnectionIdleMs, counters, clock, logger: log }));
     const inPlace = (name: string): boolean => credentials.rolesOf(name).length > 0;
@@ -170,10 +172,10 @@ export class DisposableDatabases {
       clock,
       logger: log,
     }));
-    const templates = (this.templates = new Templates({ prefix: s.prefix, connect, registry, scratches: this.scratches, metadata, permissions, pool, engine: opts.engine, allowedExtensions: s.allowedExtensions, clock, logger: log }));
+    const templates = (this.templates = new Templates({ prefix: s.prefix, connect: inside, registry, scratches: this.scratches, metadata, permissions, pool, engine: opts.engine, allowedExtensions: s.allowedExtensions, clock, logger: log }));
     this.sessions = new SessionTracker({ registry, metadata, idle: (db) => this.vacuum.touch(db), clock, logger: log });
     this.vacuum = new ActivityVacuum({
-      connect: (db) => connect(db),
+      connect: inside,
       shared: () => metadata.client(),
       exists: (db) => !isReservedName(db) && !registry.sealedTemplate(db),
       busy: () => this.sessions.counts.busy(),

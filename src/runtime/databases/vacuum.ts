@@ -14,7 +14,7 @@ import type { JanitorTask } from './janitor.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 export interface ActivityVacuumOptions {
-  /** A superuser connection to the named database (closed after use). */
+  /** A superuser connection inside the named database, search_path empty (closed after use). */
   connect: (database: string) => Promise<SqlClient>;
   /** A connection kept open (pg_stat_database is a cluster-wide view): the runtime's control connection. */
   shared: () => Promise<SqlClient>;

@@ -36,9 +36,24 @@ export interface ConnectOptions {
   user: string;
   database: string;
   applicationName?: string;
+  /** Settings the session starts with (sent in the startup packet, as psql's PGOPTIONS would). */
+  settings?: SessionSettings;
   /** For the connection and startup handshake, and for close(); queries themselves have no timeout. */
   timeoutMs?: number;
 }
+
+/** Configuration parameters by name, applied at login. */
+export type SessionSettings = Readonly<Record<string, string>>;
+
+/**
+ * For the runtime's superuser inside a database whose objects others own (a tenant's database, a
+ * template, a spare): an empty search_path, so its statements there resolve operators and functions
+ * in pg_catalog alone. With the default path an operator a tenant put in public is found too, and
+ * wins where it matches the argument types exactly and pg_catalog's needs a cast: a
+ * public.>(bigint, numeric) was called, as superuser, by the activity vacuum's
+ * "n_dead_tup > 50 + 0.2 * ...", and a public.!~~(name, name) by the credentials' NOT LIKE.
+ */
+export const CATALOG_ONLY: SessionSettings = { search_path: '' };
 
 /**
  * The SQLSTATE PostgreSQL answered with, when `err` is its ErrorResponse (a PgxError POSTGRES_FAILED
@@ -126,7 +141,7 @@ export class SqlClient {
         },
         reject,
       });
-      const params: Record<string, string> = { user: opts.user, database: opts.database, client_encoding: 'UTF8' };
+      const params: Record<string, string> = { ...opts.settings, user: opts.user, database: opts.database, client_encoding: 'UTF8' };
       if (opts.applicationName !== undefined) params.application_name = opts.applicationName;
       client.socket.write(serialize.startup(params));
     });

@@ -18,7 +18,7 @@ import { describeExit, LogPipe, type Exit } from './log-pipe.js';
 import { spawnProtected, UNPROTECTED_CHILD_OOM_SCORE } from './oom.js';
 import type { OsUser } from './os-user.js';
 import { claimOwnership, clearLeftovers, releaseOwnership } from './pid-files.js';
-import { SqlClient } from './sql-client.js';
+import { SqlClient, type SessionSettings } from './sql-client.js';
 
 export type SupervisorState = 'stopped' | 'starting' | 'ready' | 'restarting' | 'stopping';
 
@@ -179,8 +179,8 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   /** A new admin connection over the private socket (trust authentication). */
-  connect(database = 'postgres', user = 'postgres'): Promise<SqlClient> {
-    return SqlClient.connect({ socketDir: this.socketDir, port: this.opts.port, user, database, applicationName: 'pgx-runtime' });
+  connect(database = 'postgres', user = 'postgres', settings?: SessionSettings): Promise<SqlClient> {
+    return SqlClient.connect({ socketDir: this.socketDir, port: this.opts.port, user, database, applicationName: 'pgx-runtime', settings });
   }
 
   /** The one place the state changes. */

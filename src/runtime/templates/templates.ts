@@ -25,8 +25,8 @@ import type { WarmPool } from '../databases/warm-pool.js';
 
 export interface TemplatesOptions {
   prefix: string;
-  /** A connection to the named database, as `user` (default: the superuser postgres). */
-  connect: (database: string, user?: string) => Promise<SqlClient>;
+  /** A superuser connection inside the named template (search_path empty: sql-client.ts CATALOG_ONLY). */
+  connect: (database: string) => Promise<SqlClient>;
   registry: Registry;
   metadata: MetadataStore;
   permissions: Permissions;
