@@ -346,42 +346,6 @@ describe('runtime: mint on connect', function () {
     });
   });
 
-  describe("a spare's warm-up (pool of 1)", function () {
-    let h: Harness;
-
-    before(async function () {
-      h = await startHarness({ settings: { ...KEEP, poolSize: 1, poolMax: 1 }, wire: true });
-      await h.admin.query('CREATE ROLE mallory LOGIN CREATEDB');
-      await createTemplateDatabase(h, 'tpl_trap', 'mallory');
-      // The template's owner defines > for (oid, integer): an exact match for "oid > 0", which an
-      // unqualified catalog scan on the spare would call as the runtime's role.
-      const c = await h.rt.runtime.supervisor.connect('tpl_trap', 'mallory');
-      try {
-        await c.query(`CREATE TABLE seen (who text);
-          CREATE FUNCTION trap(oid, integer) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen VALUES (current_user); RETURN true; END $$;
-          CREATE OPERATOR public.> (LEFTARG = oid, RIGHTARG = integer, FUNCTION = trap)`);
-      } finally {
-        await c.close();
-      }
-      await h.dbs.operations.seal('tpl_trap', 'postgres');
-      await waitFor('a spare', async () => (await h.dbs.operations.status()).pool.tpl_trap?.ready === 1);
-    });
-
-    after(async function () {
-      await h?.stop();
-    });
-
-    it("reads the spare's catalogs without calling the template's operators", async function () {
-      const c = await connectClient(h, 'tdb_tpl_trap__w', 'mallory');
-      expect((await h.dbs.operations.status()).mints.warm).to.equal(1);
-      // The operator works for its owner: the trap is armed.
-      expect((await c.query('SELECT count(*)::int AS n FROM seen')).rows[0].n).to.equal(0);
-      await c.query('SELECT 1::oid > 0');
-      expect((await c.query('SELECT who FROM seen')).rows).to.deep.equal([{ who: 'mallory' }]);
-      await c.end();
-    });
-  });
-
   describe('caps and the mint queue', function () {
     let h: Harness;
 
