@@ -43,7 +43,7 @@ export interface WarmPoolOptions {
   connect: () => Promise<SqlClient>;
   /** How long a mint that found no spare ready waits for one being made (spareSoon()). */
   spareWaitMs: number;
-  /** A superuser connection to the named database (to warm a new spare up). */
+  /** A superuser connection inside the named database, search_path empty (to warm a new spare up). */
   connectTo: (database: string) => Promise<SqlClient>;
   registry: Registry;
   metadata: MetadataStore;
