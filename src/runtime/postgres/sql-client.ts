@@ -36,7 +36,7 @@ export interface ConnectOptions {
   user: string;
   database: string;
   applicationName?: string;
-  /** Settings the session starts with (sent in the startup packet, as psql's PGOPTIONS would). */
+  /** Settings the session starts with, sent as startup parameters (PostgreSQL applies them at login). */
   settings?: SessionSettings;
   /** For the connection and startup handshake, and for close(); queries themselves have no timeout. */
   timeoutMs?: number;
@@ -49,9 +49,9 @@ export type SessionSettings = Readonly<Record<string, string>>;
  * For the runtime's superuser inside a database whose objects others own (a tenant's database, a
  * template, a spare): an empty search_path, so its statements there resolve operators and functions
  * in pg_catalog alone. With the default path an operator a tenant put in public is found too, and
- * wins where it matches the argument types exactly and pg_catalog's needs a cast: a
- * public.>(bigint, numeric) was called, as superuser, by the activity vacuum's
- * "n_dead_tup > 50 + 0.2 * ...", and a public.!~~(name, name) by the credentials' NOT LIKE.
+ * wins where it matches the argument types exactly and pg_catalog's needs a cast: a tenant's
+ * public.*(numeric, real) and public.>(bigint, numeric) were called, as superuser, by the activity
+ * vacuum's "n_dead_tup > 50 + 0.2 * ...", and a public.!~~(name, name) by the credentials' NOT LIKE.
  */
 export const CATALOG_ONLY: SessionSettings = { search_path: '' };
 
