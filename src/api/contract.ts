@@ -217,7 +217,8 @@ export interface TemplateBody {
   sealed: boolean;
   sealed_at: string | null;
   generation: number;
-  strategy: string;
+  /** How CREATE DATABASE copies it for a mint: always FILE_COPY (a clone where the filesystem can). */
+  strategy: 'FILE_COPY';
   /** The database this is a snapshot of, or null for a template sealed as such. */
   snapshot_of: string | null;
   /** A snapshot kept past its database (taken with keep); false: it goes when its database is dropped. Templates: true. */
