@@ -38,14 +38,17 @@ describe("runtime: a tenant's operators never run as the runtime's superuser", f
     await h?.stop();
   });
 
-  async function seen(database: string): Promise<unknown[]> {
+  /** `sql`'s rows, read as the tenant on a connection of its own. */
+  async function asMallory<T>(database: string, sql: string): Promise<T[]> {
     const c = await connectClient(h, database, 'mallory');
     try {
-      return (await c.query('SELECT who, op FROM seen')).rows;
+      return (await c.query(sql)).rows;
     } finally {
       await c.end();
     }
   }
+
+  const seen = (database: string): Promise<unknown[]> => asMallory(database, 'SELECT who, op FROM seen');
 
   it('the activity vacuum in a tenant database', async function () {
     const db = 'tdb_tpl_plain__vac';
@@ -58,15 +61,8 @@ describe("runtime: a tenant's operators never run as the runtime's superuser", f
     await c.query('DELETE FROM seen');
     await c.end();
     // Until the vacuum ran, or a trap did (which answers that nothing is due, so the vacuum never would).
-    const look = async (): Promise<{ vacuumed: boolean; trapped: number }> => {
-      const t = await connectClient(h, db, 'mallory');
-      try {
-        const { rows } = await t.query("SELECT (SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'churn') AS vacuumed, (SELECT count(*)::int FROM seen) AS trapped");
-        return rows[0];
-      } finally {
-        await t.end();
-      }
-    };
+    const look = async (): Promise<{ vacuumed: boolean; trapped: number }> =>
+      (await asMallory<{ vacuumed: boolean; trapped: number }>(db, "SELECT (SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'churn') AS vacuumed, (SELECT count(*)::int FROM seen) AS trapped"))[0]!;
     await waitFor('the runtime to vacuum churn (or a trap to run)', async () => {
       const now = await look();
       return now.vacuumed || now.trapped > 0;
