@@ -76,7 +76,7 @@ export async function runTemplate(argv: string[]): Promise<number> {
       const t = await withHints(buildHints(), apiClient(cmd).buildTemplate({
         name: name!,
         sql,
-        script_name: file === '-' ? 'standard input' : path.basename(file),
+        script_name: path.basename(inputName(file)),
         owner: cmd.values.owner as string | undefined,
         seal: cmd.values['no-seal'] !== true,
         replace: cmd.values.replace === true,
