@@ -5,6 +5,7 @@
 //     into another tenant's database; a database name with a multibyte character at the cut;
 //   - a minted database open to PUBLIC: any login role could connect to another tenant's database;
 //   - name squatting: CREATE DATABASE (or RENAME) under the mint prefix, served to the next client;
+//   - a minted name served to another tenant its owner granted CONNECT (into the owner's trap);
 //   - the restore race: a CREATE DATABASE of the restored name between DROP and RENAME;
 //   - pgx_guard open to the credentials' group; a superuser held to a database's session cap.
 
@@ -193,6 +194,28 @@ describe('runtime: tenant walls hold at every name length and under races', func
       await (rt.runtime.disposableDatabases as unknown as { reconcile(): Promise<number> }).reconcile();
       expect(rt.runtime.databases.database(`${PREFIX}pr123`)).to.equal(null);
       expect((await refused(as(`${PREFIX}pr123`, 'bob', 'pw-bob'))).code).to.equal('42P04');
+    });
+  });
+
+  describe('a minted name is its minter\'s', function () {
+    it("another tenant is refused (42501) even with CONNECT granted by the owner, who could have put a schema named after it first in its search_path", async function () {
+      const name = `${PREFIX}shared`;
+      const eve = await connect(as(name, 'eve', 'pw-eve'));
+      // The trap an owner can lay for whoever connects to its name next (an old URL, a CI job's name).
+      await eve.query(
+        `GRANT CONNECT, TEMPORARY ON DATABASE ${name} TO bob; CREATE SCHEMA bob; CREATE TABLE bob.items (id int, label text); ` +
+          'GRANT USAGE ON SCHEMA bob TO bob; GRANT ALL ON bob.items TO bob',
+      );
+      const err = (await refused(as(name, 'bob', 'pw-bob'))) as PgErr & { hint?: string };
+      expect(err.code).to.equal('42501');
+      expect(err.message).to.equal(`permission denied for database "${name}"`);
+      expect(err.hint).to.match(/minted by another role/);
+      // Whom PostgreSQL counts as the owner is served: a member of the owning role, and a superuser.
+      await adminQuery("CREATE ROLE eve_ci LOGIN PASSWORD 'pw-eve-ci'; GRANT eve TO eve_ci");
+      const member = await connect(as(name, 'eve_ci', 'pw-eve-ci'));
+      expect((await member.query('SELECT current_user AS u')).rows).to.deep.equal([{ u: 'eve_ci' }]);
+      const admin_ = await connect(admin(name));
+      expect((await admin_.query('SELECT count(*)::int AS n FROM bob.items')).rows).to.deep.equal([{ n: 0 }]);
     });
   });
 

@@ -68,8 +68,8 @@ const GROUP_ATTRIBUTES = 'NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT 
 const SUFFIX_BYTES = '_u'.length + 4;
 
 /** Exactly what PostgreSQL answers a role without CONNECT on `database`. */
-export function credentialDenied(database: string): PgxError {
-  return new PgxError('INSUFFICIENT_PRIVILEGE', `permission denied for database "${database}"`, { detail: 'User does not have CONNECT privilege.' });
+export function credentialDenied(database: string, hint?: string): PgxError {
+  return new PgxError('INSUFFICIENT_PRIVILEGE', `permission denied for database "${database}"`, { detail: 'User does not have CONNECT privilege.', ...(hint !== undefined ? { hint } : {}) });
 }
 
 export class DatabaseCredentials {

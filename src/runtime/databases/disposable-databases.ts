@@ -154,7 +154,7 @@ export class DisposableDatabases {
       if (tombstone !== null) await tombstones.bury(name, tombstone);
       await this.dropSnapshotsOf(name);
     }, { trash, inPlace }, s.dropConnectionIdleMs));
-    this.router = new MintRouter({ prefix: s.prefix, lifecycle, registry, credentials, dropper, tombstones, minter, clock });
+    this.router = new MintRouter({ prefix: s.prefix, lifecycle, registry, credentials, dropper, tombstones, minter, permissions, clock });
     const pg = opts.postgres;
     const imports = new TemplateImports({ socketDir: pg.socketDir, port: pg.port, workDir: pg.dataDir, connectAs: (db, user) => connect(db, user) }, clock, log.child({ component: 'import' }));
     const snapshots = (this.snapshots = new Snapshots({

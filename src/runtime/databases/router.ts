@@ -1,8 +1,10 @@
 // The engine's Router (engine/ports.ts): the database name of a startup packet turned into a database
 // PostgreSQL has. Names outside the prefix pass at once (PostgreSQL answers 3D000 itself if absent); a
 // new name under the prefix is minted once however many clients ask; PGX's own databases (pgx_control,
-// spares) are refused as if absent; a per-database credential reaches its own database only. A sealed
-// template is refused as PostgreSQL refuses it (55000), with what to connect to instead.
+// spares) are refused as if absent; a per-database credential reaches its own database only; a minted
+// database serves its minter (and what PostgreSQL counts as its owner), its credentials and superusers,
+// never another tenant its owner granted CONNECT. A sealed template is refused as PostgreSQL refuses
+// it (55000), with what to connect to instead.
 
 import type { Clock } from '../../clock.js';
 import type { Caller, Route, Router } from '../../engine/ports.js';
@@ -13,6 +15,7 @@ import type { Lifecycle } from './lifecycle.js';
 import type { Minted, Minter } from './mint.js';
 import { NameQueue } from './name-queue.js';
 import { databaseDoesNotExist, isReservedName, isUnderPrefix, parseMintName } from './names.js';
+import type { Permissions } from './permissions.js';
 import type { Registry } from './registry.js';
 import type { Tombstones } from './tombstones.js';
 
@@ -24,6 +27,7 @@ export interface MintRouterOptions {
   dropper: Dropper;
   tombstones: Tombstones;
   minter: Minter;
+  permissions: Permissions;
   clock: Clock;
 }
 
@@ -49,7 +53,7 @@ export class MintRouter implements Router {
     if (!isUnderPrefix(caller.database, this.o.prefix)) {
       return this.o.registry.sealedTemplate(caller.database) ? Promise.reject(sealedTemplate(caller.database, this.o.prefix)) : RESOLVED;
     }
-    return this.routeMinted(caller.database, caller.user);
+    return this.routeMinted(caller.database, caller.user, home === caller.database);
   }
 
   /** Runs `work` while route() holds new connects to `db` (they proceed once it settles). */
@@ -57,7 +61,7 @@ export class MintRouter implements Router {
     return this.held.run(db, work);
   }
 
-  private async routeMinted(database: string, user: string): Promise<Route | void> {
+  private async routeMinted(database: string, user: string, credential: boolean): Promise<Route | void> {
     const { registry } = this.o;
     const name = parseMintName(database, this.o.prefix);
     const state = this.o.lifecycle.state;
@@ -73,12 +77,30 @@ export class MintRouter implements Router {
       const buried = this.o.tombstones.refusal(database);
       if (buried !== null) throw buried;
       baseline = (await this.o.minter.minted(name, user)).loginBaseline;
-    } else registry.lastRouted.set(database, this.o.clock.now());
+    }
+    if (!credential) await this.admitToMinted(database, user);
+    registry.lastRouted.set(database, this.o.clock.now());
     const limit = registry.databases.get(database)?.connectionLimit ?? null;
     // A mint joined by another role read the minting role's rows: this one's backend reads its own.
     const rows = baseline !== null && baseline.role === user ? baseline.rows : undefined;
     if (limit === null && rows === undefined) return undefined;
     return { ...(limit !== null ? { maxSessions: limit } : {}), ...(rows !== undefined ? { loginBaselineRows: rows } : {}) };
+  }
+
+  /**
+   * A minted name is its minter's. Its owner can GRANT CONNECT on it (PostgreSQL's rule), but a name
+   * under the prefix is one a client expects to mint: another tenant who connects to it, an old URL or
+   * a CI job's name minted again after its grace, would otherwise land in a database someone else owns
+   * and arranged (a schema named after the visitor comes first in its search_path), and write there.
+   * So only the recorded owner, roles PostgreSQL counts as the owner (members of it, superusers) and
+   * the database's credentials (route() let them through) are served; the catalog is asked only for
+   * a role other than the recorded owner.
+   */
+  private async admitToMinted(database: string, user: string): Promise<void> {
+    const record = this.o.registry.databases.get(database);
+    if (record === undefined || record.owner === user) return;
+    if ((await this.o.permissions.access(user, database)).ownerOrSuperuser) return;
+    throw credentialDenied(database, `Database "${database}" was minted by another role. Connect to a name of your own (${this.o.prefix}<template>__<token>), or ask for a credential of this one.`);
   }
 }
 
