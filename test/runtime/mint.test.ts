@@ -122,8 +122,8 @@ describe('runtime: mint on connect', function () {
       expect(err.message).to.equal('database "tdb_tpl_app__bob1" does not exist');
       expect(err.hint).to.match(/Role "bob" may not create databases on connect.*CREATEDB/);
       expect(await databaseExists(h, 'tdb_tpl_app__bob1')).to.equal(false);
-      // A database that exists is reachable by anyone PostgreSQL lets in: no mint needed.
-      await h.dbs.router.route({ user: 'bob', database: 'tdb_tpl_app__alice1' });
+      // A database that exists is alice's: bob is refused it as PostgreSQL refuses CONNECT (42501).
+      expect((await rejection(h.dbs.router.route({ user: 'bob', database: 'tdb_tpl_app__alice1' }))).sqlstate).to.equal('42501');
     });
 
     it('lets a role another role is refused for share the same name', async function () {
