@@ -74,6 +74,9 @@ describe('runtime: a tenant cannot escape its database', function () {
     ["dropping the allow-list's schema", 'DROP SCHEMA pgx_guard CASCADE', /^must be owner of schema pgx_guard$/],
     ["creating in the allow-list's schema", 'CREATE TABLE pgx_guard.mine (x int)', /^permission denied for schema pgx_guard$/],
     ['becoming superuser', 'ALTER ROLE current_user SUPERUSER', /^permission denied to alter role$/],
+    // A trigger runs as whoever writes the table: on the template's own table, as the app's superuser.
+    ["a trigger on the template owner's table", 'CREATE TRIGGER trap BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION pg_catalog.suppress_redundant_updates_trigger()', /^permission denied for table t$/],
+    ["maintenance of the owner's table (its index expressions run)", 'REINDEX TABLE t', /^permission denied for table t$/],
   ];
 
   for (const [what, sql, message] of ESCAPES) {

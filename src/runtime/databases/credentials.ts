@@ -15,9 +15,9 @@
 // API are owned by the superuser postgres, and membership in it would inherit the ownership of every
 // catalog and database of the cluster (and, with SET, superuser itself). Instead every credential is a
 // member (INHERIT, no SET, no ADMIN) of one NOLOGIN group role, pgx_credentials, and inside the database
-// that group has USAGE and CREATE in every non-system schema, ALL on the tables and sequences there
-// (functions: what PUBLIC may execute, and no more), and default privileges for what the owner creates
-// there later. A credential can read and write
+// that group has USAGE and CREATE in every non-system schema, read and write on the tables (not
+// TRIGGER or MAINTAIN: TABLE_RIGHTS) and ALL on the sequences there (functions: what PUBLIC may execute,
+// and no more), and default privileges for what the owner creates there later. A credential can read and write
 // the template's tables and create its own; it cannot ALTER or DROP the owner's objects.
 //
 // Those in-database grants are made once per template, when it is sealed (prepareDatabase, from
@@ -236,6 +236,16 @@ export function roleNameFor(database: string): string {
 }
 
 /**
+ * What the group may do to the owner's tables: read and write them, not TRIGGER or MAINTAIN. A trigger
+ * runs as whoever writes the table, so a credential's trigger on the template's tables would run its
+ * function as the developer's app, a superuser's session included (COPY ... TO PROGRAM from an INSERT);
+ * MAINTAIN runs the owner's index expressions and materialized views' queries on a credential's word.
+ * Withheld explicitly too, for templates sealed when ALL was granted (every credential re-prepares).
+ */
+const TABLE_RIGHTS = 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES';
+const TABLE_RIGHTS_WITHHELD = 'TRIGGER, MAINTAIN';
+
+/**
  * Grants the credentials' group its rights in every non-system schema but pgx_guard of the database `client` is
  * connected to (as a superuser), and default privileges for what `owner` creates there later.
  * Idempotent. Run on a template before it is sealed, so its copies carry the grants.
@@ -253,13 +263,15 @@ export async function prepareDatabase(client: SqlClient, owner = PREPARED_OWNER)
     const s = quoteIdent(nsp!);
     sql.push(
       `GRANT USAGE, CREATE ON SCHEMA ${s} TO ${role}`,
-      `GRANT ALL ON ALL TABLES IN SCHEMA ${s} TO ${role}`,
+      `GRANT ${TABLE_RIGHTS} ON ALL TABLES IN SCHEMA ${s} TO ${role}`,
+      `REVOKE ${TABLE_RIGHTS_WITHHELD} ON ALL TABLES IN SCHEMA ${s} FROM ${role}`,
       `GRANT ALL ON ALL SEQUENCES IN SCHEMA ${s} TO ${role}`,
       // Functions are not granted: PUBLIC may execute every function it was not denied, and one it was
       // denied was denied on purpose (dblink_connect_u connects without a password, so as postgres
       // over the private socket). Taken back too from templates sealed when they were granted.
       `REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ${s} FROM ${role}`,
-      `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON TABLES TO ${role}`,
+      `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ${TABLE_RIGHTS} ON TABLES TO ${role}`,
+      `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} REVOKE ${TABLE_RIGHTS_WITHHELD} ON TABLES FROM ${role}`,
       `ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${role}`,
     );
   }

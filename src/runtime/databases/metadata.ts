@@ -53,6 +53,13 @@ ALTER TABLE templates ADD COLUMN IF NOT EXISTS snapshot_of text;
 ALTER TABLE templates ADD COLUMN IF NOT EXISTS group_grants_from integer;
 -- Snapshots recorded before retention existed were promised to outlive their database: they are kept.
 ALTER TABLE templates ADD COLUMN IF NOT EXISTS kept boolean NOT NULL DEFAULT true;
+-- Templates sealed while the credentials' group had ALL on their tables (TRIGGER and MAINTAIN with it;
+-- credentials.ts TABLE_RIGHTS) count as not carrying the group's grants: a credential of their copies
+-- has the grants made inside its database again, which takes those two back. Rows older than the
+-- column are those; rows written since get its default.
+ALTER TABLE templates ADD COLUMN IF NOT EXISTS grants_without_trigger boolean;
+ALTER TABLE templates ALTER COLUMN grants_without_trigger SET DEFAULT true;
+UPDATE templates SET group_grants_from = NULL, grants_without_trigger = true WHERE grants_without_trigger IS NULL;
 CREATE TABLE IF NOT EXISTS counters (
   name   text PRIMARY KEY,
   value  bigint NOT NULL
