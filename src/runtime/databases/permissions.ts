@@ -18,6 +18,8 @@ export const MINTERS_GROUP = 'pgx_minters';
 export type ClaimCheck = 'rename' | 'member';
 
 export interface DatabaseAccess {
+  /** The caller's role exists (it may have been dropped while its session lives, or before it logs in). */
+  roleExists: boolean;
   /** The caller is a superuser. */
   superuser: boolean;
   /** The database exists. */
@@ -83,9 +85,10 @@ export class Permissions {
     if (!row) {
       // The caller's role is gone (dropped while its session lives): it may do nothing.
       const exists = await this.databaseExists(database);
-      return { superuser: false, exists, owner: null, ownerOrSuperuser: false, isTemplate: false, allowConnections: false };
+      return { roleExists: false, superuser: false, exists, owner: null, ownerOrSuperuser: false, isTemplate: false, allowConnections: false };
     }
     return {
+      roleExists: true,
       superuser: row[0] === 't',
       exists: row[1] === 't',
       owner: row[2] ?? null,

@@ -99,7 +99,10 @@ export class MintRouter implements Router {
   private async admitToMinted(database: string, user: string): Promise<void> {
     const record = this.o.registry.databases.get(database);
     if (record === undefined || record.owner === user) return;
-    if ((await this.o.permissions.access(user, database)).ownerOrSuperuser) return;
+    const access = await this.o.permissions.access(user, database);
+    // A role that does not exist gets PostgreSQL's own refusal at login (28000), which says what it is:
+    // a revoked credential's client (the MCP server) asks for a new one on it.
+    if (access.ownerOrSuperuser || !access.roleExists) return;
     throw credentialDenied(database, `Database "${database}" was minted by another role. Connect to a name of your own (${this.o.prefix}<template>__<token>), or ask for a credential of this one.`);
   }
 }
