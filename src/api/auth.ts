@@ -21,8 +21,3 @@ export class BearerToken {
 function sha256(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
 }
-
-/** Addresses only this machine can reach: an API there may run without a token (with a warning). */
-export function isLoopbackHost(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host.startsWith('127.') || host.startsWith('::ffff:127.');
-}

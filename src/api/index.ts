@@ -5,10 +5,11 @@
 import type { Clock } from '../clock.js';
 import { PgxError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { BearerToken, isLoopbackHost } from './auth.js';
+import { BearerToken } from './auth.js';
 import type { CreatedDatabaseBody } from './contract.js';
 import type { ApiContext } from './handlers.js';
 import { IdempotencyStore } from './idempotency.js';
+import { isLoopback } from './loopback.js';
 import { ApiMetrics, type PoolBounds } from './metrics.js';
 import { ApiServer } from './server.js';
 
@@ -27,10 +28,10 @@ export interface StartApiOptions {
   logger: Logger;
 }
 
-/** Checks the token rule before anything starts: a non-loopback API needs a token. */
+/** Checks the token rule before anything starts: a non-loopback API needs a token (a loopback one answers only loopback callers: server.ts). */
 export function checkApiExposure(host: string, token: string | null, logger: Logger): void {
   if (token !== null) return;
-  if (!isLoopbackHost(host)) {
+  if (!isLoopback(host)) {
     throw new PgxError('CONFIG_INVALID', `the HTTP API would listen on ${host} without a token`, {
       hint: 'Give a token with --api-token-file FILE or PGX_API_TOKEN, or listen on 127.0.0.1 (--api-host).',
     });

@@ -168,8 +168,11 @@ const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8' };
 
 function parseJson(req: ApiRequest): unknown {
   if (req.body.trim().length === 0) return undefined;
-  if (req.contentType !== undefined && !/^application\/json\b/i.test(req.contentType)) {
-    throw new ApiError(415, new PgxError('PROTOCOL_VIOLATION', `request bodies are JSON, not ${req.contentType}`, { hint: 'Send Content-Type: application/json.' }));
+  // Required, not assumed when absent: a browser may send a body of no type (a Blob) or text/plain across
+  // sites without asking first (no CORS preflight), but never application/json.
+  if (req.contentType === undefined || !/^application\/json\b/i.test(req.contentType)) {
+    const message = req.contentType === undefined ? 'a request body needs Content-Type: application/json; this one has none' : `request bodies are JSON, not ${req.contentType}`;
+    throw new ApiError(415, new PgxError('PROTOCOL_VIOLATION', message, { hint: 'Send Content-Type: application/json.' }));
   }
   try {
     return JSON.parse(req.body) as unknown;

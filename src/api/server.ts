@@ -4,6 +4,9 @@
 // logs one line per request. A metrics-only listener (pgx start --metrics-port) admits only the probes and
 // /metrics, without a token: Prometheus scrapes it without holding control rights. A refused request is answered at once; its unread body is drained without
 // being kept (a moment, then the connection closes), so a client still sending still reads the answer.
+// A listener on loopback (or the control API without a token) first refuses a request naming another Host or
+// carrying a foreign Origin (loopback.ts): a web page could reach it otherwise, by DNS rebinding or a
+// cross-site POST, and the browser needs no token to send where there is none.
 
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,6 +16,7 @@ import type { Logger } from '../log.js';
 import type { BearerToken } from './auth.js';
 import { ApiError } from './errors.js';
 import type { ApiContext } from './handlers.js';
+import { isLoopback, refuseForeign } from './loopback.js';
 import { PATHS } from './paths.js';
 import { admit, bodyTooLarge, errorAnswer, run, type Admission, type ApiResponse, type RequestHead } from './router.js';
 
@@ -32,8 +36,11 @@ export interface ApiServerOptions {
 export class ApiServer {
   private readonly server: http.Server;
   port = 0;
+  /** Answers only loopback callers: bound there, or the control API without a token (checkApiExposure binds that to loopback too). */
+  private readonly loopbackOnly: boolean;
 
   constructor(private readonly opts: ApiServerOptions) {
+    this.loopbackOnly = isLoopback(opts.host) || (opts.token === null && !opts.metricsOnly);
     this.server = http.createServer(
       {
         requestTimeout: opts.requestTimeoutMs ?? 60_000,
@@ -86,7 +93,7 @@ export class ApiServer {
       contentLength: req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']),
     };
     let response: ApiResponse;
-    const admission = this.opts.metricsOnly ? admitMetricsOnly(head, ctx) : admit(head, ctx, this.opts.token);
+    const admission = this.refuseForeign(req, head) ?? (this.opts.metricsOnly ? admitMetricsOnly(head, ctx) : admit(head, ctx, this.opts.token));
     if (!admission.admitted) {
       response = admission.response;
       answerAndDrain(req, res, response);
@@ -101,6 +108,15 @@ export class ApiServer {
       ms: Math.round((clock.monotonic() - started) * 100) / 100,
       request_id: response.requestId ?? null,
     });
+  }
+
+  /** A refusal (403) of a request a loopback listener must not answer (loopback.ts); null to go on. */
+  private refuseForeign(req: http.IncomingMessage, head: RequestHead): Admission | null {
+    if (!this.loopbackOnly) return null;
+    const bound = isLoopback(this.opts.host) ? this.opts.host : '127.0.0.1';
+    const host = bound.includes(':') ? `[${bound}]` : bound;
+    const refusal = refuseForeign({ host: req.headers.host, origin: header(req.headers.origin) }, `http://${host}:${this.port}`);
+    return refusal === null ? null : { admitted: false, response: errorAnswer(refusal, this.opts.ctx, 'unmatched', head.idempotencyKey) };
   }
 
   /** Reads the body (holding its bytes against BODY_BUDGET_BYTES until the answer), runs the request, answers. */

@@ -19,6 +19,14 @@ import type { ClientState } from './session-types.js';
 /** Largest authentication message we accept (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH is 65535). */
 const MAX_AUTH_MESSAGE = 65535;
 
+/**
+ * Unread bytes a client may have before it is authenticated: one message, as large as one can be (a
+ * SASL message with its type byte; a startup packet is smaller). A client sends nothing until asked,
+ * so more is a flood, at a login held for its turn (askPassword) above all: PostgreSQL reads nothing
+ * then, and the engine keeps no more than the one message it will read next.
+ */
+const MAX_LOGIN_UNREAD = MAX_AUTH_MESSAGE + 1;
+
 /** Bytes a client may send ahead while it waits for a backend; beyond it its socket is paused. */
 const MAX_PIPELINED = 65536;
 
@@ -60,12 +68,16 @@ export interface LoginHost {
   close(): void;
 }
 
-/** Shared, never written: a session's login starts with these instead of allocating its own. */
-const NOTHING = Buffer.alloc(0);
+/** Shared, never written: a session's login starts with it instead of allocating its own. */
 const NO_PARAMS: ReadonlyMap<string, string> = new Map();
 
 export class ClientLogin {
-  private inbuf: Buffer = NOTHING;
+  /**
+   * The client's bytes not yet read, in the order they came: a message is merged into one buffer only
+   * once it is all there (peek), so a client dripping bytes costs no copy of what came before each time.
+   */
+  private chunks: Buffer[] = [];
+  private buffered = 0;
   /** The startup packet's parameters. */
   params: ReadonlyMap<string, string> = NO_PARAMS;
   /** The protocol 3.x minor version spoken with the client: 2 gets a 32-byte cancel secret. */
@@ -90,16 +102,19 @@ export class ClientLogin {
 
   /** The client's reader until the pump takes over. Login bytes are few: kept as a copy (a chunk may be the reused read buffer). */
   readonly onData = (chunk: Buffer): boolean => {
-    this.inbuf = this.inbuf.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.inbuf, chunk]);
-    if (this.host.state === 'connecting' && this.inbuf.length >= MAX_PIPELINED) this.host.socket.pause();
+    this.chunks.push(Buffer.from(chunk));
+    this.buffered += chunk.length;
+    if (this.host.state === 'connecting' && this.buffered >= MAX_PIPELINED) this.host.socket.pause();
     this.processSafely();
     return false;
   };
 
   /** The bytes the client sent ahead of its greeting, for the pump; null if none. */
   takePipelined(): Buffer | null {
-    const pipelined = this.inbuf.length > 0 ? this.inbuf : null;
-    this.inbuf = NOTHING;
+    const chunks = this.chunks;
+    const pipelined = this.buffered === 0 ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.buffered);
+    this.chunks = [];
+    this.buffered = 0;
     return pipelined;
   }
 
@@ -125,6 +140,10 @@ export class ClientLogin {
   private processSafely(): void {
     try {
       this.process();
+      const state = this.host.state;
+      if (this.buffered > MAX_LOGIN_UNREAD && (state === 'startup' || state === 'authenticating')) {
+        throw new ProtocolError('received more data during authentication than one message can hold');
+      }
     } catch (err) {
       this.host.failClient(err);
     }
@@ -133,24 +152,47 @@ export class ClientLogin {
   private process(): void {
     for (let state = this.host.state; state === 'startup' || state === 'authenticating'; state = this.host.state) {
       if (state === 'startup') {
-        const len = startupPacketLength(this.inbuf);
-        if (len < 0 || this.inbuf.length < len) return;
-        const packet = this.inbuf.subarray(0, len);
-        this.inbuf = this.inbuf.subarray(len);
-        this.onStartupPacket(packet);
+        const head = this.peek(4);
+        if (head === null) return;
+        const len = startupPacketLength(head);
+        if (this.peek(len) === null) return;
+        this.onStartupPacket(this.take(len));
       } else {
-        if (this.scram === null || this.inbuf.length < 5) return;
-        const type = this.inbuf[0]!;
-        const len = this.inbuf.readInt32BE(1);
+        // Held for its turn (askPassword): nothing is read until the challenge has gone out.
+        if (this.scram === null) return;
+        const head = this.peek(5);
+        if (head === null) return;
+        const type = head[0]!;
+        const len = head.readInt32BE(1);
         if (type !== Msg.Password) throw new ProtocolError(`expected SASL response, got message type ${type}`);
         if (len < 4 || len > MAX_AUTH_MESSAGE) throw new ProtocolError('invalid message length');
-        if (this.inbuf.length < len + 1) return;
-        const body = this.inbuf.subarray(5, len + 1);
-        this.inbuf = this.inbuf.subarray(len + 1);
-        this.onPasswordMessage(body);
+        if (this.peek(len + 1) === null) return;
+        this.onPasswordMessage(this.take(len + 1).subarray(5));
         return; // the next message is read when this one is answered
       }
     }
+  }
+
+  /**
+   * The first `n` unread bytes in one buffer, or null until that many have come. The chunks are merged
+   * only when a message spans them, and then all at once: at most once per message read.
+   */
+  private peek(n: number): Buffer | null {
+    if (this.buffered < n) return null;
+    const first = this.chunks[0]!;
+    if (first.length >= n) return first;
+    const merged = Buffer.concat(this.chunks, this.buffered);
+    this.chunks = [merged];
+    return merged;
+  }
+
+  /** Takes the first `n` unread bytes (peek has seen them). */
+  private take(n: number): Buffer {
+    const first = this.chunks[0]!;
+    if (first.length === n) this.chunks.shift();
+    else this.chunks[0] = first.subarray(n);
+    this.buffered -= n;
+    return first.subarray(0, n);
   }
 
   private onStartupPacket(packet: Buffer): void {
@@ -158,7 +200,7 @@ export class ClientLogin {
     const msg = parseStartupPacket(packet);
     switch (msg.kind) {
       case 'ssl':
-        if (this.host.startTls(this.inbuf.length)) return;
+        if (this.host.startTls(this.buffered)) return;
         socket.write(ENCRYPTION_REFUSED);
         return;
       case 'gssenc':

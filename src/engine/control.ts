@@ -152,11 +152,21 @@ export class ControlSession {
     if (type === Msg.Sync || type === Msg.FunctionCall) this.sentInSegment = 0;
     else if (type === Msg.Query) {
       this.queryArrived();
+      this.unscanned();
       this.expectUnread(inFlight - 1);
     } else if (type === Msg.Parse) {
       this.sentInSegment++;
+      this.unscanned();
       this.expectUnread(inFlight);
     } else if (type === Msg.Close) this.sentInSegment++;
+  }
+
+  /**
+   * SQL too large to read went to PostgreSQL unscanned: it may leave anything behind (a session
+   * advisory lock under a long comment), so the session's backend is closed, not pooled (residue.ts).
+   */
+  private unscanned(): void {
+    this.residue = true;
   }
 
   /**

@@ -11,6 +11,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { ApiClient } from '../api/client.js';
+import { hostOfHeader, isLoopback } from '../api/loopback.js';
 import { PgxError } from '../errors.js';
 import { ScopedRoles } from './scoped-roles.js';
 import { createMcpServer } from './server.js';
@@ -30,12 +31,6 @@ export interface McpHttpServer {
   port: number;
   url: string;
   close(): Promise<void>;
-}
-
-const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
-
-export function isLoopback(host: string): boolean {
-  return LOOPBACK.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 export async function serveHttp(api: ApiClient, opts: McpHttpOptions): Promise<McpHttpServer> {
@@ -80,7 +75,7 @@ async function handle(api: ApiClient, roles: ScopedRoles, req: http.IncomingMess
     jsonRpcError(res, 404, -32000, `no MCP endpoint at ${url.pathname}; the endpoint is ${MCP_HTTP_PATH}`);
     return;
   }
-  if (isLoopback(opts.host) && !isLoopback(hostname(req.headers.host))) {
+  if (isLoopback(opts.host) && !isLoopback(hostOfHeader(req.headers.host))) {
     jsonRpcError(res, 403, -32000, `Host ${req.headers.host ?? '(none)'} refused: this server is bound to loopback and answers only Host 127.0.0.1, localhost or [::1]`);
     return;
   }
@@ -102,12 +97,6 @@ async function handle(api: ApiClient, roles: ScopedRoles, req: http.IncomingMess
   });
   await server.connect(transport);
   await transport.handleRequest(req, res);
-}
-
-function hostname(hostHeader: string | undefined): string {
-  if (hostHeader === undefined) return '';
-  if (hostHeader.startsWith('[')) return hostHeader.slice(0, hostHeader.indexOf(']') + 1);
-  return hostHeader.replace(/:\d+$/, '');
 }
 
 /** Digests first, so the comparison takes the same time whatever the lengths. */

@@ -234,6 +234,14 @@ describe('cli: pgx check', function () {
     );
   });
 
+  it('a password given as ?password= is not shown either: the URL is shown with *** in its place', async () => {
+    const port = await freePort();
+    const r = await pgx(['--from', `postgresql://app@127.0.0.1:${port}/app?password=TopSecretPw123&sslmode=disable`]);
+    expect(r.code).to.equal(2);
+    expect(r.stderr.split('\n')[0]).to.equal(`pgx: cannot connect to postgresql://app@127.0.0.1:${port}/app?password=***&sslmode=disable: connection refused`);
+    expect(r.stderr + r.stdout).to.not.include('TopSecretPw123');
+  });
+
   it('a source that accepts and never answers: exit 2 after --connect-timeout, saying so', async () => {
     // A listener that takes the connection and stays silent, as a firewall that drops packets would.
     const sockets: net.Socket[] = [];

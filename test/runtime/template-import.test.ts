@@ -5,8 +5,10 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
+import { PassThrough } from 'node:stream';
 import { ApiClient, ApiClientError } from '../../src/api/client.js';
 import type { ImportJobBody } from '../../src/api/contract.js';
+import { createLogger } from '../../src/log.js';
 import { runCommand, waitFor } from '../helpers/commands.js';
 import { queryOnce } from '../helpers/pg-once.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
@@ -37,6 +39,8 @@ describe('runtime: templates imported from a source database', function () {
   let source: SourcePostgres;
   let rt: TestRuntime;
   let api: ApiClient;
+  /** The runtime's log, as written. */
+  const logged: string[] = [];
 
   async function finished(job: ImportJobBody, seen: string[] = []): Promise<ImportJobBody> {
     return api.waitForImport(job.id, (j) => seen.push(j.phase), 100);
@@ -53,7 +57,9 @@ describe('runtime: templates imported from a source database', function () {
     await waitFor('the source to answer', () => queryOnce(source.url('postgres'), 'SELECT 1').then(() => true, () => false), 30_000);
     await queryOnce(source.url('postgres'), 'CREATE DATABASE shop');
     await queryOnce(source.url('shop'), SOURCE_SQL);
-    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0 });
+    const stream = new PassThrough();
+    stream.on('data', (chunk: Buffer) => logged.push(chunk.toString('utf8')));
+    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0 }, createLogger({ format: 'json', level: 'info', stream }));
     api = new ApiClient({ url: `http://127.0.0.1:${rt.runtime.api!.port}`, token: TOKEN });
   });
 
@@ -109,6 +115,23 @@ describe('runtime: templates imported from a source database', function () {
     expect(JSON.stringify(job)).to.not.include('not-the-password');
   });
 
+  it('a password given as ?password=: pg_dump gets it in PGPASSWORD; the job, its log lines and its error show ***', async function () {
+    const url = `postgresql://postgres@127.0.0.1:${source.port}/shop?password=${SOURCE_PASSWORD}&connect_timeout=10`;
+    const started = await api.importTemplate({ name: 'tpl_query_pw', source_url: url });
+    expect(started.source).to.equal(`postgresql://postgres@127.0.0.1:${source.port}/shop?password=***&connect_timeout=10`);
+    const job = await finished(started);
+    expect(job.error, JSON.stringify(job.error)).to.equal(null);
+    expect(job.tables_total).to.equal(2);
+    // The review's case: a source that is not there, so that pg_dump's failure is quoted too.
+    const gone = await api.importTemplate({ name: 'tpl_imp', source_url: 'postgresql://someuser@127.0.0.1:1/srcdb?password=TopSecretPw123' });
+    expect(gone.source).to.equal('postgresql://someuser@127.0.0.1:1/srcdb?password=***');
+    const failed = await finished(gone);
+    expect(failed.error!.message).to.match(/^pg_dump of postgresql:\/\/someuser@127\.0\.0\.1:1\/srcdb\?password=\*\*\* failed: .*Connection refused/);
+    const lines = logged.join('').split('\n').filter((l) => l.includes(`"import":"${gone.id}"`));
+    expect(lines.map((l) => (JSON.parse(l) as { message: string }).message)).to.include.members(['import-started', 'import-failed']);
+    expect(JSON.stringify(failed) + logged.join('')).to.not.include('TopSecretPw123').and.to.not.include(SOURCE_PASSWORD);
+  });
+
   it('a source that cannot be reached fails fast with the reason', async function () {
     const job = await finished(await api.importTemplate({ name: 'tpl_gone', source_url: 'postgresql://postgres:pw@127.0.0.1:1/shop' }));
     expect(job.phase).to.equal('failed');
@@ -120,6 +143,8 @@ describe('runtime: templates imported from a source database', function () {
     const cases: [Parameters<ApiClient['importTemplate']>[0], RegExp][] = [
       [{ name: 'tpl_x', source_url: 'not a url' }, /not a URL/],
       [{ name: 'tpl_x', source_url: 'mysql://h/db' }, /scheme is mysql:/],
+      // libpq takes it only from the URL, which would be on pg_dump's command line.
+      [{ name: 'tpl_x', source_url: 'postgresql://u@h/db?sslpassword=KeyPhrase-123' }, /^the source: sslpassword in the URL would reach pg_dump's command line/],
       [{ name: 'tpl_x', source_url: source.url('shop'), mask: "-- pgx:forbid users.email matches 'x'" }, /line 1: not a rule/],
     ];
     for (const [body, message] of cases) {
@@ -127,6 +152,7 @@ describe('runtime: templates imported from a source database', function () {
       expect(err, body.source_url).to.be.instanceOf(ApiClientError);
       expect((err as ApiClientError).status).to.equal(400);
       expect((err as ApiClientError).message).to.match(message);
+      expect(JSON.stringify(err)).to.not.include('KeyPhrase-123');
     }
     const missing = await api.importJob('0000000000000000').catch((e: unknown) => e as ApiClientError);
     expect((missing as ApiClientError).status).to.equal(404);

@@ -1,10 +1,12 @@
 // What PostgreSQL and initdb print, turned into the runtime's log: each line at the level its severity
 // deserves (a routine FATAL is debug, a PANIC an error), and the last lines kept for error messages
-// (a failed initdb or start quotes them). As CloudNativePG's instance manager has logpipe/.
+// (a failed initdb or start quotes them). As CloudNativePG's instance manager has logpipe/. No
+// password literal gets through (log-redact.ts).
 
 import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Logger } from '../../log.js';
+import { PasswordRedactor } from './log-redact.js';
 
 /** Lines kept for error messages. */
 const KEEP_LINES = 30;
@@ -26,11 +28,18 @@ export class LogPipe {
 
   constructor(private readonly log: Logger) {}
 
-  /** Reads the process's stdout and stderr line by line: each is remembered, then given to `onLine`. */
+  /**
+   * Reads the process's stdout and stderr line by line: each, its password literals redacted
+   * (log-redact.ts), is remembered, then given to `onLine`. Redacted before remembering: the last
+   * lines are quoted in error messages and in the log line of a PostgreSQL that died.
+   */
   pipe(proc: ChildProcess, onLine: (line: string) => void): void {
     for (const stream of [proc.stdout, proc.stderr]) {
       if (!stream) continue;
-      createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
+      // One per stream: a literal cut by a line end continues on the same stream's next line.
+      const redactor = new PasswordRedactor();
+      createInterface({ input: stream, crlfDelay: Infinity }).on('line', (raw) => {
+        const line = redactor.line(raw);
         this.remember(line);
         onLine(line);
       });

@@ -5,8 +5,9 @@
 // progress (phase, bytes dumped, tables restored) is read while it runs. A source newer than the
 // local pg_dump (or a machine without one) is copied over the protocol instead (logical-copy.ts).
 //
-// The source URL carries a password: it is given to pg_dump through PGPASSWORD, never on a command
-// line (other users can read those in ps), and never logged.
+// The source URL carries a password (user:password@ or ?password=): it is given to pg_dump through
+// PGPASSWORD, never on a command line (other users can read those in ps), and never logged; other
+// query values are masked where the source is shown (postgres-url.ts).
 
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -205,17 +206,24 @@ export class TemplateImports {
 }
 
 interface Source {
-  /** The URL without its password. */
+  /** The URL without its password (userinfo or ?password=): pg_dump's command line. */
   url: string;
+  /** Without its password, other query values masked: for the job, logs and messages. */
   display: string;
   env: Record<string, string>;
 }
 
 function parseSource(text: string): Source {
-  const { display, password } = parsePostgresUrl(text, 'the source');
+  const { display, password, withoutPassword, secretParameters } = parsePostgresUrl(text, 'the source');
+  // A secret libpq takes only from the connection string would sit on pg_dump's command line.
+  if (secretParameters.length > 0) {
+    throw new PgxError('INVALID_PARAMETER', `the source: ${secretParameters.join(', ')} in the URL would reach pg_dump's command line, which every user of the machine can read`, {
+      hint: 'Leave it out of the URL (for sslpassword: a client key without a passphrase). A password may stay: user:password@ or ?password= reaches pg_dump in PGPASSWORD.',
+    });
+  }
   const env: Record<string, string> = { PGCONNECT_TIMEOUT: '15' };
   if (password !== null) env.PGPASSWORD = password;
-  return { url: display, display, env };
+  return { url: withoutPassword, display, env };
 }
 
 /**
