@@ -6,6 +6,7 @@
 //   - a minted database open to PUBLIC: any login role could connect to another tenant's database;
 //   - name squatting: CREATE DATABASE (or RENAME) under the mint prefix, served to the next client;
 //   - a minted name served to another tenant its owner granted CONNECT (into the owner's trap);
+//   - another tenant's snapshot restored into one's own database, minted from, or open to PUBLIC;
 //   - the restore race: a CREATE DATABASE of the restored name between DROP and RENAME;
 //   - pgx_guard open to the credentials' group; a superuser held to a database's session cap.
 
@@ -216,6 +217,34 @@ describe('runtime: tenant walls hold at every name length and under races', func
       expect((await member.query('SELECT current_user AS u')).rows).to.deep.equal([{ u: 'eve_ci' }]);
       const admin_ = await connect(admin(name));
       expect((await admin_.query('SELECT count(*)::int AS n FROM bob.items')).rows).to.deep.equal([{ n: 0 }]);
+    });
+  });
+
+  describe("a snapshot is its database's data", function () {
+    it("another tenant can neither restore it, mint from it, nor connect to it unsealed (42501); its owner can", async function () {
+      const evedata = `${PREFIX}evedata`;
+      const eve = await connect(as(evedata, 'eve', 'pw-eve'));
+      await eve.query("CREATE TABLE secrets (v text); INSERT INTO secrets VALUES ('eve-secret')");
+      await eve.end();
+      const eveOutside = await connect(as('postgres', 'eve', 'pw-eve'));
+      await eveOutside.query(`SELECT pgx_snapshot_database('${evedata}', 'eve_snap')`);
+      await connect(as(`${PREFIX}bobs`, 'bob', 'pw-bob'));
+      const bob = await connect(as('postgres', 'bob', 'pw-bob'));
+      const restored = await bob.query(`SELECT pgx_restore_database('${PREFIX}bobs', 'eve_snap', true)`).then(
+        () => null,
+        (e: unknown) => e as PgErr,
+      );
+      expect(restored?.code).to.equal('42501');
+      expect(restored?.message).to.equal('permission denied to copy database "eve_snap"');
+      const minted = await refused(as('tdb_eve_snap__bobs', 'bob', 'pw-bob'));
+      expect(minted.code).to.equal('42501');
+      expect(minted.message).to.equal('permission denied to copy database "eve_snap"');
+      // Its owner mints from it and finds her data.
+      const mine = await connect(as('tdb_eve_snap__eves', 'eve', 'pw-eve'));
+      expect((await mine.query('SELECT v FROM secrets')).rows).to.deep.equal([{ v: 'eve-secret' }]);
+      // Unsealed, it is closed to PUBLIC like the database it was taken of.
+      await eveOutside.query("SELECT pgx_unseal_template('eve_snap')");
+      expect((await refused(as('eve_snap', 'bob', 'pw-bob'))).code).to.equal('42501');
     });
   });
 

@@ -12,7 +12,7 @@ import type { MetadataStore } from './metadata.js';
 import type { MintQueue } from './mint-queue.js';
 import type { AdminConnection } from '../postgres/admin-connection.js';
 import { databaseDoesNotExist, type MintName } from './names.js';
-import type { ClaimCheck, Permissions } from './permissions.js';
+import { snapshotDenied, type ClaimCheck, type Permissions } from './permissions.js';
 import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
 import { postgresSqlstate, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
@@ -114,6 +114,12 @@ export class Minter {
           ? `Template "${name.template}" is unsealed; seal it again with SELECT pgx_seal_template('${name.template}').`
           : `There is no sealed template "${name.template}"; create that database and seal it with SELECT pgx_seal_template('${name.template}').`,
       });
+    }
+    // A snapshot holds its database's data: minted from by its owner only (a restore checks the same).
+    if (template.snapshotOf !== null && !(await permissions.access(user, template.name)).ownerOrSuperuser) {
+      const err = snapshotDenied(template.name);
+      this.roleRefusals.add(err);
+      throw err;
     }
     // A claim of a ready spare can check the mint rule itself (claimCheck), saving a catalog lookup.
     const check = permissions.claimCheck(user);

@@ -112,3 +112,14 @@ export function functionDenied(fn: string, database: string | null): PgxError {
     hint: database === null ? 'Only a superuser may call it.' : `Only a superuser or the owner of database "${database}" may call it.`,
   });
 }
+
+/**
+ * 42501 for a copy of a snapshot by a role that does not own it, as PostgreSQL words a copy of a
+ * database one may not copy: a snapshot holds its database's data, not a template's shared schema.
+ */
+export function snapshotDenied(name: string): PgxError {
+  return new PgxError('INSUFFICIENT_PRIVILEGE', `permission denied to copy database "${name}"`, {
+    detail: `"${name}" is a snapshot of another role's database.`,
+    hint: 'Only its owner (or a superuser) copies a snapshot, by restoring or minting from it: mint from a template, or snapshot a database of your own.',
+  });
+}

@@ -20,7 +20,7 @@ import { closeToPublicSql, createDatabase, createDatabaseSql, terminateBackends 
 import type { EngineSessions } from '../databases/dropper.js';
 import type { MetadataStore } from '../databases/metadata.js';
 import { buildName, controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
-import { functionDenied, type Permissions } from '../databases/permissions.js';
+import { functionDenied, snapshotDenied, type Permissions } from '../databases/permissions.js';
 import type { TemplateRecord } from '../databases/records.js';
 import type { Registry } from '../databases/registry.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
@@ -78,8 +78,10 @@ export class Snapshots {
         await this.clearSessions(client, db, force, `SELECT ${fn}('${db}', '${name}', true)`, `snapshot "${name}" of database "${db}"`, `Connect again; the snapshot is taken.`);
         await createDatabase(client, createDatabaseSql(name, db, owner));
       });
-      // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing.
-      await client.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
+      // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing. Closed
+      // to PUBLIC as its database is (a new database lets every role connect): unsealed, it would
+      // otherwise open a tenant's data to every login role.
+      await client.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false; ${closeToPublicSql(name)}`);
       // Its copies carry whatever grants `db` had: a credential of one gets the group's over a connection.
       const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), generation: 1, snapshotOf: db, kept: keep, groupGrantsFrom: null };
       await metadata.saveTemplate(record);
@@ -142,6 +144,8 @@ export class Snapshots {
     if (!snapshot?.sealed) {
       throw databaseDoesNotExist(name, { hint: `There is no sealed snapshot "${name}"; take one with SELECT pgx_snapshot_database('${db}', '${name}').` });
     }
+    // A snapshot is its database's data: restoring another tenant's into one's own would read it.
+    if (snapshot.snapshotOf !== null && !(await this.opts.permissions.access(caller.user, name)).ownerOrSuperuser) throw snapshotDenied(name);
     const started = clock.monotonic();
     const client = await this.opts.connect();
     const scratch = buildName(await this.opts.metadata.nextSpareNumber());
