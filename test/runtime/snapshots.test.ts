@@ -197,3 +197,37 @@ describe('runtime: snapshots and restores', function () {
     expect(usage.code).to.equal(2);
   });
 });
+
+describe('runtime: snapshots count against --max-databases-per-role', function () {
+  this.timeout(60_000);
+  let rt: TestRuntime;
+
+  before(async function () {
+    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0, maxDatabasesPerRole: 2 });
+    const api = new ApiClient({ url: `http://127.0.0.1:${rt.runtime.api!.port}`, token: TOKEN });
+    await api.buildTemplate({ name: 'tpl_cap', sql: 'CREATE TABLE items (id int)' });
+    await queryOnce(rt.connection('postgres'), 'CREATE ROLE capped LOGIN CREATEDB');
+  });
+
+  after(async function () {
+    await rt?.stop();
+  });
+
+  it('a tenant at its cap takes no more snapshots (53400): kept ones would outlive every drop', async function () {
+    await queryOnce(rt.connection('tdb_tpl_cap__a', 'capped'), 'SELECT 1');
+    const tenant = new pg.Client(rt.connection('postgres', 'capped'));
+    await tenant.connect();
+    try {
+      await tenant.query("SELECT pgx_snapshot_database('tdb_tpl_cap__a', 'capped_one')");
+      const err = await tenant.query("SELECT pgx_snapshot_database('tdb_tpl_cap__a', 'capped_two')").then(
+        () => null,
+        (e: unknown) => e as { code?: string; message: string },
+      );
+      expect(err?.code).to.equal('53400');
+      expect(err?.message).to.equal('cannot snapshot database "tdb_tpl_cap__a": role "capped" already owns its maximum of 2 databases');
+      expect(await queryOnce(rt.connection('postgres'), "SELECT count(*)::int AS n FROM pg_database WHERE datname = 'capped_two'").then((r) => r.rows)).to.deep.equal([{ n: 0 }]);
+    } finally {
+      await tenant.end();
+    }
+  });
+});

@@ -168,6 +168,7 @@ export class DisposableDatabases {
       scratches: this.scratches,
       replaced: (db, owner) => credentials.databaseReplaced(db, owner, registry.databases.has(db)),
       retention: s.snapshotRetention,
+      maxDatabasesPerRole: s.maxDatabasesPerRole,
       dropSnapshot: (name) => templates.drop(name, 'postgres', true),
       clock,
       logger: log,

@@ -47,6 +47,8 @@ export interface SnapshotsOptions {
   replaced: (database: string, owner: string) => Promise<void>;
   /** Unkept snapshots a database keeps at most (--snapshot-retention); null: no cap. */
   retention: number | null;
+  /** Databases a tenant role may hold (--max-databases-per-role); a snapshot it owns is one. null: no cap. */
+  maxDatabasesPerRole: number | null;
   /** Drops a snapshot past the retention cap (Templates.drop, forced: copies of it keep their data). */
   dropSnapshot: (name: string) => Promise<void>;
   clock: Clock;
@@ -74,6 +76,7 @@ export class Snapshots {
     try {
       const bytes = await databaseSize(client, db);
       const owner = (await this.opts.permissions.access(caller.user, db)).owner ?? caller.user;
+      await this.assertRoleRoom(client, db, owner);
       await this.opts.holdConnects(db, async () => {
         await this.clearSessions(client, db, force, `SELECT ${fn}('${db}', '${name}', true)`, `snapshot "${name}" of database "${db}"`, `Connect again; the snapshot is taken.`);
         await createDatabase(client, createDatabaseSql(name, db, owner));
@@ -113,6 +116,25 @@ export class Snapshots {
     logger.info('snapshot-kept', { snapshot: name, database: record.snapshotOf, kept: keep, by: user });
     await this.retain(updated);
     return updated;
+  }
+
+  /**
+   * A snapshot is a database its owner holds, kept ones past their database's life (and writable once
+   * unsealed): past --max-databases-per-role databases of any kind the role owns, 53400. Superusers,
+   * the runtime's own roles, are not capped.
+   */
+  private async assertRoleRoom(client: SqlClient, db: string, owner: string): Promise<void> {
+    const cap = this.opts.maxDatabasesPerRole;
+    if (cap === null) return;
+    const { rows } = await client.query(
+      `SELECT r.rolsuper, (SELECT count(*) FROM pg_catalog.pg_database d WHERE d.datdba = r.oid) FROM pg_catalog.pg_roles r WHERE r.rolname = ${quoteLiteral(owner)}`,
+    );
+    const [superuser, held] = rows[0] ?? ['f', '0'];
+    if (superuser === 't' || Number(held) < cap) return;
+    throw new PgxError('TOO_MANY_DATABASES', `cannot snapshot database "${db}": role "${owner}" already owns its maximum of ${cap} databases`, {
+      detail: 'A snapshot is a database its owner holds, as its minted databases and templates are.',
+      hint: 'Drop snapshots or databases this role no longer needs (SELECT pgx_drop_template(name), pgx_drop_database(name)), or raise --max-databases-per-role.',
+    });
   }
 
   /** The unkept snapshots of `db`, oldest first. */
