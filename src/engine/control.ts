@@ -149,8 +149,11 @@ export class ControlSession {
    * large to read (over 1 MiB). `inFlight`: ReadyForQuery messages PostgreSQL owes, counting a Query's own.
    */
   clientNote(type: number, inFlight: number): void {
-    if (type === Msg.Sync || type === Msg.FunctionCall) this.sentInSegment = 0;
-    else if (type === Msg.Query) {
+    if (type === Msg.Sync) this.sentInSegment = 0;
+    else if (type === Msg.FunctionCall) {
+      this.sentInSegment = 0;
+      this.unscanned();
+    } else if (type === Msg.Query) {
       this.queryArrived();
       this.unscanned();
       this.expectUnread(inFlight - 1);
@@ -162,8 +165,10 @@ export class ControlSession {
   }
 
   /**
-   * SQL too large to read went to PostgreSQL unscanned: it may leave anything behind (a session
-   * advisory lock under a long comment), so the session's backend is closed, not pooled (residue.ts).
+   * A call the engine did not read went to PostgreSQL: SQL too large to scan, or a FunctionCall (the
+   * fast path names a function by OID: pg_advisory_lock's as well as lo_read's). It may leave anything
+   * behind (a session advisory lock), so the session's backend is closed, not pooled (residue.ts).
+   * Large-object clients, the fast path's users, pay a fresh backend for their next session.
    */
   private unscanned(): void {
     this.residue = true;

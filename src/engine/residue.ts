@@ -8,9 +8,9 @@
 //     when the backend is handed out next; closing the backend releases it at once.
 // The engine does not parse SQL on the hot path; it looks for the words these need, in any case, and
 // a session that sent one gives its backend back closed instead of pooled. False alarms ("template",
-// "payload", "UPDATE ... SET a = t.b") only cost a fresh backend for the next client, as does SQL too
-// large to scan (a Query or Parse over 1 MiB, see control.ts), which counts as residue. State made
-// inside a function (a PL/pgSQL body creating a temp table) is not seen.
+// "payload", "UPDATE ... SET a = t.b") only cost a fresh backend for the next client, as does what
+// the engine does not read (a Query or Parse over 1 MiB, a FunctionCall: see control.ts), which counts
+// as residue. State made inside a function (a PL/pgSQL body creating a temp table) is not seen.
 
 const T = 0x74;
 const E = 0x65;
