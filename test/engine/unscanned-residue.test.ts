@@ -23,6 +23,20 @@ async function tryLock(client: pg.Client, key: number): Promise<boolean> {
   return r.rows[0]!.got;
 }
 
+/**
+ * `other` gets lock `key` within 10 s: the holder's backend was closed, not pooled, and PostgreSQL let
+ * the lock go as that process exited. Pooled (the bug), it would be held until that backend's next
+ * hand-out or idle timeout.
+ */
+async function expectReleased(other: pg.Client, key: number): Promise<void> {
+  let got = false;
+  for (const deadline = Date.now() + 10_000; !got && Date.now() < deadline; ) {
+    got = await tryLock(other, key);
+    if (!got) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect(got, 'the lock ends with the session that took it').to.equal(true);
+}
+
 /** Messages in `buf` (type byte, length word) up to a ReadyForQuery: true when one has come. */
 function readyIn(buf: Buffer): boolean {
   for (let at = 0; at + 5 <= buf.length; at += 1 + buf.readInt32BE(at + 1)) if (buf[at] === 0x5a) return true;
@@ -92,12 +106,7 @@ describe('engine: a statement too large to scan leaves nothing in a pooled backe
     try {
       const oid = Number((await other.query("SELECT 'pg_advisory_lock(bigint)'::regprocedure::oid AS oid")).rows[0].oid);
       await lockByFunctionCall(rt, oid, key);
-      let got = false;
-      for (const deadline = Date.now() + 10_000; !got && Date.now() < deadline; ) {
-        got = await tryLock(other, key);
-        if (!got) await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      expect(got, 'the lock ends with the session that took it').to.equal(true);
+      await expectReleased(other, key);
       await other.query('SELECT pg_advisory_unlock_all()');
     } finally {
       await other.end();
@@ -113,14 +122,7 @@ describe('engine: a statement too large to scan leaves nothing in a pooled backe
         await take(holder, key);
         expect(await tryLock(other, key), 'the lock is held while its session lasts').to.equal(false);
         await holder.end();
-        // Its backend is closed, not pooled: PostgreSQL lets the lock go as that process exits.
-        // Pooled (the bug), it would be held until that backend's next hand-out or idle timeout.
-        let got = false;
-        for (const deadline = Date.now() + 10_000; !got && Date.now() < deadline; ) {
-          got = await tryLock(other, key);
-          if (!got) await new Promise((resolve) => setTimeout(resolve, 50));
-        }
-        expect(got, 'the lock ends with the session that took it').to.equal(true);
+        await expectReleased(other, key);
         await other.query('SELECT pg_advisory_unlock_all()');
       } finally {
         await other.end();
