@@ -16,9 +16,10 @@
 // catalog and database of the cluster (and, with SET, superuser itself). Instead every credential is a
 // member (INHERIT, no SET, no ADMIN) of one NOLOGIN group role, pgx_credentials, and inside the database
 // that group has USAGE and CREATE in every non-system schema, read and write on the tables (not
-// TRIGGER or MAINTAIN: TABLE_RIGHTS) and ALL on the sequences there (functions: what PUBLIC may execute,
-// and no more), and default privileges for what the owner creates there later. A credential can read and write
-// the template's tables and create its own; it cannot ALTER or DROP the owner's objects.
+// TRIGGER or MAINTAIN: TABLE_RIGHTS) and ALL on the sequences there (functions: what PUBLIC may
+// execute, and no more), and default privileges for what the owner creates there later. A credential
+// can read and write the template's tables and create its own; it cannot ALTER or DROP the owner's
+// objects, nor put triggers on them.
 //
 // Those in-database grants are made once per template, when it is sealed (prepareDatabase, from
 // templates.ts), so every database copied from it carries them and a new credential needs no connection
@@ -240,7 +241,8 @@ export function roleNameFor(database: string): string {
  * runs as whoever writes the table, so a credential's trigger on the template's tables would run its
  * function as the developer's app, a superuser's session included (COPY ... TO PROGRAM from an INSERT);
  * MAINTAIN runs the owner's index expressions and materialized views' queries on a credential's word.
- * Withheld explicitly too, for templates sealed when ALL was granted (every credential re-prepares).
+ * Revoked explicitly too: a template sealed when ALL was granted is re-prepared in each copy that gets
+ * a credential (metadata.ts stops counting it as carrying the grants).
  */
 const TABLE_RIGHTS = 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES';
 const TABLE_RIGHTS_WITHHELD = 'TRIGGER, MAINTAIN';
