@@ -83,6 +83,12 @@ export function branchesOfTemplate(ctx: Pick<OperatorContext, 'caches'>, namespa
   return ctx.caches.branches.list().filter((b) => templateRefOf(b) === template && templateNamespaceOf(b) === namespace);
 }
 
+/** A Branch placed on a pod, holding a database there (its status names both). */
+export function holdsDatabase(branch: CustomObject): boolean {
+  const s = (branch.status ?? {}) as { pod?: string; database?: string };
+  return s.pod !== undefined && s.database !== undefined;
+}
+
 export function runtimeRefOf(template: CustomObject): string | undefined {
   return (template.spec as { runtimeRef?: { name?: string } } | undefined)?.runtimeRef?.name;
 }

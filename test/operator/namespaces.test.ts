@@ -82,11 +82,18 @@ describe('operator: a list of namespaces, and Branches on a Runtime of another n
     const refused = await waitReason('pr-2', 'branches', 'db', 'NamespaceNotAllowed');
     expect(condition(refused, 'Ready')?.message, condition(refused, 'Ready')?.message).to.contain('do not match spec.allowedNamespaces.selector');
 
+    // The Template's deletion waits for the Branch of pr-1, which holds a copy of it, and not for pr-2's,
+    // which the Runtime never admitted: a namespace it does not admit cannot pin the Template.
+    await c.custom.deleteNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'templates', name: 'app' });
+    const pinned = await waitReason(NS, 'templates', 'app', 'DeletionBlocked');
+    expect(condition(pinned, 'Ready')?.message).to.contain('pr-1/db').and.not.contain('pr-2/db');
+
     // The Runtime's deletion waits for the Branch of pr-1, naming it with its namespace.
     await c.custom.deleteNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'runtimes', name: 'main' });
     const blocked = await waitReason(NS, 'runtimes', 'main', 'DeletionBlocked');
     expect(condition(blocked, 'Ready')?.message).to.contain('pr-1/db');
     for (const ns of ['pr-1', 'pr-2']) await c.custom.deleteNamespacedCustomObject({ ...PGX, namespace: ns, plural: 'branches', name: 'db' });
     await waitFor('the Runtime gone', async () => ((await read(NS, 'runtimes', 'main')) === null ? true : null));
+    await waitFor('the Template gone', async () => ((await read(NS, 'templates', 'app')) === null ? true : null));
   });
 });
