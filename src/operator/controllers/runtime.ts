@@ -15,7 +15,7 @@
 
 import { isDeepStrictEqual } from 'node:util';
 import { findCondition, setCondition } from '../conditions.js';
-import { podApi, runtimePods, templateNamespaceOf, type OperatorContext } from '../context.js';
+import { branchLabel, podApi, podHoldingDatabase, runtimePods, templateNamespaceOf, type OperatorContext } from '../context.js';
 import { parseObject, runtime as runtimeSchema, type Runtime, type RuntimeStatus } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import { addFinalizer, hasFinalizer, removeFinalizer, RUNTIME_FINALIZER } from '../finalizer.js';
@@ -92,9 +92,9 @@ function branchesOn(ctx: OperatorContext, namespace: string, runtime: string): {
   const out: { name: string; ordinal: number }[] = [];
   for (const b of ctx.caches.branches.list()) {
     if (templateNamespaceOf(b) !== namespace) continue;
-    const s = (b.status ?? {}) as { pod?: string; database?: string };
-    const m = s.pod !== undefined && s.database !== undefined ? pattern.exec(s.pod) : null;
-    if (m) out.push({ name: b.metadata!.namespace === namespace ? b.metadata!.name! : `${b.metadata!.namespace}/${b.metadata!.name}`, ordinal: Number(m[1]) });
+    const pod = podHoldingDatabase(b);
+    const m = pod !== undefined ? pattern.exec(pod) : null;
+    if (m) out.push({ name: branchLabel(b, namespace), ordinal: Number(m[1]) });
   }
   return out;
 }

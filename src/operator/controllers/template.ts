@@ -9,7 +9,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClientError, type ApiClient } from '../../api/client.js';
 import type { TemplateBody } from '../../api/contract.js';
 import { findCondition, setCondition } from '../conditions.js';
-import { branchesOfTemplate, holdsDatabase, podApi, runtimePods, type OperatorContext } from '../context.js';
+import { branchesOfTemplate, branchLabel, holdsDatabase, podApi, runtimePods, type OperatorContext } from '../context.js';
 import { parseObject, template as templateSchema, templateDatabaseName, type Condition, type TemplateStatus } from '../crds/index.js';
 import { addFinalizer, hasFinalizer, removeFinalizer, TEMPLATE_FINALIZER } from '../finalizer.js';
 import type { CustomObject } from '../kube.js';
@@ -34,7 +34,7 @@ export async function reconcileTemplate(ctx: OperatorContext, key: string): Prom
   // placed (its namespace not admitted by the Runtime, or not yet) holds nothing, and counted it would
   // let any namespace pin this Template (and read which Branches use it) with a Pending Branch.
   const holding = branches.filter(holdsDatabase);
-  if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, holding.map((b) => (b.metadata!.namespace === namespace ? b.metadata!.name! : `${b.metadata!.namespace}/${b.metadata!.name}`)));
+  if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, holding.map((b) => branchLabel(b, namespace)));
   if (!hasFinalizer(obj, TEMPLATE_FINALIZER)) {
     await addFinalizer(ctx.kube, 'templates', obj, TEMPLATE_FINALIZER);
     return {};
