@@ -23,6 +23,10 @@ export interface PostgresUrl {
   withoutPassword: string;
   /** Query parameters other than password that carry a secret: libpq has no environment variable to hand them to a tool. */
   secretParameters: string[];
+  /** Every host named, decoded (a Unix socket directory starts with /): the authority's and ?host='s, comma-separated lists split. */
+  hosts: string[];
+  /** The names of the query's parameters, decoded. */
+  parameterNames: string[];
 }
 
 const FORM = 'postgresql://user:password@host:port/database';
@@ -64,7 +68,9 @@ export function parsePostgresUrl(text: string, what: string): PostgresUrl {
   const withoutPassword = withQuery(url, query.filter((p) => p.key !== 'password').map((p) => p.raw));
   const display = withQuery(url, query.map((p) => (PLAIN_PARAMETERS.has(p.key) ? p.raw : `${p.rawKey}=***`)));
   const secretParameters = [...new Set(query.filter((p) => SECRET_PARAMETERS.has(p.key)).map((p) => p.key))];
-  return { url: text, display, password, withoutPassword, secretParameters };
+  const named = [decode(url.hostname, what), ...query.filter((p) => p.key === 'host').map((p) => p.value)];
+  const hosts = named.flatMap((h) => h.split(',')).filter((h) => h !== '');
+  return { url: text, display, password, withoutPassword, secretParameters, hosts, parameterNames: query.map((p) => p.key) };
 }
 
 interface Parameter {

@@ -81,6 +81,12 @@ export const buildTemplateRequest = z
     script_name: z.string().min(1).max(255).optional(),
     /** The role that owns the template and runs the script; default postgres. */
     owner: pgName.optional(),
+    /**
+     * Never run the script as a role with privileges (superuser, CREATEROLE, CREATEDB, REPLICATION,
+     * BYPASSRLS, a predefined role): a named owner with any is refused (42501); without an owner the
+     * template gets a role of its own, named like it (runtime/templates/build-owner.ts).
+     */
+    unprivileged: z.boolean().optional(),
     /** Seal it when the script has run (default true). */
     seal: z.boolean().optional(),
     /** Rebuild a template that exists; without it an existing name is 42P04. */
@@ -98,6 +104,8 @@ export const importTemplateRequest = z
     /** SQL that overwrites personal data, with `-- pgx:forbid table.column ~ 'regex'` rules checked after it. */
     mask: z.string().min(1).optional(),
     owner: pgName.optional(),
+    /** As for a script build: the restore and the masking never run as a role with privileges. */
+    unprivileged: z.boolean().optional(),
     seal: z.boolean().optional(),
     replace: z.boolean().optional(),
   })

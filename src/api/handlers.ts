@@ -123,7 +123,7 @@ export const buildTemplate: Handler = async ({ body }, ctx) => {
 export const importTemplate: Handler = async ({ body }, ctx) => {
   const req = parseBody(importTemplateRequest, body);
   const job = ctx.databases.importTemplate(
-    { name: req.name, sourceUrl: req.source_url, mask: req.mask, owner: req.owner, seal: req.seal, replace: req.replace },
+    { name: req.name, sourceUrl: req.source_url, mask: req.mask, owner: req.owner, unprivileged: req.unprivileged, seal: req.seal, replace: req.replace },
     API_ROLE,
   );
   return ok(importJobBody(job), 202);

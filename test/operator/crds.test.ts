@@ -147,7 +147,7 @@ describe('pgx.dev/v1alpha1 schemas', () => {
   it('fill in a Runtime\'s nested defaults from an almost empty spec', () => {
     const r = parseObject(runtime, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main' }, spec: { image: 'pgx:dev' } });
     expect(r.ok).to.equal(true);
-    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, allowedNamespaces: { from: 'Same' }, sharedMemory: '256Mi', startupTimeout: '10m', engine: { prefix: 'tdb_', grace: '15s', poolSize: 2, poolMax: 500, poolIdle: '10m' } });
+    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, allowedNamespaces: { from: 'Same' }, privilegedTemplates: false, sharedMemory: '256Mi', startupTimeout: '10m', engine: { prefix: 'tdb_', grace: '15s', poolSize: 2, poolMax: 500, poolIdle: '10m' } });
   });
 
   it("default a Runtime's engine to pgx start's own defaults (CONFIG_DEFAULTS), so a Runtime that sets nothing runs as pgx start does", () => {

@@ -10,7 +10,7 @@ import { ApiClientError, type ApiClient } from '../../api/client.js';
 import type { TemplateBody } from '../../api/contract.js';
 import { findCondition, setCondition } from '../conditions.js';
 import { branchesOfTemplate, branchLabel, holdsDatabase, podApi, runtimePods, type OperatorContext } from '../context.js';
-import { parseObject, template as templateSchema, templateDatabaseName, type Condition, type TemplateStatus } from '../crds/index.js';
+import { parseObject, runtime as runtimeSchema, template as templateSchema, templateDatabaseName, type Condition, type TemplateStatus } from '../crds/index.js';
 import { addFinalizer, hasFinalizer, removeFinalizer, TEMPLATE_FINALIZER } from '../finalizer.js';
 import type { CustomObject } from '../kube.js';
 import { splitKey } from '../kube.js';
@@ -64,8 +64,9 @@ export async function reconcileTemplate(ctx: OperatorContext, key: string): Prom
   const source = await resolveSource(ctx.kube, namespace, spec);
   if (!source.ok) return notReady(source.reason, source.message, { database });
 
+  const owner = buildOwner(ctx.caches.runtimes.get(runtimeName, namespace)!, spec.owner);
   const results = await Promise.all(
-    pods.map((pod) => syncPod(ctx, obj, pod, runtimeName, old.pods?.find((p) => p.pod === pod.metadata!.name), source.plan, database, spec.owner, spec.seal, generation ?? 0)),
+    pods.map((pod) => syncPod(ctx, obj, pod, runtimeName, old.pods?.find((p) => p.pod === pod.metadata!.name), source.plan, database, owner, spec.seal, generation ?? 0)),
   );
   const entries = results.map((r) => r.entry);
   const done = spec.seal ? 'Sealed' : 'Built';
@@ -81,6 +82,19 @@ export async function reconcileTemplate(ctx: OperatorContext, key: string): Prom
   const transient = results.find((r) => r.transient !== undefined);
   return transient ? { retry: transient.transient! } : {};
 }
+
+/**
+ * Who the build runs as. Whoever may create a Template is not trusted with the runtime itself: the
+ * build is unprivileged (runtime/templates/build-owner.ts) unless the Runtime lets its Templates name a
+ * privileged owner, and a Template without an owner always gets a role of its own, never postgres.
+ */
+export function buildOwner(runtime: CustomObject, owner: string | undefined): BuildOwner {
+  const rt = parseObject(runtimeSchema, runtime);
+  const privileged = rt.ok && rt.value.spec.privilegedTemplates;
+  return { ...(owner !== undefined ? { owner } : {}), unprivileged: owner === undefined || !privileged };
+}
+
+type BuildOwner = { owner?: string; unprivileged: boolean };
 
 /** Writes the status through the pipeline: an Event when Ready flips or its reason changes. */
 async function update(ctx: OperatorContext, obj: CustomObject, _old: TemplateStatus, next: TemplateStatus): Promise<void> {
@@ -101,7 +115,7 @@ async function syncPod(
   prev: PodEntry | undefined,
   plan: BuildPlan,
   database: string,
-  owner: string | undefined,
+  owner: BuildOwner,
   seal: boolean,
   generation: number,
 ): Promise<PodResult> {
@@ -148,7 +162,9 @@ async function syncPod(
     return { entry: entryFor(podName, t, generation) };
   } catch (err) {
     if (err instanceof BuildError || (err instanceof ApiClientError && err.status >= 400 && err.status < 500 && err.status !== 409 && err.status !== 429)) {
-      const message = err.message;
+      // The runtime refused the named owner's privileges: say where the opt-in is, in the cluster's terms.
+      const refusedOwner = err instanceof ApiClientError && err.code === 'INSUFFICIENT_PRIVILEGE' && owner.owner !== undefined && owner.unprivileged;
+      const message = refusedOwner ? `${err.message}; to allow it, set spec.privilegedTemplates: true on Runtime ${runtime} and change the Template to build it again` : err.message;
       log.warn('template build failed', { database, error: message });
       ctx.builds.record(uid, podName, { generation, failed: message });
       return { entry: { pod: podName, phase: 'Failed', observedGeneration: generation, message } };
@@ -160,8 +176,8 @@ async function syncPod(
 
 class BuildError extends Error {}
 
-async function build(client: ApiClient, plan: BuildPlan, opts: { name: string; owner: string | undefined; seal: boolean; replace: boolean }): Promise<TemplateBody> {
-  const common = { name: opts.name, seal: opts.seal, replace: opts.replace, ...(opts.owner !== undefined ? { owner: opts.owner } : {}) };
+async function build(client: ApiClient, plan: BuildPlan, opts: { name: string; owner: BuildOwner; seal: boolean; replace: boolean }): Promise<TemplateBody> {
+  const common = { name: opts.name, seal: opts.seal, replace: opts.replace, ...opts.owner };
   if (plan.kind === 'sql') return client.buildTemplate({ ...common, sql: plan.sql });
   const job = await client.importTemplate({ ...common, source_url: plan.sourceUrl, ...(plan.mask !== undefined ? { mask: plan.mask } : {}) });
   const done = await client.waitForImport(job.id, () => undefined, 500);

@@ -64,6 +64,12 @@ const runtimeSpec = z
       .strict()
       .prefault({})
       .describe("Which namespaces may have Branches on this Runtime's pods (their templateRef.namespace names this namespace). The Secret is always in the Branch's namespace."),
+    privilegedTemplates: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Let a Template of this Runtime name a privileged owner (a superuser such as postgres, or a role with CREATEROLE, CREATEDB, REPLICATION, BYPASSRLS or a predefined role): its script or import then runs with the runtime's own rights, which read every database of the runtime (other namespaces' Branches included) and run programs in the pod. Off (the default), such a Template fails to build; a Template without an owner is built as a role of its own either way.",
+      ),
     imagePullSecrets: z
       .array(z.object({ name: dnsSubdomain('imagePullSecrets[].name') }).strict())
       .optional()

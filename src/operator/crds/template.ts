@@ -51,7 +51,9 @@ const templateSpec = z
       .max(63, 'owner must be at most 63 characters')
       .regex(/^[a-z_][a-z0-9_]*$/, 'owner must be a PostgreSQL role name: lower-case letters, digits and underscores')
       .optional()
-      .describe('The role that owns the template and runs its script; postgres when absent.'),
+      .describe(
+        "The role that owns the template and runs its script or import; it must exist on every pod and, unless the Runtime sets privilegedTemplates, have no privileges (no superuser). When absent, a role of the Template's own, named like its database, made by the runtime: it has no password and logs in only while the template is built.",
+      ),
     seal: z.boolean().default(true).describe('Seal the template once built, so Branches can be minted from it.'),
   })
   .strict();

@@ -11,11 +11,11 @@
 
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync, promises as fsp, readdirSync } from 'node:fs';
+import { createWriteStream, existsSync, promises as fsp, readdirSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
-import { parsePostgresUrl } from '../../postgres-url.js';
+import { parsePostgresUrl, type PostgresUrl } from '../../postgres-url.js';
 import type { Logger } from '../../log.js';
 import { logicalCopy, sourceMajor } from './logical-copy.js';
 import { checkMaskRules, parseMaskRules } from './mask-rules.js';
@@ -33,6 +33,7 @@ export interface ImportRequest {
   /** SQL that masks personal data, with `-- pgx:forbid` rules (mask-rules.ts); none: copied as is. */
   mask?: string | undefined;
   owner?: string | undefined;
+  unprivileged?: boolean | undefined;
   seal?: boolean | undefined;
   replace?: boolean | undefined;
 }
@@ -84,7 +85,7 @@ export class TemplateImports {
    * requests (no pg_dump, bad URL, bad rules) are refused here, before a job exists.
    */
   start(req: ImportRequest, build: (fill: (database: string, owner: string) => Promise<void>) => Promise<TemplateRecord>): ImportJob {
-    const source = parseSource(req.sourceUrl);
+    const source = parseSource(req.sourceUrl, this.target.socketDir);
     const rules = parseMaskRules(req.mask ?? '');
     const tools = findDumpToolsOrNone();
     const job: ImportJob = {
@@ -213,8 +214,10 @@ interface Source {
   env: Record<string, string>;
 }
 
-function parseSource(text: string): Source {
-  const { display, password, withoutPassword, secretParameters } = parsePostgresUrl(text, 'the source');
+function parseSource(text: string, ownSocketDir: string): Source {
+  const parsed = parsePostgresUrl(text, 'the source');
+  refuseOwnServer(parsed, ownSocketDir);
+  const { display, password, withoutPassword, secretParameters } = parsed;
   // A secret libpq takes only from the connection string would sit on pg_dump's command line.
   if (secretParameters.length > 0) {
     throw new PgxError('INVALID_PARAMETER', `the source: ${secretParameters.join(', ')} in the URL would reach pg_dump's command line, which every user of the machine can read`, {
@@ -224,6 +227,31 @@ function parseSource(text: string): Source {
   const env: Record<string, string> = { PGCONNECT_TIMEOUT: '15' };
   if (password !== null) env.PGPASSWORD = password;
   return { url: withoutPassword, display, env };
+}
+
+/**
+ * The runtime's own PostgreSQL lets in every local connection as any role (its socket is private to
+ * the runtime's user, so pg_hba trusts it): a source naming that socket would dump any database of
+ * the runtime into a template its requester can read. Refused however it is named: a host, ?host=,
+ * or PGHOST when the URL names none, that is the socket's directory (through symlinks and `..`); a
+ * pg_service.conf entry, which may name any host, is refused too. PostgreSQL listens on no TCP port.
+ */
+function refuseOwnServer(source: PostgresUrl, ownSocketDir: string): void {
+  const refuse = (why: string): never => {
+    throw new PgxError('INSUFFICIENT_PRIVILEGE', `the source ${why}`, { hint: 'Import from another server; a database of this runtime is copied with a snapshot.' });
+  };
+  if (source.parameterNames.some((p) => p === 'service' || p === 'servicefile')) refuse('names a pg_service.conf entry, which may lead to this runtime\'s own PostgreSQL: name its host and port in the URL');
+  const hosts = source.hosts.length > 0 ? source.hosts : (process.env.PGHOST ?? '').split(',');
+  const own = realPath(ownSocketDir);
+  if (hosts.some((h) => h.startsWith('/') && realPath(h) === own)) refuse("is this runtime's own PostgreSQL");
+}
+
+function realPath(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch {
+    return path.resolve(dir);
+  }
 }
 
 /**

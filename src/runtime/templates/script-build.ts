@@ -33,7 +33,7 @@ export interface BuildOptions {
 export async function buildScratch(o: BuildOptions): Promise<void> {
   const { rows } = await o.admin.query(`SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(o.owner)}`);
   if (rows.length === 0) {
-    throw new PgxError('INVALID_PARAMETER', `role "${o.owner}" does not exist`, { hint: 'Name an existing role as the owner, or leave owner out (postgres).' });
+    throw new PgxError('INVALID_PARAMETER', `role "${o.owner}" does not exist`, { hint: 'Name an existing role as the owner, or leave the owner out.' });
   }
   if (rows[0]![0] !== 't') {
     throw new PgxError('INVALID_PARAMETER', `role "${o.owner}" cannot log in, so it cannot fill the template`, {

@@ -19,6 +19,7 @@ import { functionDenied, type Permissions } from '../databases/permissions.js';
 import type { TemplateRecord } from '../databases/records.js';
 import type { Registry } from '../databases/registry.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
+import { withBuildOwner } from './build-owner.js';
 import { buildScratch } from './script-build.js';
 import type { WarmPool } from '../databases/warm-pool.js';
 
@@ -46,8 +47,10 @@ export interface BuildRequest {
   fill: (database: string, owner: string) => Promise<void>;
   /** What was built from, for the log: "script", "import". */
   source: string;
-  /** Owns the template and fills it; default postgres. */
+  /** Owns the template and fills it; default postgres (see build-owner.ts). */
   owner?: string | undefined;
+  /** Never fill it as a role with privileges; without `owner`, as the template's own role (build-owner.ts). */
+  unprivileged?: boolean | undefined;
   /** Seal it when built (default true). */
   seal?: boolean | undefined;
   /** Rebuild a template that exists (its sessions are ended); otherwise an existing name is 42P04. */
@@ -84,14 +87,18 @@ export class Templates {
     const admin = await metadata.client();
     const scratch = buildName(await metadata.nextSpareNumber());
     this.opts.scratches.add(scratch);
+    let owner: string;
     try {
-      await buildScratch({ name, owner: req.owner ?? 'postgres', scratch, admin, fill: req.fill });
+      owner = await withBuildOwner(admin, name, req, async (role) => {
+        await buildScratch({ name, owner: role, scratch, admin, fill: req.fill });
+        return role;
+      });
       if (before.exists) await this.replaceWith(admin, name, scratch);
       else await admin.query(`ALTER DATABASE ${quoteIdent(scratch)} RENAME TO ${quoteIdent(name)}`);
     } finally {
       this.opts.scratches.delete(scratch);
     }
-    logger.info('template-built', { template: name, from: req.source, owner: req.owner ?? 'postgres', replaced: before.exists, ms: Math.round(clock.monotonic() - started) });
+    logger.info('template-built', { template: name, from: req.source, owner, replaced: before.exists, ms: Math.round(clock.monotonic() - started) });
     if (req.seal === false) {
       const previous = registry.templates.get(name);
       if (!previous) return { name, sealed: false, sealedAt: null, generation: 0, snapshotOf: null, kept: true, groupGrantsFrom: null };
