@@ -4,14 +4,15 @@
 // server's, shared by its requests and revoked when it closes. It fronts the runtime's API
 // with that API's own token, so it must not widen who can use it: when a token is configured, requests
 // need `Authorization: Bearer <the same token>`; bound to loopback, the Host header must name loopback
-// too (a web page cannot reach it by DNS rebinding); another --host without a token is refused.
+// too (a web page cannot reach it by DNS rebinding) and no web page's Origin may come with it
+// (api/loopback.ts); another --host without a token is refused.
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { ApiClient } from '../api/client.js';
-import { hostOfHeader, isLoopback } from '../api/loopback.js';
+import { isLoopback, refuseForeign } from '../api/loopback.js';
 import { PgxError } from '../errors.js';
 import { ScopedRoles } from './scoped-roles.js';
 import { createMcpServer } from './server.js';
@@ -75,8 +76,10 @@ async function handle(api: ApiClient, roles: ScopedRoles, req: http.IncomingMess
     jsonRpcError(res, 404, -32000, `no MCP endpoint at ${url.pathname}; the endpoint is ${MCP_HTTP_PATH}`);
     return;
   }
-  if (isLoopback(opts.host) && !isLoopback(hostOfHeader(req.headers.host))) {
-    jsonRpcError(res, 403, -32000, `Host ${req.headers.host ?? '(none)'} refused: this server is bound to loopback and answers only Host 127.0.0.1, localhost or [::1]`);
+  // Bound to loopback: a Host naming loopback only (no DNS rebinding), and no web page's Origin.
+  const foreign = isLoopback(opts.host) ? refuseForeign({ host: req.headers.host, origin: req.headers.origin }, `http://${req.headers.host ?? opts.host}${MCP_HTTP_PATH}`) : null;
+  if (foreign !== null) {
+    jsonRpcError(res, 403, -32000, `${foreign.message}. ${foreign.hint}`);
     return;
   }
   if (expected !== null && !bearerMatches(req.headers.authorization, expected)) {

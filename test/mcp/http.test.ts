@@ -81,7 +81,7 @@ describe('mcp: pgx mcp --http (streamable HTTP) against a runtime', function () 
     expect(listed.items).to.deep.equal([]);
   });
 
-  it('refuses a request without the token (401), with another Host (403), a GET (405) and another path (404)', async () => {
+  it("refuses a request without the token (401), with another Host or a web page's Origin (403), a GET (405) and another path (404)", async () => {
     const init = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
     const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
     const noToken = await rawRequest(mcpUrl, { headers, body: init });
@@ -92,6 +92,10 @@ describe('mcp: pgx mcp --http (streamable HTTP) against a runtime', function () 
     const port = new URL(mcpUrl).port;
     const rebound = await rawRequest(mcpUrl, { headers: { ...headers, authorization: `Bearer ${TOKEN}`, host: `attacker.example:${port}` }, body: init });
     expect(rebound.status).to.equal(403);
+    // A web page posting across sites to 127.0.0.1: the Host is loopback, the browser adds its Origin.
+    const crossSite = await rawRequest(mcpUrl, { headers: { ...headers, authorization: `Bearer ${TOKEN}`, origin: 'https://attacker.example' }, body: init });
+    expect(crossSite.status).to.equal(403);
+    expect(crossSite.body).to.include('web origin');
     const get = await rawRequest(mcpUrl, { method: 'GET', headers: { authorization: `Bearer ${TOKEN}` } });
     expect(get.status).to.equal(405);
     const elsewhere = await rawRequest(mcpUrl.replace(/\/mcp$/, '/other'), { headers: { ...headers, authorization: `Bearer ${TOKEN}` }, body: init });
