@@ -20,6 +20,8 @@ const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | s
                       statements, COPY ... FROM stdin data, a pg_dump plain file (its owners
                       and grants left out) or a custom-format one (-Fc, through pg_restore)
       --owner ROLE    the role that owns the template and runs the script    [postgres]
+      --unprivileged  never run it as a role with privileges (a superuser, CREATEROLE, ...):
+                      without --owner, as a role of the template's own, named like it
       --no-seal       leave it unsealed (seal it later with pgx template seal NAME)
       --replace       rebuild NAME if it exists (its sessions are ended once the script ran)
   import NAME   build template NAME from a copy of a source database (pg_dump, pg_restore), masked
@@ -27,7 +29,7 @@ const TEMPLATE_HELP = `Usage: pgx template <list | create NAME | import NAME | s
       --mask FILE     SQL that overwrites personal data; its rules, as comments
                       -- pgx:forbid users.email ~ 'regex'   (table and column may be *)
                       are checked after it ran: a value still matching fails the import
-      --owner, --no-seal, --replace as for create; progress goes to standard error
+      --owner, --unprivileged, --no-seal, --replace as for create; progress goes to standard error
   seal NAME     make database NAME a sealed template: VACUUM FREEZE, no more connections to it,
                 databases are minted from it (tdb_NAME__<token>, or pgx db create NAME)
   unseal NAME   open the template for changes again; nothing mints from it until resealed
@@ -47,6 +49,7 @@ export async function runTemplate(argv: string[]): Promise<number> {
     from: { type: 'string' },
     mask: { type: 'string' },
     owner: { type: 'string' },
+    unprivileged: { type: 'boolean' },
     'no-seal': { type: 'boolean' },
     replace: { type: 'boolean' },
     force: { type: 'boolean' },
@@ -78,6 +81,7 @@ export async function runTemplate(argv: string[]): Promise<number> {
         sql,
         script_name: path.basename(inputName(file)),
         owner: cmd.values.owner as string | undefined,
+        ...(cmd.values.unprivileged === true ? { unprivileged: true } : {}),
         seal: cmd.values['no-seal'] !== true,
         replace: cmd.values.replace === true,
       }));
@@ -96,6 +100,7 @@ export async function runTemplate(argv: string[]): Promise<number> {
         source_url: from,
         ...(maskFile !== undefined ? { mask: readInputFile('--mask', maskFile, 'Name a SQL file of UPDATE statements that overwrite personal data, with -- pgx:forbid rules (docs/api.md).').toString('utf8') } : {}),
         owner: cmd.values.owner as string | undefined,
+        ...(cmd.values.unprivileged === true ? { unprivileged: true } : {}),
         seal: cmd.values['no-seal'] !== true,
         replace: cmd.values.replace === true,
       });

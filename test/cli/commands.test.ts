@@ -77,6 +77,11 @@ describe('cli: pgx status, template and db against a runtime', function () {
     const broken = await pgx(['template', 'create', 'tpl_file2', '--file', path.join(rt.dataDir, 'no-such.sql')]);
     expect(broken.code).to.equal(1);
     expect(broken.stderr).to.include('no-such.sql');
+    // --unprivileged: the script runs as the template's own role, not postgres.
+    writeFileSync(file, 'CREATE TABLE who AS SELECT current_user AS name');
+    ok(await pgx(['template', 'create', 'tpl_own_cli', '--file', file, '--unprivileged']));
+    expect(await query<{ name: string }>(`postgresql://postgres@${rt.host}:${rt.port}/tdb_tpl_own_cli__cli`, 'SELECT name FROM who')).to.deep.equal([{ name: 'tpl_own_cli' }]);
+    ok(await pgx(['template', 'drop', 'tpl_own_cli', '--force']));
     const usage = await pgx(['template', 'create', 'tpl_file3']);
     expect(usage.code).to.equal(2);
     expect(usage.stderr).to.include('missing --file FILE');
