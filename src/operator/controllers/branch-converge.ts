@@ -7,7 +7,7 @@
 import { ApiClientError } from '../../api/client.js';
 import type { CredentialBody, DatabaseBody } from '../../api/contract.js';
 import { isoSeconds } from '../conditions.js';
-import { podApi, runtimeRefOf, templateNamespaceOf, type OperatorContext } from '../context.js';
+import { podApi, templateNamespaceOf, type OperatorContext } from '../context.js';
 import { parseObject, runtime as runtimeSchema, templateDatabaseName, type BranchSpec } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import type { CustomObject } from '../kube.js';
@@ -16,6 +16,7 @@ import { create, type CreateOutcome, type Limits } from './branch-create.js';
 import { expire } from './branch-expire.js';
 import { branchSecretName, clientTls, createBranchSecret, secretState, type ClientTls } from './branch-secret.js';
 import { requeueAtExpiry, setPhase, setReady, type Pass } from './branch-status.js';
+import { checkPlacement } from './branch-verify.js';
 
 /** How often a Branch whose pod is away looks again (the pod's own events requeue it sooner). */
 const POD_AWAY_RETRY_MS = 5_000;
@@ -53,8 +54,13 @@ export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promi
   const podName = old.pod!;
   const database = old.database!;
   const tplName = spec.templateRef.name;
+  // Only what this operator would have written for this Branch is acted on (branch-verify.ts).
+  const check = checkPlacement(ctx, p.obj, { pod: podName, database });
+  if (check.kind === 'tampered') return setPhase(p, 'Failed', { reason: 'StatusTampered', message: check.message }, spec.ttl);
+  if (check.kind === 'unknown') return { retry: check.message };
   const pod = ctx.caches.pods.get(podName, tplNamespace);
-  const runtimeName = pod?.metadata?.labels?.['pgx.dev/runtime'] ?? runtimeRefOf(ctx.caches.templates.get(tplName, tplNamespace) ?? ({} as CustomObject));
+  if (check.kind === 'gone' && pod) return { retry: `${check.message}; its pod ${podName} is going too` };
+  const runtimeName = check.kind === 'trusted' ? check.runtime : undefined;
   if (!pod || !podReady(pod)) {
     if (!pod && !liveRuntime(ctx, tplNamespace, runtimeName)) {
       return setPhase(p, 'Lost', {

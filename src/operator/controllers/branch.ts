@@ -8,6 +8,7 @@
 //   branch-expire.ts   ttl ran out: expiryPolicy Delete or Retain
 //   branch-delete.ts   the finalizer: drop, then let go
 //   branch-status.ts   the pass, its conditions (one function), the status pipeline
+//   branch-verify.ts   status.pod and status.database acted on only if this operator would have written them
 //
 // Phases: (none) -> Pending (waiting for a Template or pod) -> Creating (pod and name chosen and written
 // first, so a retry creates on the same pod under the same name) -> Ready <-> Unavailable (its pod is
