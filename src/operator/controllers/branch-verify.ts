@@ -8,7 +8,7 @@
 
 import type { OperatorContext } from '../context.js';
 import { runtimeRefOf, templateNamespaceOf, templateRefOf } from '../context.js';
-import { parseObject, runtime as runtimeSchema, templateDatabaseName } from '../crds/index.js';
+import { parseObject, runtime as runtimeSchema, templateDatabaseName, type Runtime } from '../crds/index.js';
 import type { CustomObject } from '../kube.js';
 import { RUNTIME_LABEL } from '../pods.js';
 
@@ -22,12 +22,12 @@ export function branchDatabaseName(prefix: string, template: string, uid: string
 
 /**
  * What a Branch's status.pod and status.database are: `trusted` (this operator would have written
- * them; `runtime` is the Runtime of the pod), `tampered` (written by someone else: act on neither),
+ * them; `runtime` is the Runtime of the pod, `rt` its spec as read), `tampered` (written by someone else: act on neither),
  * `gone` (the Runtime is gone, or nothing says which it was: there is nothing to act on), or
  * `unknown` (the Runtime is there but its spec cannot be read: look again later).
  */
 export type PlacementCheck =
-  | { kind: 'trusted'; runtime: string }
+  | { kind: 'trusted'; runtime: string; rt: Runtime }
   | { kind: 'tampered'; message: string }
   | { kind: 'gone'; message: string }
   | { kind: 'unknown'; message: string };
@@ -55,5 +55,5 @@ export function checkPlacement(ctx: Pick<OperatorContext, 'caches'>, branch: Cus
   if (placed.database !== expected) {
     return { kind: 'tampered', message: `status.database is ${placed.database}, but this Branch's database is ${expected} (from its Template, its uid and the Runtime's engine.prefix): ${fix}` };
   }
-  return { kind: 'trusted', runtime };
+  return { kind: 'trusted', runtime, rt: rt.value };
 }
