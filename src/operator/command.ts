@@ -26,6 +26,9 @@ Options:
   --pod-api-port N       the runtime pods' control API port (default 7432)
   --pod-engine-port N    the runtime pods' PostgreSQL port, written into Branch Secrets (default 6432)
   --pod-metrics-port N   the runtime pods' metrics port: /metrics without the API token (default 9187)
+  --pod-address-overrides
+                         reach pods where their annotations pgx.dev/api-url, engine-host and engine-port say
+                         (tests); off by default: whoever may annotate a pod could then receive the API token
   --resync SECONDS       reconcile every object again this often (default 300)
   --log-format json|text (default: text on a terminal, else json)
   --log-level error|warn|info|debug (default info)
@@ -64,6 +67,7 @@ export async function runOperator(argv: string[]): Promise<number> {
         'pod-api-port': { type: 'string' },
         'pod-engine-port': { type: 'string' },
         'pod-metrics-port': { type: 'string' },
+        'pod-address-overrides': { type: 'boolean' },
         resync: { type: 'string' },
         'log-format': { type: 'string' },
         'log-level': { type: 'string' },
@@ -116,7 +120,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     identity: values.identity ?? process.env.POD_NAME ?? os.hostname(),
     logger,
     metrics,
-    network: { apiPort, enginePort, metricsPort: podMetricsPort },
+    network: { apiPort, enginePort, metricsPort: podMetricsPort, addressOverrides: values['pod-address-overrides'] === true },
     resyncMs: resync * 1000,
   });
   const server = metricsPort === 0 ? null : await serveMetrics(metrics, metricsPort, () => operator.ready);

@@ -3,7 +3,9 @@
 // All, or Selector (namespaces whose labels match spec.allowedNamespaces.selector). So per-PR
 // namespaces can share one Runtime (and its Templates) without every namespace being able to.
 // Namespace labels are read with a short cache: a Selector needs get on namespaces, which only the
-// chart's ClusterRole (operator.allNamespaces=true) grants.
+// chart's ClusterRole (operator.allNamespaces=true) grants. It is asked at placement and again on every
+// pass of a placed Branch (but the echo of its own Ready write): a namespace no longer admitted loses
+// its Branches' credentials and Secrets, and keeps their databases (branch-converge.ts).
 
 import type { OperatorContext } from './context.js';
 import type { LabelSelector, Runtime } from './crds/index.js';
@@ -37,8 +39,12 @@ async function namespaceLabels(ctx: OperatorContext, namespace: string): Promise
   return labels;
 }
 
-/** Whether the Runtime takes Branches from `namespace`; when not, a message a person can act on. */
-export async function runtimeAdmits(ctx: OperatorContext, rt: Runtime, namespace: string): Promise<{ ok: true } | { ok: false; message: string }> {
+/**
+ * Whether the Runtime takes Branches from `namespace`; when not, a message a person can act on, and
+ * `unknown` when the namespace's labels could not be read (so a placed Branch is not cut off for an
+ * API server's hiccup).
+ */
+export async function runtimeAdmits(ctx: OperatorContext, rt: Runtime, namespace: string): Promise<{ ok: true } | { ok: false; message: string; unknown?: true }> {
   const own = rt.metadata.namespace;
   const allowed = rt.spec.allowedNamespaces;
   if (namespace === own || allowed.from === 'All') return { ok: true };
@@ -48,7 +54,7 @@ export async function runtimeAdmits(ctx: OperatorContext, rt: Runtime, namespace
   try {
     labels = await namespaceLabels(ctx, namespace);
   } catch (err) {
-    return { ok: false, message: `${refused} unless its labels match spec.allowedNamespaces.selector, and they cannot be read: ${kubeMessage(err)} (the operator needs get on namespaces: the chart's operator.allNamespaces=true grants it)` };
+    return { ok: false, unknown: true, message: `${refused} unless its labels match spec.allowedNamespaces.selector, and they cannot be read: ${kubeMessage(err)} (the operator needs get on namespaces: the chart's operator.allNamespaces=true grants it)` };
   }
   return selectorMatches(allowed.selector ?? {}, labels) ? { ok: true } : { ok: false, message: `${refused}: its labels do not match spec.allowedNamespaces.selector` };
 }

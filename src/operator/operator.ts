@@ -177,7 +177,15 @@ export class Operator {
     else this.runtimeGenerations.set(key, rt.metadata?.generation);
     this.runtimes.queue.add(key);
     const ns = rt.metadata!.namespace!;
-    for (const t of this.caches.templates.list(ns)) if (runtimeRefOf(t) === rt.metadata!.name) this.templates.queue.add(keyOf(t));
+    const templates = new Set<string>();
+    for (const t of this.caches.templates.list(ns)) {
+      if (runtimeRefOf(t) !== rt.metadata!.name) continue;
+      this.templates.queue.add(keyOf(t));
+      templates.add(t.metadata!.name!);
+    }
+    // Its Branches too: whether it admits their namespaces (spec.allowedNamespaces) is read on every pass,
+    // and a change should place the Branches it now admits, and cut off those it no longer does, now.
+    for (const b of this.caches.branches.list()) if (templateNamespaceOf(b) === ns && templates.has(templateRefOf(b) ?? '')) this.branches.queue.add(keyOf(b));
   };
 
   /** What Branches read of their Template, per Template key: a change of anything else does not concern them. */

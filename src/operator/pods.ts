@@ -1,8 +1,11 @@
 // Runtime pods as the operator sees them: the Pods labelled with their Runtime's name, whether each is
 // ready, and how to reach it: its control API (to build templates and create databases) and its engine
 // (what a Branch's Secret names). In a cluster that is http://<podIP>:<apiPort> and the pod's DNS name
-// under the Runtime's headless Service; annotations on the Pod override both, which is how tests (all
-// runtimes on 127.0.0.1, each on its own ports) and unusual networks point the operator elsewhere.
+// under the Runtime's headless Service. Annotations on the Pod override both, which is how tests (all
+// runtimes on 127.0.0.1, each on its own ports) and unusual networks point the operator elsewhere, but
+// only when the operator was started with --pod-address-overrides: the API URL is where the operator
+// sends the Runtime's API token, and patching a pod's annotations (which needs no exec and no Secret
+// access) must not be a way to have the token sent to one's own server.
 
 import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClient } from '../api/client.js';
@@ -33,9 +36,16 @@ export interface PodNetwork {
   metricsPort: number;
   /** Cluster DNS suffix. */
   clusterDomain: string;
+  /** Honour the annotations pgx.dev/api-url, engine-host and engine-port (--pod-address-overrides; off by default). */
+  addressOverrides: boolean;
 }
 
-export const DEFAULT_POD_NETWORK: PodNetwork = { apiPort: 7432, enginePort: 6432, metricsPort: 9187, clusterDomain: 'cluster.local' };
+export const DEFAULT_POD_NETWORK: PodNetwork = { apiPort: 7432, enginePort: 6432, metricsPort: 9187, clusterDomain: 'cluster.local', addressOverrides: false };
+
+/** The pod's address annotations, when the operator honours them; else none. */
+function overrides(pod: V1Pod, net: PodNetwork): Record<string, string> {
+  return net.addressOverrides ? (pod.metadata?.annotations ?? {}) : {};
+}
 
 export function podReady(pod: V1Pod): boolean {
   if (pod.metadata?.deletionTimestamp) return false;
@@ -48,14 +58,14 @@ function podRuntime(pod: V1Pod): string | undefined {
 
 /** The pod's control API base URL, or null while it has no IP and no override. */
 export function podApiUrl(pod: V1Pod, net: PodNetwork): string | null {
-  const override = pod.metadata?.annotations?.[API_URL_ANNOTATION];
+  const override = overrides(pod, net)[API_URL_ANNOTATION];
   if (override) return override;
   return pod.status?.podIP ? `http://${pod.status.podIP}:${net.apiPort}` : null;
 }
 
 /** Where clients reach the database on this pod: stable across pod restarts (DNS, not the IP). */
 export function podEngineEndpoint(pod: V1Pod, net: PodNetwork): { host: string; port: number } {
-  const a = pod.metadata?.annotations ?? {};
+  const a = overrides(pod, net);
   const runtime = podRuntime(pod) ?? '';
   const host = a[ENGINE_HOST_ANNOTATION] ?? `${pod.metadata!.name}.${headlessServiceName(runtime)}.${pod.metadata!.namespace}.svc.${net.clusterDomain}`;
   const port = a[ENGINE_PORT_ANNOTATION] ? Number(a[ENGINE_PORT_ANNOTATION]) : net.enginePort;

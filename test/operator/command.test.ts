@@ -24,7 +24,7 @@ describe('pgx operator (command)', function () {
   it('prints --help and refuses bad options', () => {
     const help = spawnSync(process.execPath, [bin, 'operator', '--help'], { encoding: 'utf8' });
     expect(help.status).to.equal(0);
-    expect(help.stdout).to.contain('--kubeconfig FILE').and.contain('--lease-name').and.contain('--metrics-port');
+    expect(help.stdout).to.contain('--kubeconfig FILE').and.contain('--lease-name').and.contain('--metrics-port').and.contain('--pod-address-overrides');
     const bad = spawnSync(process.execPath, [bin, 'operator', '--metrics-port', 'x'], { encoding: 'utf8' });
     expect(bad.status).to.equal(2);
     expect(bad.stderr).to.equal("pgx operator: ports are integers from 0 to 65535\nRun 'pgx operator --help' for usage.\n");

@@ -1,6 +1,7 @@
 // The operator's test harness: the Kubernetes API double, real PGX runtimes standing in for runtime pods
 // (the double runs no Pods, so the test creates the Pod objects, marks them Ready and points the operator
-// at each runtime with annotations), and helpers to apply objects as kubectl would and wait for them.
+// at each runtime with annotations, which the operator honours only with --pod-address-overrides: the
+// harness's operator turns it on), and helpers to apply objects as kubectl would and wait for them.
 //
 // The operator runs as the chart's ServiceAccount, with the Role and RoleBinding the real `helm template`
 // renders from charts/pgx, and the double enforces them (RBAC, 403 Forbidden as a real API server): a
@@ -198,6 +199,8 @@ export async function startOperator(c: Cluster, overrides: Partial<OperatorOptio
     lease: { durationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 },
     queue: { baseDelayMs: 100, maxDelayMs: 2_000 },
     ...overrides,
+    // Every test runtime is on 127.0.0.1 on its own ports, which only the pods' annotations say.
+    network: { addressOverrides: true, ...overrides.network },
   });
   await op.start();
   return op;

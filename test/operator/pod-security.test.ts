@@ -63,6 +63,10 @@ describe('operator: runtime pods and the restricted Pod Security profile', () =>
     expect(restrictedViolations(pod)).to.deep.equal([]);
   });
 
+  it('mounts no ServiceAccount token: the runtime never calls the Kubernetes API', () => {
+    expect(statefulSet(runtimeOf({}), DEFAULT_POD_NETWORK).spec!.template.spec!.automountServiceAccountToken).to.equal(false);
+  });
+
   it('the check finds what the profile refuses (so an empty list means something)', () => {
     const bad: V1PodSpec = { hostNetwork: true, containers: [{ name: 'c', securityContext: { capabilities: { add: ['SYS_ADMIN'] } } }], volumes: [{ name: 'h', hostPath: { path: '/' } }] };
     expect(restrictedViolations(bad)).to.include.members(['Host Namespaces', 'Capabilities: c adds SYS_ADMIN', 'HostPath Volumes: h', 'Privilege Escalation: c', 'Running as Non-root: c', 'Seccomp: c', 'Capabilities: c does not drop ALL']);

@@ -3,19 +3,23 @@
 // the spec; the Secret is the Branch's own and exists. A pod that is away (deleted and re-created, a
 // rolling update, a drain) makes the Branch Unavailable, not Lost: the StatefulSet brings the pod back
 // under the same name with the same volume, and the Branch is Ready again once its database answers.
+// A Branch whose namespace its Runtime no longer admits is cut off (cutOff) until it is admitted again.
 
+import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClientError } from '../../api/client.js';
 import type { CredentialBody, DatabaseBody } from '../../api/contract.js';
-import { isoSeconds } from '../conditions.js';
-import { podApi, runtimeRefOf, templateNamespaceOf, type OperatorContext } from '../context.js';
+import { findCondition, isoSeconds } from '../conditions.js';
+import { podApi, templateNamespaceOf, type OperatorContext } from '../context.js';
 import { parseObject, runtime as runtimeSchema, templateDatabaseName, type BranchSpec } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import type { CustomObject } from '../kube.js';
+import { runtimeAdmits } from '../namespaces.js';
 import { podEngineEndpoint, podReady } from '../pods.js';
 import { create, type CreateOutcome, type Limits } from './branch-create.js';
 import { expire } from './branch-expire.js';
-import { branchSecretName, clientTls, createBranchSecret, secretState, type ClientTls } from './branch-secret.js';
+import { branchSecretName, clientTls, createBranchSecret, deleteBranchSecret, secretState, type ClientTls } from './branch-secret.js';
 import { requeueAtExpiry, setPhase, setReady, type Pass } from './branch-status.js';
+import { checkPlacement } from './branch-verify.js';
 
 /** How often a Branch whose pod is away looks again (the pod's own events requeue it sooner). */
 const POD_AWAY_RETRY_MS = 5_000;
@@ -46,6 +50,32 @@ function sooner(p: Pass, ms: number): ReconcileResult {
   return { requeueAfterMs: Math.min(ms, requeueAtExpiry(p).requeueAfterMs ?? ms) };
 }
 
+/**
+ * The Branch's namespace is no longer admitted by its Runtime: its credential is revoked (the password
+ * in its Secret, wherever that was copied, stops working) and the Secret deleted; nothing new is made.
+ * The database stays on its pod (a label change does not delete data) until the Branch is deleted or
+ * expires, which drop it as ever; admitted again, the Branch gets a new credential and Secret.
+ */
+async function cutOff(p: Pass, spec: BranchSpec, pod: V1Pod, runtime: string, refused: string): Promise<ReconcileResult> {
+  const { ctx, old } = p;
+  const database = old.database!;
+  const secretName = old.secretName ?? branchSecretName(p.obj.metadata!.name!);
+  // Cut off by an earlier pass (its Secret is gone from status): nothing to ask the API server or the pod.
+  const done = findCondition(old.conditions, 'Ready')?.reason === 'NamespaceNotAllowed' && old.secretName === undefined;
+  if (!done) {
+    const api = await podApi(ctx, pod, runtime);
+    if (!api.ok) return { retry: api.message };
+    // The runtime's API neither lists a database's credentials nor revokes them all, so the one revoked
+    // is the one the Secret holds. One made for a Secret that was later lost stays valid: its user was
+    // only in that Secret (docs/operator.md says so).
+    await deleteBranchSecret(ctx.kube, p.obj, secretName, (user) => api.client.revokeCredential(database, user));
+  }
+  const { secretName: _, ...rest } = old;
+  p.old = rest;
+  const message = `${refused}. Database ${database} is kept on pod ${old.pod}, but its credential is revoked and Secret ${secretName} deleted; admitted again, the Branch gets a new credential and Secret (deleting the Branch drops the database)`;
+  return setPhase(p, 'Pending', { reason: 'NamespaceNotAllowed', message }, spec.ttl);
+}
+
 export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promise<ReconcileResult> {
   const { ctx, old } = p;
   // The pod, Template and Runtime are in the Template's namespace; the Secret in the Branch's.
@@ -53,8 +83,13 @@ export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promi
   const podName = old.pod!;
   const database = old.database!;
   const tplName = spec.templateRef.name;
+  // Only what this operator would have written for this Branch is acted on (branch-verify.ts).
+  const check = checkPlacement(ctx, p.obj, { pod: podName, database });
+  if (check.kind === 'tampered') return setPhase(p, 'Failed', { reason: 'StatusTampered', message: check.message }, spec.ttl);
+  if (check.kind === 'unknown') return { retry: check.message };
   const pod = ctx.caches.pods.get(podName, tplNamespace);
-  const runtimeName = pod?.metadata?.labels?.['pgx.dev/runtime'] ?? runtimeRefOf(ctx.caches.templates.get(tplName, tplNamespace) ?? ({} as CustomObject));
+  if (check.kind === 'gone' && pod) return { retry: `${check.message}; its pod ${podName} is going too` };
+  const runtimeName = check.kind === 'trusted' ? check.runtime : undefined;
   if (!pod || !podReady(pod)) {
     if (!pod && !liveRuntime(ctx, tplNamespace, runtimeName)) {
       return setPhase(p, 'Lost', {
@@ -70,7 +105,13 @@ export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promi
   // The echo of this operator's own Ready write: the pass that wrote it had just seen the database and
   // the Secret, and nobody has changed the Branch since. The next event or resync looks at them again.
   if (p.echo && old.phase === 'Ready') return requeueAtExpiry(p);
-  const api = await podApi(ctx, pod, runtimeName ?? '');
+  if (check.kind !== 'trusted') return { retry: check.message }; // (a Runtime that is gone returned above)
+  // Admission is not placement's alone: a Runtime that stops taking the Branch's namespace (its
+  // allowedNamespaces changed, or the namespace's labels) cuts its placed Branches off, as a Gateway
+  // API route detaches from a listener that stops allowing it. Labels cannot be read: nothing changes.
+  const admitted = await runtimeAdmits(ctx, check.rt, p.obj.metadata!.namespace!);
+  if (!admitted.ok) return admitted.unknown ? { retry: admitted.message } : cutOff(p, spec, pod, check.runtime, admitted.message);
+  const api = await podApi(ctx, pod, check.runtime);
   if (!api.ok) return { retry: api.message };
 
   let db: DatabaseBody | undefined;

@@ -9,13 +9,14 @@ import type { CreateDatabaseRequest, CreatedDatabaseBody } from '../../api/contr
 import { setCondition } from '../conditions.js';
 import { podApi, runtimePods, runtimeRefOf, templateNamespaceOf } from '../context.js';
 import { runtimeAdmits } from '../namespaces.js';
-import { parseObject, runtime as runtimeSchema, templateDatabaseName, type BranchSpec, type TemplateStatus } from '../crds/index.js';
+import { parseObject, runtime as runtimeSchema, type BranchSpec, type TemplateStatus } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import { addFinalizer, hasFinalizer, RUNTIME_FINALIZER } from '../finalizer.js';
 import { keyOf } from '../kube.js';
 import { choosePod, type Candidate } from '../placement.js';
 import { podReady } from '../pods.js';
 import { setPhase, write, type Pass } from './branch-status.js';
+import { branchDatabaseName } from './branch-verify.js';
 
 /** What the database's limits should be; null: the runtime's default (--max-sessions-per-db, --database-memory-limit). */
 export interface Limits {
@@ -73,11 +74,8 @@ export async function place(p: Pass, spec: BranchSpec): Promise<ReconcileResult 
     return { retry: message };
   }
 
-  const prefix = rt.value.spec.engine.prefix;
-  const tdb = templateDatabaseName(tplName);
-  // <prefix><template>__<token> in at most 63 bytes; the token is the Branch's uid, so a name is never reused.
-  const tokenLength = Math.min(12, 63 - prefix.length - tdb.length - 2);
-  const database = `${prefix}${tdb}__${p.obj.metadata!.uid!.replace(/-/g, '').slice(0, tokenLength)}`;
+  // The one name later passes accept in status for this Branch (branch-verify.ts).
+  const database = branchDatabaseName(rt.value.spec.engine.prefix, tplName, p.obj.metadata!.uid!);
   ctx.placements.record(keyOf(p.obj), `${namespace}/${chosen}`);
   p.placedHere = true;
   const message = `creating database ${database} on pod ${chosen}`;

@@ -8,10 +8,12 @@
 //   branch-expire.ts   ttl ran out: expiryPolicy Delete or Retain
 //   branch-delete.ts   the finalizer: drop, then let go
 //   branch-status.ts   the pass, its conditions (one function), the status pipeline
+//   branch-verify.ts   status.pod and status.database acted on only if this operator would have written them
 //
-// Phases: (none) -> Pending (waiting for a Template or pod) -> Creating (pod and name chosen and written
-// first, so a retry creates on the same pod under the same name) -> Ready <-> Unavailable (its pod is
-// away: re-created, rolled, drained) -> Expired (deleted, or kept with expiryPolicy Retain). Lost when
+// Phases: (none) -> Pending (waiting for a Template or pod; or placed and cut off, its namespace no
+// longer admitted by the Runtime) -> Creating (pod and name chosen and written first, so a retry
+// creates on the same pod under the same name) -> Ready <-> Unavailable (its pod is away: re-created,
+// rolled, drained) -> Expired (deleted, or kept with expiryPolicy Retain). Lost when
 // the database or its Runtime vanished: no new database is made silently. Bad specs are reported as
 // Failed with a condition, and not retried until the spec changes. The ttl runs from the Branch's
 // creationTimestamp in every phase, so a Branch that never became Ready expires too.

@@ -189,6 +189,9 @@ export function statefulSet(rt: Runtime, net: PodNetwork, replicas = rt.spec.rep
         metadata: { labels: labels(rt) },
         spec: {
           securityContext: { runAsNonRoot: true, runAsUser: RUNTIME_UID, runAsGroup: RUNTIME_UID, fsGroup: RUNTIME_UID, seccompProfile: { type: 'RuntimeDefault' } },
+          // The runtime never calls the Kubernetes API (the operator calls it): a ServiceAccount token
+          // in the pod would only be something for a compromised runtime or tenant to read and use.
+          automountServiceAccountToken: false,
           terminationGracePeriodSeconds: 60,
           ...(s.imagePullSecrets ? { imagePullSecrets: s.imagePullSecrets } : {}),
           ...(s.nodeSelector ? { nodeSelector: s.nodeSelector } : {}),

@@ -1,0 +1,98 @@
+// A Branch's status is not trusted: whoever may write branches/status (a namespace admin role with
+// resources ["*"] includes the subresource) could name another Branch's database there. The operator
+// acts only on the database it derives for the Branch (its Template and uid) on a pod of its Runtime:
+// a forged status gets Ready False StatusTampered, no credential is made for the database it names, and
+// deleting the Branch drops nothing (a Warning Event says why).
+
+import { expect } from 'chai';
+import { MERGE_PATCH } from '../../src/operator/kube.js';
+import type { Operator } from '../../src/operator/operator.js';
+import type { TestRuntime } from '../helpers/runtime.js';
+import { apiOf, apply, condition, makePod, makeRuntime, NS, PGX, read, remove, startCluster, startOperator, startRuntimes, statusOf, stopCluster, waitFor, waitForCondition, waitForEvents, waitForGone, type Cluster } from './harness.js';
+
+interface BranchStatus {
+  phase?: string;
+  pod?: string;
+  database?: string;
+}
+
+const branch = (name: string) => ({ apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name }, spec: { templateRef: { name: 'app' } } });
+
+describe('operator: a Branch status naming a database or pod that is not its own', function () {
+  this.timeout(180_000);
+  let c: Cluster;
+  let runtimes: TestRuntime[] = [];
+  let op: Operator;
+
+  before(async function () {
+    c = await startCluster();
+    runtimes = await startRuntimes(1);
+    await makeRuntime(c, 'main', runtimes);
+    op = await startOperator(c);
+    await waitFor('leadership', async () => (op.isLeader ? true : null));
+    await apply(c, 'templates', { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name: 'app' }, spec: { runtimeRef: { name: 'main' }, source: { sql: 'CREATE TABLE t (x int);' } } });
+    await waitForCondition(c, 'templates', 'app', 'Ready', 'Sealed');
+  });
+
+  after(async function () {
+    await op?.stop();
+    await Promise.all(runtimes.map((r) => r.stop()));
+    await stopCluster(c);
+  });
+
+  /** What someone with write access to branches/status does: a merge patch of the subresource. */
+  const forge = (name: string, status: BranchStatus) =>
+    c.custom.patchNamespacedCustomObjectStatus({ ...PGX, namespace: NS, plural: 'branches', name, body: { status } }, MERGE_PATCH);
+  const secretOf = (name: string) => c.core.readNamespacedSecret({ name, namespace: NS }).catch(() => null);
+
+  it("neither makes a credential for, nor drops, another Branch's database named in its status", async function () {
+    await apply(c, 'branches', branch('victim'));
+    const victim = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'victim', 'Ready', 'DatabaseReady'));
+    await apply(c, 'branches', branch('attacker'));
+    const own = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'attacker', 'Ready', 'DatabaseReady'));
+
+    // The victim's database in the attacker's status, and the attacker's Secret gone: a Secret made
+    // again now would carry a credential for the database the status names.
+    await forge('attacker', { database: victim.database! });
+    await c.core.deleteNamespacedSecret({ name: 'attacker-db', namespace: NS });
+    const refused = await waitFor('the forged status refused, or a Secret made for it', async () => {
+      const o = await read(c, 'branches', 'attacker');
+      return condition(o, 'Ready')?.reason === 'StatusTampered' || (await secretOf('attacker-db')) !== null ? o : null;
+    });
+    expect(condition(refused, 'Ready')?.reason).to.equal('StatusTampered');
+    expect(condition(refused, 'Ready')?.message).to.contain(`status.database is ${victim.database}, but this Branch's database is ${own.database}`);
+    expect(statusOf<BranchStatus>(refused).phase).to.equal('Failed');
+    // Resyncs (every second here) come and go, and none makes the Secret, so none made a credential.
+    await new Promise((r) => setTimeout(r, 3_000));
+    await op.idle();
+    expect(await secretOf('attacker-db')).to.equal(null);
+
+    // Deleting the attacker's Branch drops nothing: the victim keeps its database, and is still Ready.
+    await remove(c, 'branches', 'attacker');
+    await waitForGone(c, 'branches', 'attacker');
+    await waitForEvents(c, 'attacker', ['StatusTampered']);
+    expect((await apiOf(runtimes[0]!).getDatabase(victim.database!)).name).to.equal(victim.database);
+    expect(condition(await read(c, 'branches', 'victim'), 'Ready')?.reason).to.equal('DatabaseReady');
+    // The attacker's own database, which its status no longer named, was left too (dropped here by hand).
+    await apiOf(runtimes[0]!).dropDatabase(own.database!);
+    await remove(c, 'branches', 'victim');
+    await waitForGone(c, 'branches', 'victim');
+  });
+
+  it("acts on no pod but its Runtime's: a pod of another Runtime in status is refused", async function () {
+    await apply(c, 'branches', branch('moved'));
+    const s = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'moved', 'Ready', 'DatabaseReady'));
+    // A pod named like one of main's, labelled for another Runtime (reaching the same test runtime).
+    await makePod(c, 'other', 'main-9', runtimes[0]!);
+    await forge('moved', { pod: 'main-9' });
+    const refused = await waitForCondition(c, 'branches', 'moved', 'Ready', 'StatusTampered');
+    expect(condition(refused, 'Ready')?.message).to.contain("status.pod main-9 is not a pod of the Branch's Runtime main");
+    await remove(c, 'branches', 'moved');
+    await waitForGone(c, 'branches', 'moved');
+    await waitForEvents(c, 'moved', ['StatusTampered']);
+    // Released without a drop: its database on main-0 is still there (dropped here by hand).
+    expect((await apiOf(runtimes[0]!).getDatabase(s.database!)).name).to.equal(s.database);
+    await apiOf(runtimes[0]!).dropDatabase(s.database!);
+    await c.core.deleteNamespacedPod({ name: 'main-9', namespace: NS });
+  });
+});
