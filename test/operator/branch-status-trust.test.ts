@@ -79,6 +79,25 @@ describe('operator: a Branch status naming a database or pod that is not its own
     await waitForGone(c, 'branches', 'victim');
   });
 
+  it("trusts a database named under the Runtime's earlier engine.prefix: a prefix change is no tampering", async function () {
+    await apply(c, 'branches', branch('before-prefix'));
+    const s = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'before-prefix', 'Ready', 'DatabaseReady'));
+    await c.custom.patchNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'runtimes', name: 'main', body: { spec: { engine: { prefix: 'pr_' } } } }, MERGE_PATCH);
+    try {
+      await waitFor('the operator to see the new prefix', async () => ((await read(c, 'runtimes', 'main'))?.spec as { engine?: { prefix?: string } }).engine?.prefix === 'pr_');
+      // A pass over the Branch (its Secret gone: the pass makes it again, for its own database).
+      await c.core.deleteNamespacedSecret({ name: 'before-prefix-db', namespace: NS });
+      await waitFor('the Secret made again', () => secretOf('before-prefix-db'));
+      const o = await read(c, 'branches', 'before-prefix');
+      expect(condition(o, 'Ready')?.reason).to.equal('DatabaseReady');
+      expect(statusOf<BranchStatus>(o).database).to.equal(s.database);
+    } finally {
+      await c.custom.patchNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'runtimes', name: 'main', body: { spec: { engine: { prefix: 'tdb_' } } } }, MERGE_PATCH);
+    }
+    await remove(c, 'branches', 'before-prefix');
+    await waitForGone(c, 'branches', 'before-prefix');
+  });
+
   it("acts on no pod but its Runtime's: a pod of another Runtime in status is refused", async function () {
     await apply(c, 'branches', branch('moved'));
     const s = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'moved', 'Ready', 'DatabaseReady'));

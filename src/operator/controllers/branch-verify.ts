@@ -52,8 +52,21 @@ export function checkPlacement(ctx: Pick<OperatorContext, 'caches'>, branch: Cus
   const rt = parseObject(runtimeSchema, rtObj);
   if (!rt.ok) return { kind: 'unknown', message: `Runtime ${runtime}: ${rt.message}` };
   const expected = branchDatabaseName(rt.value.spec.engine.prefix, tplName, branch.metadata!.uid!);
-  if (placed.database !== expected) {
+  if (placed.database !== expected && !madeUnderAnotherPrefix(placed.database, tplName, branch.metadata!.uid!)) {
     return { kind: 'tampered', message: `status.database is ${placed.database}, but this Branch's database is ${expected} (from its Template, its uid and the Runtime's engine.prefix): ${fix}` };
   }
   return { kind: 'trusted', runtime, rt: rt.value };
+}
+
+/**
+ * A Runtime's engine.prefix may change after a Branch was placed: its database keeps the name it was
+ * made under. The token from the Branch's uid is what makes the name this Branch's, whatever prefix
+ * stands before it.
+ */
+function madeUnderAnotherPrefix(database: string, template: string, uid: string): boolean {
+  for (let length = 1; length <= 12; length++) {
+    const prefix = database.slice(0, length);
+    if (/^[a-z][a-z0-9_]*$/.test(prefix) && database === branchDatabaseName(prefix, template, uid)) return true;
+  }
+  return false;
 }
