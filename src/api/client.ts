@@ -223,6 +223,11 @@ export class ApiClient {
     await this.request<undefined>('DELETE', PATHS.databaseCredential, { name, user });
   }
 
+  /** Revokes every credential of `name`; how many there were. */
+  async revokeCredentials(name: string): Promise<number> {
+    return (await this.request<{ revoked: number }>('DELETE', PATHS.databaseCredentials, { name })).revoked;
+  }
+
   private async request<T>(
     method: string,
     pattern: PathPattern,

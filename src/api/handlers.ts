@@ -284,6 +284,12 @@ export const revokeCredential: Handler = async ({ params }, ctx) => {
   return { status: 204 };
 };
 
+/** Every credential of the database: 200 with how many there were (0 too: idempotent). */
+export const revokeCredentials: Handler = async ({ params }, ctx) => {
+  const revoked = await withHints(databaseHints(), ctx.databases.revokeCredentials(param(params)));
+  return ok({ revoked });
+};
+
 // --- helpers -----------------------------------------------------------------------------------------
 
 /** Parses a body through its schema; a problem is 22023 naming the field, a number out of range gets its range in the hint. */

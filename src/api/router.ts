@@ -51,6 +51,7 @@ const ROUTES: readonly ApiRoute[] = [
   { method: 'PUT', path: PATHS.databaseMemoryLimit, handler: h.setDatabaseMemoryLimit },
   { method: 'POST', path: PATHS.databaseCredentials, handler: h.createCredential },
   { method: 'DELETE', path: PATHS.databaseCredential, handler: h.revokeCredential },
+  { method: 'DELETE', path: PATHS.databaseCredentials, handler: h.revokeCredentials },
 ];
 
 export interface ApiRequest {

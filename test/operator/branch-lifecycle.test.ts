@@ -74,6 +74,22 @@ describe('operator: Branch lifecycle (Secrets, ttl and expiry policy, pods that 
     await waitForGone(c, 'branches', 'keys');
   });
 
+  it('makes a lost Secret again with a new credential, and the lost one stops working', async function () {
+    await apply(c, 'branches', branch('lost'));
+    const s = statusOf<BranchStatus>(await waitForCondition(c, 'branches', 'lost', 'Ready', 'DatabaseReady'));
+    const first = (await secretData(s.secretName!)).data;
+    await c.core.deleteNamespacedSecret({ name: s.secretName!, namespace: NS });
+    const second = await waitFor('the Secret made again', async () => (await c.core.readNamespacedSecret({ name: s.secretName!, namespace: NS }).catch(() => null)) && (await secretData(s.secretName!)).data);
+    expect(second.user).to.not.equal(first.user);
+    const login = (uri: string) => new pg.Client({ connectionString: uri }).connect().then(() => 'logged in', (err: { code?: string }) => err.code);
+    expect(await login(first.uri!)).to.match(/^28(000|P01)$/);
+    const client = new pg.Client({ connectionString: second.uri });
+    await client.connect();
+    await client.end();
+    await remove(c, 'branches', 'lost');
+    await waitForGone(c, 'branches', 'lost');
+  });
+
   it('never adopts a Secret it does not own: the condition names the owner, and the Secret is left as it was', async function () {
     await c.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'clash-db' }, stringData: { host: 'elsewhere.example', DATABASE_URL: 'postgresql://someone@elsewhere.example/other' } } });
     await apply(c, 'branches', branch('clash'));

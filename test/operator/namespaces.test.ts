@@ -87,6 +87,8 @@ describe('operator: a list of namespaces, and Branches on a Runtime of another n
     const ready = statusOf<{ pod: string; database: string }>(await waitReason('pr-1', 'branches', 'cut', 'DatabaseReady'));
     const before = await uriOf('pr-1', 'cut-db');
     await query(before, "INSERT INTO t VALUES ('kept')");
+    // A credential the Secret does not hold (one a copy of an earlier, lost Secret would).
+    const earlier = (await apiOf(runtimes[0]!).createCredential(ready.database)).url;
 
     // The namespace's labels no longer match the Runtime's selector (read again within 10 s, at a resync).
     await c!.core.patchNamespace({ name: 'pr-1', body: { metadata: { labels: { 'pgx.dev/previews': null } } } }, MERGE_PATCH);
@@ -98,6 +100,7 @@ describe('operator: a list of namespaces, and Branches on a Runtime of another n
       // loopback auth; 28P01 where SCRAM hides whether a role exists).
       const refused = await query(before, 'SELECT 1').then(() => 'logged in', (err: { code?: string; message?: string }) => `${err.code} ${err.message}`);
       expect(refused).to.match(/^28(000|P01) /);
+      expect(await query(earlier, 'SELECT 1').then(() => 'logged in', (err: { code?: string }) => `${err.code}`)).to.match(/^28(000|P01)$/);
       // No Secret, and none made again at the resyncs (every second here) that follow; the database stays.
       await new Promise((r) => setTimeout(r, 3_000));
       expect(await c!.core.readNamespacedSecret({ name: 'cut-db', namespace: 'pr-1' }).catch(() => null)).to.equal(null);

@@ -65,10 +65,9 @@ async function cutOff(p: Pass, spec: BranchSpec, pod: V1Pod, runtime: string, re
   if (!done) {
     const api = await podApi(ctx, pod, runtime);
     if (!api.ok) return { retry: api.message };
-    // The runtime's API neither lists a database's credentials nor revokes them all, so the one revoked
-    // is the one the Secret holds. One made for a Secret that was later lost stays valid: its user was
-    // only in that Secret (docs/operator.md says so).
-    await deleteBranchSecret(ctx.kube, p.obj, secretName, (user) => api.client.revokeCredential(database, user));
+    // Every credential of the database: the Secret's, and any a copy of an earlier Secret still holds.
+    await api.client.revokeCredentials(database);
+    await deleteBranchSecret(ctx.kube, p.obj, secretName);
   }
   const { secretName: _, ...rest } = old;
   p.old = rest;
@@ -161,6 +160,9 @@ export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promi
     // A stale Secret (an earlier Branch's of this name) is replaced by createBranchSecret.
     const tls = await runtimeTls(ctx, tplNamespace, runtimeName);
     if (typeof tls === 'string') return { retry: tls };
+    // A Branch hands out one credential, its Secret's: one made for a Secret that was lost (deleted, or
+    // its copies leaked) is revoked before the new one is made.
+    if (fresh === null) await api.client.revokeCredentials(database);
     const credential = fresh ?? (await api.client.createCredential(database, {}));
     const made = await createBranchSecret(ctx.kube, p.obj, secretName, podEngineEndpoint(pod, ctx.net), database, credential, tls);
     if (made === 'made') madeSecret = true;

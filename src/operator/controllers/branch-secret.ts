@@ -50,7 +50,7 @@ export function branchSecretName(branch: string): string {
 }
 
 /** The Secret under the Branch's name: absent, the Branch's own, or another's (who owns it, for a person). */
-export type SecretState = { kind: 'absent' } | { kind: 'ours'; secret: V1Secret } | { kind: 'taken'; owner: string } | { kind: 'stale'; secret: V1Secret };
+export type SecretState = { kind: 'absent' } | { kind: 'ours' } | { kind: 'taken'; owner: string } | { kind: 'stale'; secret: V1Secret };
 
 export async function secretState(kube: Kube, branch: CustomObject, name: string): Promise<SecretState> {
   let secret: V1Secret;
@@ -61,7 +61,7 @@ export async function secretState(kube: Kube, branch: CustomObject, name: string
     throw err;
   }
   const owner = secret.metadata?.ownerReferences?.find((r) => r.controller) ?? secret.metadata?.ownerReferences?.[0];
-  if (owner?.uid === branch.metadata!.uid) return { kind: 'ours', secret };
+  if (owner?.uid === branch.metadata!.uid) return { kind: 'ours' };
   // An earlier Branch of this name (deleted; its uid is not this one's): its Secret waits for the garbage collector.
   if (owner && owner.kind === 'Branch' && owner.apiVersion === branch.apiVersion && owner.name === branch.metadata!.name) return { kind: 'stale', secret };
   return { kind: 'taken', owner: describeOwner(owner) };
@@ -168,14 +168,11 @@ async function deleteStale(kube: Kube, namespace: string, secret: V1Secret): Pro
 
 /**
  * Deletes the Branch's own Secret (expiry with Retain: the database it names is gone; or its namespace
- * is no longer admitted). `revoke` is first given the credential the Secret holds, so that its password
- * stops working wherever it was copied or mounted.
+ * is no longer admitted, its credentials revoked first).
  */
-export async function deleteBranchSecret(kube: Kube, branch: CustomObject, name: string, revoke?: (user: string) => Promise<void>): Promise<void> {
+export async function deleteBranchSecret(kube: Kube, branch: CustomObject, name: string): Promise<void> {
   const state = await secretState(kube, branch, name);
   if (state.kind !== 'ours') return;
-  const user = state.secret.data?.user;
-  if (revoke !== undefined && user !== undefined) await revoke(Buffer.from(user, 'base64').toString('utf8'));
   try {
     await kube.core.deleteNamespacedSecret({ name, namespace: branch.metadata!.namespace! });
   } catch (err) {

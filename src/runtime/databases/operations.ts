@@ -300,6 +300,15 @@ export class DatabaseOperations {
     return this.p.credentials.revoke(name, user, owner);
   }
 
+  /** Drops every credential of `name`: its roles, in order; how many there were (0: none, idempotent). */
+  async revokeCredentials(name: string): Promise<number> {
+    this.p.lifecycle.assertRunning(`cannot revoke the credentials of database "${name}"`);
+    const owner = this.p.registry.databases.get(name)?.owner ?? 'postgres';
+    let revoked = 0;
+    for (const user of this.p.credentials.rolesOf(name)) if (await this.p.credentials.revoke(name, user, owner)) revoked++;
+    return revoked;
+  }
+
   /** The status document (see status.ts for what each field means); `diskUsage` measures disk_usage too. */
   async status(opts: { diskUsage?: boolean } = {}): Promise<RuntimeStatus> {
     const p = this.p;
