@@ -229,8 +229,8 @@ describe('operator end to end (real control plane, chart RBAC, runtime pods on t
     await remove(c, 'branches', 'too-late');
     await remove(c, 'branches', 'uses-held');
     await waitForGone(c, 'templates', 'held');
-    // Unsealed on every pod: nobody mints from a Template that no longer exists.
-    for (const pod of pods) expect((await (await apiOf(pod)).listTemplates()).find((t) => t.name === 'held')?.sealed ?? false).to.equal(false);
+    // Dropped on every pod: nobody mints from a Template that no longer exists, and its disk is free.
+    for (const pod of pods) expect((await (await apiOf(pod)).listTemplates()).map((t) => t.name)).to.not.include('held');
   });
 
   it('applies limits.memory and limits.connections on the runtime, and follows changes to them', async function () {

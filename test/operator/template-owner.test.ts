@@ -1,7 +1,8 @@
 // Who a Template's script runs as: whoever may create a Template is not trusted with the runtime. A
 // Template without an owner is built as a role of its own (never postgres), a Template naming a
 // privileged owner fails unless its Runtime sets privilegedTemplates, and Branches of an own-role
-// Template read and write its tables. The API double, the operator and a real runtime.
+// Template read and write its tables. And its end: a deleted Template is dropped on its pods. The API
+// double, the operator and a real runtime.
 
 import { expect } from 'chai';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -70,6 +71,15 @@ describe('operator: who a Template is built as', function () {
     await c.custom.patchNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'templates', name: 'as-postgres', body: { spec: { source: { sql: 'CREATE TABLE t (x int, y int)' } } } }, merge);
     await waitForCondition(c, 'templates', 'as-postgres', 'Ready', 'Sealed');
     expect(await ownerOf('as_postgres')).to.equal('postgres');
+  });
+
+  it('drops a deleted Template on its pods once no Branch holds a copy of it', async function () {
+    await apply(c, 'templates', template('short-lived', { source: { sql: 'CREATE TABLE t (x int)' } }));
+    await waitForCondition(c, 'templates', 'short-lived', 'Ready', 'Sealed');
+    await c.custom.deleteNamespacedCustomObject({ ...PGX, namespace: NS, plural: 'templates', name: 'short-lived' });
+    await waitFor('the Template gone', async () => ((await read(c, 'templates', 'short-lived')) === null ? true : null));
+    const left = await queryOnce(runtimes[0]!.connection('postgres'), "SELECT datname FROM pg_database WHERE datname = 'short_lived'");
+    expect(left.rows).to.deep.equal([]);
   });
 
   async function databasesLikeAs(): Promise<{ name: string }[]> {

@@ -2,8 +2,8 @@
 // API (inline SQL or a ConfigMap -> POST /v1/templates; a source database -> an import job), seals it,
 // and reports each pod and a Ready condition. A build that failed (the script's error) is not retried
 // until the spec changes; a pod that cannot be reached is retried with backoff. The finalizer holds
-// deletion while Branches use the Template, saying which, then unseals it on every pod (no new mints)
-// and drops nothing else: the API has no template drop, and Branch databases go with their Branches.
+// deletion while Branches hold databases made from the Template, saying which, then drops it on every
+// pod; the Branches' databases go with their Branches.
 
 import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClientError, type ApiClient } from '../../api/client.js';
@@ -211,7 +211,8 @@ async function finalize(ctx: OperatorContext, obj: CustomObject, old: TemplateSt
     await commitStatus(ctx, 'templates', obj, next, was?.reason !== 'DeletionBlocked' || was.message !== message ? { type: 'Warning', reason: 'DeletionBlocked', message } : null);
     return {};
   }
-  // No Branch uses it: unseal it on every pod, so nobody mints from a Template that no longer exists.
+  // No Branch holds a database made from it: drop it on every pod, its spares with it (force: a copy
+  // left behind by a Branch released without a drop keeps its data, as every copy does).
   const runtime = (obj.spec as { runtimeRef?: { name?: string } } | undefined)?.runtimeRef?.name;
   const database = templateDatabaseName(obj.metadata!.name!);
   if (runtime) {
@@ -220,10 +221,11 @@ async function finalize(ctx: OperatorContext, obj: CustomObject, old: TemplateSt
       const api = await podApi(ctx, pod, runtime);
       if (!api.ok) continue;
       try {
-        await api.client.unseal(database);
+        await api.client.dropTemplate(database, true);
       } catch (err) {
-        if (err instanceof ApiClientError && (err.status === 404 || err.status === 409)) continue;
-        return { retry: `cannot unseal ${database} on pod ${pod.metadata!.name}: ${err instanceof Error ? err.message : String(err)}` };
+        // Gone already; or built with seal: false and never sealed, which the runtime does not record as a template.
+        if (err instanceof ApiClientError && (err.status === 404 || err.code === 'NOT_A_TEMPLATE')) continue;
+        return { retry: `cannot drop ${database} on pod ${pod.metadata!.name}: ${err instanceof Error ? err.message : String(err)}` };
       }
     }
   }
