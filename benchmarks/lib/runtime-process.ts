@@ -74,7 +74,6 @@ function distFile(rel: string): string {
 
 export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: Cleanup): Promise<RuntimeProcess> {
   const dataDir = path.join(opts.workDir, 'data');
-  const pgSocketDir = privateSocketDir(dataDir);
   if (opts.tcpPostgres && (await portInUse(PG_PORT))) {
     throw new PgxError('CONFIG_INVALID', `127.0.0.1:${PG_PORT} is taken, and the runtime's PostgreSQL can only listen there`, {
       hint: 'Stop the server on port 5432 (another benchmark still running?).',
@@ -109,6 +108,7 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
   child.on('message', () => undefined);
 
   const postmasterPid = (): number => Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n', 1)[0]);
+  let pgSocketDir: string | undefined;
   const stop = async (): Promise<void> => {
     if (exited) return;
     if (child.connected) child.disconnect();
@@ -125,7 +125,8 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
       child.kill('SIGKILL');
       await exit;
     }
-    rmSync(pgSocketDir, { recursive: true, force: true });
+    // A runtime stopped by force leaves its PostgreSQL socket directory (known once it was ready).
+    if (pgSocketDir !== undefined) rmSync(pgSocketDir, { recursive: true, force: true });
   };
   cleanup.add(`PGX runtime in ${opts.workDir}`, stop);
 
@@ -136,6 +137,7 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
     if (systemClock.monotonic() > deadline) throw new PgxError('INTERNAL', `pgx start was not ready within ${READY_TIMEOUT_MS / 1000} s: ${tail.trim().slice(-1500)}`);
     await sleep(50);
   }
+  pgSocketDir = privateSocketDir(dataDir);
   const heap = (): Promise<HeapReport> =>
     new Promise((resolve, reject) => {
       if (onBun) return reject(new PgxError('INTERNAL', 'the heap probe runs on Node.js only (the runtime runs on Bun)'));

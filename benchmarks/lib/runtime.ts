@@ -3,9 +3,7 @@
 // (listen_addresses as a user setting, which the supervisor passes after its own), so direct clients
 // use the same transport as clients of the engine and of PgBouncer.
 
-import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { startRuntime } from '../../src/cli/start.js';
 import { parseConfig } from '../../src/cli/config.js';
@@ -32,10 +30,12 @@ export interface BenchRuntime {
   pgSettings: Record<string, string>;
 }
 
-/** start.ts's privateSocketDir(): the supervisor does not expose it. */
+/**
+ * Where a running runtime's PostgreSQL has its private socket: a new directory per runtime
+ * (start-plan.ts), which PostgreSQL writes into postmaster.pid (its fifth line).
+ */
 export function privateSocketDir(dataDir: string): string {
-  const tag = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
-  return path.join(os.tmpdir(), `pgx-${tag}`);
+  return readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[4]!;
 }
 
 export async function startBenchRuntime(workDir: string, transport: Transport, cleanup: Cleanup): Promise<BenchRuntime> {
@@ -53,17 +53,9 @@ export async function startBenchRuntime(workDir: string, transport: Transport, c
     pgSettings.listen_addresses = '127.0.0.1';
   }
   const config = parseConfig({ dataDir, port: 0, socketDir, auth: 'trust', maxBackends: MAX_BACKENDS, pgSettings }, 'bench');
-  const pgSocketDir = privateSocketDir(path.resolve(dataDir));
-  // The supervisor leaves its (per data directory) socket directory behind; the data directory is ours
-  // and temporary, so is that. Registered first, so it runs after the runtime has stopped.
-  cleanup.add('PostgreSQL socket directory', () => rmSync(pgSocketDir, { recursive: true, force: true }));
   const rt = await startRuntime(config, silentLogger);
   cleanup.add('PGX runtime', () => rt.stop());
-  if (!existsSync(path.join(pgSocketDir, `.s.PGSQL.${PG_PORT}`))) {
-    throw new PgxError('INTERNAL', `PostgreSQL's socket is not in ${pgSocketDir}`, {
-      hint: 'src/cli/start.ts changed how it places the private socket; update benchmarks/lib/runtime.ts to match.',
-    });
-  }
+  const pgSocketDir = rt.supervisor.socketDirectory;
   const enginePort = rt.engine.port;
   return {
     direct: transport === 'tcp' ? { name: 'direct', host: '127.0.0.1', port: PG_PORT } : { name: 'direct', host: pgSocketDir, port: PG_PORT },

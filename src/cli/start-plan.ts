@@ -2,7 +2,6 @@
 // API token, TLS, the disposable databases' settings, and the memory limits in force. start.ts starts
 // the parts with it.
 
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -65,13 +64,16 @@ export async function planStart(config: RuntimeConfig, logger: Logger): Promise<
     mintTimeoutSeconds: config.mintTimeout,
     ...(config.allowExtensions ? { allowedExtensions: config.allowExtensions } : {}),
   };
-  return { dataDir, binaries, osUser, socketDir: privateSocketDir(dataDir), auth, token, certificate, databaseSettings };
+  return { dataDir, binaries, osUser, socketDir: privateSocketDir(), auth, token, certificate, databaseSettings };
 }
 
-/** PostgreSQL's private socket directory: short (socket paths are limited to 107 bytes) and per data dir. */
-function privateSocketDir(dataDir: string): string {
-  const tag = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
-  return path.join(os.tmpdir(), `pgx-${tag}`);
+/**
+ * PostgreSQL's private socket directory: short (socket paths are limited to 107 bytes), and new for
+ * each runtime, made here under a name nobody can guess (mkdtemp), so nobody on the machine can put a
+ * directory or a symlink there first (data-directory.ts refuses one it did not make).
+ */
+function privateSocketDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'pgx-'));
 }
 
 export interface MemorySettings {

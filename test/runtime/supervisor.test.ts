@@ -4,7 +4,7 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, lstat, mkdir, mkdtemp, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { chown, copyFile, lstat, mkdir, mkdtemp, readFile, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -184,6 +184,49 @@ describe('runtime/supervisor (real PostgreSQL 18)', function () {
     expect(logger.saw('postgres-died')).to.equal(true);
     expect(await selectOne(sup)).to.equal('1');
     await sup.stop();
+  });
+
+  it("writes its files anew at a restart, never through a symlink the OS user put in the data directory", async () => {
+    // PostgreSQL's OS user owns the data directory (and a superuser session acts as it): as root, a
+    // runtime that followed these links would overwrite and chown a file of that user's choice.
+    const sup = supervisor('links');
+    await sup.start();
+    const victims = join(base, 'links-victims');
+    await mkdir(victims, { recursive: true });
+    const dataDir = join(base, 'links', 'data');
+    for (const name of ['pgx.conf', 'pgx-owner.pid']) {
+      await writeFile(join(victims, name), 'NOT YOURS\n', { mode: 0o644 });
+      await rm(join(dataDir, name), { force: true });
+      await symlink(join(victims, name), join(dataDir, name));
+    }
+    const states: SupervisorState[] = [];
+    sup.on('state', (s) => states.push(s));
+    process.kill(sup.pid!, 'SIGKILL');
+    await until('a restart', () => states.includes('restarting') && sup.state === 'ready');
+    for (const name of ['pgx.conf', 'pgx-owner.pid']) {
+      expect(await readFile(join(victims, name), 'utf8'), name).to.equal('NOT YOURS\n');
+      expect((await stat(join(victims, name))).uid, name).to.equal(process.getuid!());
+      expect((await lstat(join(dataDir, name))).isSymbolicLink(), name).to.equal(false);
+    }
+    expect(await selectOne(sup)).to.equal('1');
+    await sup.stop();
+  });
+
+  it('refuses a socket directory it did not make: a symlink, or a directory of another user', async () => {
+    const elsewhere = join(base, 'sock-target');
+    await mkdir(elsewhere, { mode: 0o755 });
+    await mkdir(join(base, 'planted'), { recursive: true });
+    await symlink(elsewhere, join(base, 'planted', 'sock'));
+    const linked = await supervisor('planted').start().then(() => null, (e: unknown) => e);
+    expect(linked).to.be.instanceOf(PgxError);
+    expect((linked as PgxError).message).to.match(/sock is a symlink or not what the runtime made: it is not followed$/);
+    expect((await stat(elsewhere)).mode & 0o777).to.equal(0o755);
+    if (process.getuid?.() === 0) {
+      await mkdir(join(base, 'foreign', 'sock'), { recursive: true });
+      await chown(join(base, 'foreign', 'sock'), 65534, 65534);
+      const foreign = await supervisor('foreign').start().then(() => null, (e: unknown) => e);
+      expect((foreign as PgxError).message).to.match(/sock belongs to uid 65534, not to this runtime: someone else made it$/);
+    }
   });
 
   it('stop() during a pending restart cancels it and releases every timer and child', async () => {

@@ -4,7 +4,7 @@
 
 import { spawn, type SpawnOptions } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { appendFile, chmod, chown, lchown, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, lchown, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -13,6 +13,7 @@ import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { describeExit, type Exit, type LogPipe } from './log-pipe.js';
 import { assertReachable, type OsUser } from './os-user.js';
+import { appendPrivateFile, makeDirectoryPrivate, readPrivateFile, writePrivateFile } from './private-files.js';
 
 const PROFILE_FILE = 'pgx.conf';
 
@@ -40,36 +41,52 @@ export async function prepareDataDirectory(d: DataDirectory, signal: AbortSignal
 
 async function prepareDirectories(d: DataDirectory): Promise<void> {
   const { osUser } = d;
-  const dirs = [
-    [d.dataDir, 'data-dir'],
-    [d.socketDir, 'socket-dir'],
-  ] as const;
-  for (const [dir, purpose] of dirs) {
-    // Before creating anything: a path the OS user cannot reach is the user's to move, not ours to fix.
-    await assertReachable(dir, osUser, purpose);
-    try {
-      await mkdir(dirname(dir), { recursive: true, mode: 0o755 });
-      await mkdir(dir, { recursive: true, mode: 0o700 });
-      if (d.switchUser) {
-        const st = await stat(dir);
-        if (st.uid !== osUser.uid || st.gid !== osUser.gid) {
-          // Ours to fix: e.g. a data dir initialised earlier for another user (postgres vs pgx).
-          d.log.info('postgres-chown', { dir, user: osUser.name });
-          await chownTree(dir, osUser.uid, osUser.gid);
-        }
-      }
-      // PostgreSQL insists on 0700 (or 0750) for the data directory; the socket dir is private.
-      await chmod(dir, 0o700);
-    } catch (err) {
-      throw new PgxError('CONFIG_INVALID', `cannot prepare ${dir}: ${(err as Error).message}`, {
-        hint: purpose === 'data-dir' ? 'Choose a --data-dir this process can create and own.' : 'Choose a --socket-dir this process can create and own.',
-        cause: err,
-      });
-    }
-    await assertReachable(dir, osUser, purpose);
+  await prepareDataDir(d);
+  // The socket directory, in /tmp: made by this runtime (start-plan.ts) and never adopted from anyone
+  // else, nor followed through a symlink (private-files.ts).
+  try {
+    await mkdir(dirname(d.socketDir), { recursive: true, mode: 0o755 });
+    await mkdir(d.socketDir, { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    await makeDirectoryPrivate(d.socketDir, d.switchUser ? osUser : undefined);
+  } catch (err) {
+    if (err instanceof PgxError) throw err;
+    throw new PgxError('CONFIG_INVALID', `cannot prepare PostgreSQL's socket directory ${d.socketDir}: ${(err as Error).message}`, {
+      hint: 'Point TMPDIR at a directory this process can create in.',
+      cause: err,
+    });
   }
+  await assertReachable(d.socketDir, osUser, 'socket-dir');
   await assertReachable(join(d.binDir, 'postgres'), osUser, 'pg-bin');
   await assertReachable(join(d.binDir, 'initdb'), osUser, 'pg-bin');
+}
+
+/** The data directory: made if missing, owned by the OS user (chowned if it was another's), 0700. */
+async function prepareDataDir(d: DataDirectory): Promise<void> {
+  const { dataDir: dir, osUser } = d;
+  // Before creating anything: a path the OS user cannot reach is the user's to move, not ours to fix.
+  await assertReachable(dir, osUser, 'data-dir');
+  try {
+    await mkdir(dirname(dir), { recursive: true, mode: 0o755 });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    if (d.switchUser) {
+      const st = await stat(dir);
+      if (st.uid !== osUser.uid || st.gid !== osUser.gid) {
+        // Ours to fix: e.g. a data dir initialised earlier for another user (postgres vs pgx).
+        d.log.info('postgres-chown', { dir, user: osUser.name });
+        await chownTree(dir, osUser.uid, osUser.gid);
+      }
+    }
+    // PostgreSQL insists on 0700 (or 0750) for the data directory.
+    await chmod(dir, 0o700);
+  } catch (err) {
+    throw new PgxError('CONFIG_INVALID', `cannot prepare ${dir}: ${(err as Error).message}`, {
+      hint: 'Choose a --data-dir this process can create and own.',
+      cause: err,
+    });
+  }
+  await assertReachable(dir, osUser, 'data-dir');
 }
 
 async function initdb(d: DataDirectory, signal: AbortSignal): Promise<void> {
@@ -102,12 +119,11 @@ async function initdb(d: DataDirectory, signal: AbortSignal): Promise<void> {
 
 /** Copies the profile in at every start (so updates apply) and includes it from postgresql.conf once. */
 async function installProfile(d: DataDirectory): Promise<void> {
-  const target = join(d.dataDir, PROFILE_FILE);
-  await writeFile(target, await readFile(profilePath()), { mode: 0o600 });
-  if (d.switchUser) await chown(target, d.osUser.uid, d.osUser.gid);
+  // Files the OS user owns, written as root when the runtime runs as root: never through a symlink.
+  await writePrivateFile(join(d.dataDir, PROFILE_FILE), await readFile(profilePath()), 0o600, d.switchUser ? d.osUser : undefined);
   const conf = join(d.dataDir, 'postgresql.conf');
-  if (!/^\s*include_if_exists\s*=\s*'pgx\.conf'/m.test(await readFile(conf, 'utf8'))) {
-    await appendFile(conf, `\n# Added by pgx: its PostgreSQL profile, refreshed from the pgx package at every start.\ninclude_if_exists = '${PROFILE_FILE}'\n`);
+  if (!/^\s*include_if_exists\s*=\s*'pgx\.conf'/m.test(await readPrivateFile(conf))) {
+    await appendPrivateFile(conf, `\n# Added by pgx: its PostgreSQL profile, refreshed from the pgx package at every start.\ninclude_if_exists = '${PROFILE_FILE}'\n`);
   }
 }
 

@@ -21,15 +21,17 @@
 // above it such reads are waste (an idle runtime spent a quarter of its busy time in them): the next
 // read comes before a fast writer could eat the headroom above M, and at least once a second.
 
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
-import { promises as fsp } from 'node:fs';
+import { constants, promises as fsp } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { AdminConnection } from './admin-connection.js';
+import { openPrivateFile } from './private-files.js';
 import type { SqlClient } from './sql-client.js';
 
 export type DiskState = 'ok' | 'low' | 'critical';
@@ -400,11 +402,18 @@ export class DiskGuard implements DiskRoom {
   /**
    * Real blocks, not a sparse file: fallocate(1) reserves them at once where the filesystem can
    * (XFS, ext4, btrfs); elsewhere (ZFS) random bytes are written, which compression cannot shrink.
+   * The file is in the OS user's directory: opened without following a symlink (private-files.ts),
+   * and both ways write through that open file.
    */
   private async writeReserve(): Promise<void> {
     const target = this.reserveTarget;
     try {
-      if (!(await fallocate(this.reservePath, target))) await writeRandom(this.reservePath, target);
+      const file = await openPrivateFile(this.reservePath, constants.O_RDWR | constants.O_CREAT, 0o600);
+      try {
+        if (!(await fallocate(file, target))) await writeRandom(file, target);
+      } finally {
+        await file.close();
+      }
     } catch (err) {
       await fsp.rm(this.reservePath, { force: true });
       this.reserveBytes = 0;
@@ -415,23 +424,18 @@ export class DiskGuard implements DiskRoom {
   }
 }
 
-/** fallocate -l BYTES FILE; false when the tool or the filesystem cannot (the file is then removed). */
-function fallocate(file: string, bytes: number): Promise<boolean> {
+/** fallocate -l BYTES on the open file (its standard input); false when the tool or the filesystem cannot. */
+function fallocate(file: FileHandle, bytes: number): Promise<boolean> {
   return new Promise((resolve) => {
-    execFile('fallocate', ['-l', String(bytes), file], (err) => {
-      if (!err) return resolve(true);
-      void fsp.rm(file, { force: true }).then(() => resolve(false), () => resolve(false));
-    });
+    const child = spawn('fallocate', ['-l', String(bytes), '/dev/stdin'], { stdio: [file.fd, 'ignore', 'ignore'] });
+    child.once('error', () => resolve(false));
+    child.once('close', (code) => resolve(code === 0));
   });
 }
 
-async function writeRandom(file: string, bytes: number): Promise<void> {
+async function writeRandom(file: FileHandle, bytes: number): Promise<void> {
   const chunk = randomFillSync(Buffer.allocUnsafe(WRITE_CHUNK));
-  const handle = await fsp.open(file, 'w', 0o600);
-  try {
-    for (let written = 0; written < bytes; written += WRITE_CHUNK) await handle.write(chunk, 0, WRITE_CHUNK, written);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
+  await file.truncate(0);
+  for (let written = 0; written < bytes; written += WRITE_CHUNK) await file.write(chunk, 0, WRITE_CHUNK, written);
+  await file.sync();
 }

@@ -4,7 +4,7 @@
 // and its backends waited for, before a new one starts). As CloudNativePG's instance manager has pidfile.go.
 
 import { existsSync } from 'node:fs';
-import { readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { readFile, realpath, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -12,6 +12,7 @@ import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { socketPath } from '../../wire/socket-path.js';
+import { writePrivateFile } from './private-files.js';
 import { cmdlineOf, commOf, cwdOf, isAlive, postgresProcessesIn, procStat, sendSignal } from './proc.js';
 
 /** Our marker in the data directory: which runtime process (pid and start time) owns it. */
@@ -41,7 +42,8 @@ export async function claimOwnership(dataDir: string): Promise<void> {
     }
   }
   const me = await procStat(process.pid);
-  await writeFile(file, `${process.pid} ${me?.startTime ?? 0}\n`);
+  // In the OS user's directory: never through a symlink it put there (private-files.ts).
+  await writePrivateFile(file, `${process.pid} ${me?.startTime ?? 0}\n`, 0o644);
 }
 
 export async function releaseOwnership(dataDir: string): Promise<void> {

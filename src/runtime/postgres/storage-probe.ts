@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants, promises as fsp, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { openPrivateFile } from './private-files.js';
 
 export interface StorageCapability {
   /** xfs, btrfs, zfs, ext4, tmpfs, overlay, ... (from statfs), or 'unknown (0x...)'. */
@@ -67,12 +68,13 @@ export async function probeStorage(dir: string, free: (dir: string) => Promise<n
       const copy = copies[attempt]!;
       const before = await free(dir);
       try {
-        await fsp.copyFile(source, copy, constants.COPYFILE_FICLONE_FORCE);
+        // EXCL: a name someone put there (a symlink) is not written through.
+        await fsp.copyFile(source, copy, constants.COPYFILE_FICLONE_FORCE | constants.COPYFILE_EXCL);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code ?? 'error';
         return { filesystem, clone: false, detail: `${filesystem} cannot clone files here (FICLONE: ${code}). ${HOW_TO_GET_CLONES}` };
       }
-      const handle = await fsp.open(copy, 'r+');
+      const handle = await openPrivateFile(copy, constants.O_RDWR, 0);
       await handle.sync().finally(() => handle.close());
       used = Math.min(used, before - (await free(dir)));
     }
@@ -89,9 +91,11 @@ export async function probeStorage(dir: string, free: (dir: string) => Promise<n
   }
 }
 
+/** Written in the data directory, which the OS user owns: never through a symlink (private-files.ts). */
 async function writeSynced(file: string, data: Buffer): Promise<void> {
-  const handle = await fsp.open(file, 'w', 0o600);
+  const handle = await openPrivateFile(file, constants.O_WRONLY | constants.O_CREAT, 0o600);
   try {
+    await handle.truncate(0);
     await handle.writeFile(data);
     await handle.sync();
   } finally {
