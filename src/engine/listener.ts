@@ -127,7 +127,7 @@ export class Engine {
     if (this.options.socketDir !== null) {
       fs.mkdirSync(this.options.socketDir, { recursive: true });
       const unixPath = socketPath(this.options.socketDir, this.port);
-      removeStaleSocket(unixPath);
+      await removeStaleSocket(unixPath);
       const unix = net.createServer({ pauseOnConnect: true }, (socket) => this.accept(socket, UNIX_PEER));
       await listen(unix, { path: unixPath });
       acceptWithOnread(unix, false, (source) => this.accept(source, UNIX_PEER));
@@ -227,9 +227,20 @@ function listen(server: net.Server, opts: net.ListenOptions): Promise<void> {
 }
 
 /** A socket file left by a killed runtime blocks listen(); remove it if nobody answers on it. */
-function removeStaleSocket(p: string): void {
+/**
+ * A socket file a killed runtime left behind is removed; one a live server answers on is not (a
+ * PostgreSQL listening only on its socket in the same directory holds no TCP port that listen()
+ * above would have found taken): removing it would take that server's clients.
+ */
+async function removeStaleSocket(p: string): Promise<void> {
   if (!fs.existsSync(p)) return;
-  // Connecting synchronously is not possible; a killed runtime leaves no listener, and a live one
-  // holds the TCP port too, which listen() above would already have refused.
+  const live = await new Promise<boolean>((resolve) => {
+    const probe = net.connect({ path: p });
+    probe.once('connect', () => (probe.destroy(), resolve(true)));
+    probe.once('error', () => resolve(false));
+  });
+  if (live) {
+    throw new PgxError('CONFIG_INVALID', `another server listens on ${p}`, { hint: 'Stop it, or choose another --port or --socket-dir.' });
+  }
   fs.rmSync(p, { force: true });
 }
