@@ -33,6 +33,20 @@ pgx's own options (--url, --token) go before NAME.
 
 ${TARGET_HELP.replace("  --json                  machine output: the API's JSON as is\n", '')}`;
 
+/**
+ * `url`, the database URL in an API answer, once it is one: postgresql:// (or postgres://) with no
+ * whitespace or control character in it. The API is whatever listens at --url, by default
+ * 127.0.0.1:7432, which any local user can bind while no runtime does; its answer must not become
+ * a psql option (--output=FILE truncates FILE) or lines of a shell's input. Every command that prints a
+ * database's URL or hands it to another program takes it through here first.
+ */
+export function databaseUrl(url: unknown, api: string): string {
+  if (typeof url === 'string' && /^postgres(ql)?:\/\/[^\s\x00-\x1f\x7f]*$/.test(url)) return url;
+  throw new PgxError('PROTOCOL_VIOLATION', `the API at ${api} answered with a database URL that is not postgresql://...`, {
+    hint: `The API at ${api} did not answer like a PGX runtime: is --url (or PGX_URL) pointing at one? Nothing was run or printed.`,
+  });
+}
+
 /** The URL's parts as libpq environment variables, DATABASE_URL first. */
 function connectionEnv(url: string): Record<string, string> {
   const u = new URL(url);
@@ -58,9 +72,11 @@ export async function runUrl(argv: string[]): Promise<number> {
     return 0;
   }
   const [name] = positionals(cmd, ['NAME'], URL_HELP);
-  const d = await withHints(databaseHints(name!), apiClient(cmd).getDatabase(name!));
-  if (cmd.json) printJson({ name: d.name, url: d.url });
-  else process.stdout.write(`${d.url}\n`);
+  const api = apiClient(cmd);
+  const d = await withHints(databaseHints(name!), api.getDatabase(name!));
+  const url = databaseUrl(d.url, api.url);
+  if (cmd.json) printJson({ name: d.name, url });
+  else process.stdout.write(`${url}\n`);
   return 0;
 }
 
@@ -71,8 +87,9 @@ export async function runEnv(argv: string[]): Promise<number> {
     return 0;
   }
   const [name] = positionals(cmd, ['NAME'], ENV_HELP);
-  const d = await withHints(databaseHints(name!), apiClient(cmd).getDatabase(name!));
-  const env = connectionEnv(d.url);
+  const api = apiClient(cmd);
+  const d = await withHints(databaseHints(name!), api.getDatabase(name!));
+  const env = connectionEnv(databaseUrl(d.url, api.url));
   if (cmd.json) printJson(env);
   else process.stdout.write(Object.entries(env).map(([k, v]) => `export ${k}=${shellQuote(v)}\n`).join(''));
   return 0;
@@ -91,10 +108,13 @@ export async function runPsql(argv: string[]): Promise<number> {
   }
   if (cmd.json) throw new UsageError("--json does not apply to pgx psql (psql's output is its own); pgx url NAME --json gives the URL", PSQL_HELP);
   const [name] = positionals(cmd, ['NAME'], PSQL_HELP);
-  const d = await withHints(databaseHints(name!), apiClient(cmd).getDatabase(name!));
+  const api = apiClient(cmd);
+  const d = await withHints(databaseHints(name!), api.getDatabase(name!));
+  const url = databaseUrl(d.url, api.url);
   const psql = process.env.PGX_PSQL?.trim() || 'psql';
   return await new Promise<number>((resolve, reject) => {
-    const child = spawn(psql, [d.url, ...psqlArgs], { stdio: 'inherit' });
+    // --dbname=URL: the URL is the value of an option, never an option of its own, whatever it holds.
+    const child = spawn(psql, [`--dbname=${url}`, ...psqlArgs], { stdio: 'inherit' });
     // Ctrl-C belongs to psql (it cancels the running query); pgx must not die of it meanwhile.
     const ignore = (): void => undefined;
     process.on('SIGINT', ignore);

@@ -4,6 +4,7 @@ import { BOUNDS, DATABASE_PAGE, type DatabaseBody } from '../api/contract.js';
 import { withHints } from '../errors.js';
 import { withinBound, type Bound } from '../runtime/databases/records.js';
 import { apiClient, parseCommand, parseDuration, positionals, TARGET_HELP, UsageError } from './command-line.js';
+import { databaseUrl } from './connection.js';
 import { count, printJson, printTable } from './output.js';
 import { createHints, databaseHints, dropHints, snapshotHints } from './hints.js';
 
@@ -75,7 +76,8 @@ export async function runDb(argv: string[]): Promise<number> {
     case 'create': {
       const [template] = positionals(rest, ['TEMPLATE'], DB_HELP);
       const ttl = cmd.values.ttl === undefined ? null : parseTtl(cmd.values.ttl as string, '--ttl');
-      const created = await withHints(createHints(template!), apiClient(cmd).createDatabase({
+      const api = apiClient(cmd);
+      const created = await withHints(createHints(template!), api.createDatabase({
         template: template!,
         ...(cmd.values.name !== undefined ? { name: cmd.values.name as string } : {}),
         ...(ttl !== null ? { ttl_seconds: ttl } : {}),
@@ -83,8 +85,9 @@ export async function runDb(argv: string[]): Promise<number> {
         ...(cmd.values['connection-limit'] !== undefined ? { connection_limit: parseLimit(cmd.values['connection-limit'] as string, '--connection-limit', BOUNDS.connectionLimit) } : {}),
         ...(cmd.values['memory-limit'] !== undefined ? { memory_limit_mb: parseLimit(cmd.values['memory-limit'] as string, '--memory-limit', BOUNDS.memoryLimitMb) } : {}),
       }));
+      const url = databaseUrl(created.url, api.url);
       if (cmd.json) printJson(created);
-      else process.stdout.write(`${created.url}\n`);
+      else process.stdout.write(`${url}\n`);
       return 0;
     }
     case 'list': {
@@ -100,12 +103,15 @@ export async function runDb(argv: string[]): Promise<number> {
           items.push(...page.items);
           next = page.next;
         } while (next !== null);
+        for (const d of items) databaseUrl(d.url, client.url);
         if (cmd.json) printJson({ items });
         else printDatabases(items);
         return 0;
       }
       const limit = parseLimit(cmd.values.limit as string, '--limit', PAGE_LIMIT);
-      const page = await apiClient(cmd).listDatabasesPage({ limit, after });
+      const api = apiClient(cmd);
+      const page = await api.listDatabasesPage({ limit, after });
+      for (const d of page.items) databaseUrl(d.url, api.url);
       if (cmd.json) printJson(page);
       else {
         printDatabases(page.items);
@@ -115,7 +121,9 @@ export async function runDb(argv: string[]): Promise<number> {
     }
     case 'get': {
       const [name] = positionals(rest, ['NAME'], DB_HELP);
-      const d = await withHints(databaseHints(name!), apiClient(cmd).getDatabase(name!));
+      const api = apiClient(cmd);
+      const d = await withHints(databaseHints(name!), api.getDatabase(name!));
+      databaseUrl(d.url, api.url);
       if (cmd.json) printJson(d);
       else printDatabases([d], true);
       return 0;
@@ -179,9 +187,11 @@ export async function runDb(argv: string[]): Promise<number> {
     }
     case 'credential': {
       const [name] = positionals(rest, ['NAME'], DB_HELP);
-      const c = await withHints(databaseHints(name!), apiClient(cmd).createCredential(name!));
+      const api = apiClient(cmd);
+      const c = await withHints(databaseHints(name!), api.createCredential(name!));
+      const url = databaseUrl(c.url, api.url);
       if (cmd.json) printJson(c);
-      else process.stdout.write(`${c.url}\n`);
+      else process.stdout.write(`${url}\n`);
       return 0;
     }
     case 'revoke': {

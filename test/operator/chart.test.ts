@@ -4,7 +4,8 @@
 // and renders with its defaults and with every option on; the CRD copies in the chart and the base are
 // what `npm run crds` writes; the Runtime, Template and Branch examples (and the chart's Runtime) are
 // accepted by the API double's CRD validation with fieldValidation Strict, as `kubectl apply` would
-// send them; the rendered objects the double knows are accepted by it too.
+// send them; the rendered objects the double knows are accepted by it too. NOTES.txt walks a user to a
+// Branch in a namespace of its own, away from the Runtime's Secret (superuser over every Branch).
 
 import { CustomObjectsApi, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { expect } from 'chai';
@@ -12,6 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { statefulSet } from '../../src/operator/controllers/runtime-objects.js';
 import { parseObject, renderChartCrdFiles, renderCrdFiles, runtime as runtimeSchema, type Runtime } from '../../src/operator/crds/index.js';
+import { selectorMatches } from '../../src/operator/namespaces.js';
 import { DEFAULT_POD_NETWORK } from '../../src/operator/pods.js';
 import { startKubeApi, type KubeApi } from '../helpers/kube-api/index.js';
 import { helm, kustomize, root, yamlObjects } from './kube-tools.js';
@@ -168,5 +170,35 @@ describe('Helm chart and kustomize manifests', function () {
     const workflow = objects(fs.readFileSync(path.join(root, 'manifests/examples/branch-per-pr.yml'), 'utf8'))[0] as unknown as { jobs: { test: { steps: { run?: string }[] } } };
     const script = workflow.jobs.test.steps.map((s) => s.run ?? '').join('\n');
     expect(script).to.contain('kubectl wait --for=condition=Ready').and.contain('DATABASE_URL').and.contain('kubectl delete branch');
+  });
+
+  it("NOTES put the Branch in a namespace of its own, which the Runtime admits, never beside the Runtime's Secret", async () => {
+    for (const [i, set] of [[], ['runtime.create=true'], ['operator.allNamespaces=true']].entries()) {
+      const home = `pgx-notes-${i}`;
+      const out = helm('install', 'pgx', 'charts/pgx', '--dry-run=client', '--namespace', home, ...set.flatMap((v) => ['--set', v]));
+      const notes = out.slice(out.indexOf('\nNOTES:\n'));
+      const what = `NOTES with ${set.join(' ') || 'defaults'}`;
+      // Every manifest it applies, with the namespace it goes to; each passes the CRD schemas.
+      const applied = [...notes.matchAll(/kubectl apply -n (\S+) -f - <<EOF\n([\s\S]*?)\n\s*EOF\n/g)].map(([, ns, text]) => ({ ns: ns!, obj: objects(text!.replace(/^ {3}/gm, ''))[0]! }));
+      // (Renamed per round: the double keeps the round before's Branch in pr-1.)
+      for (const { ns, obj } of applied) expect(await applyAll([{ ...obj, metadata: { ...obj.metadata, name: `${obj.metadata!.name}-${i}` } }], ns), what).to.deep.equal([]);
+      const branch = applied.find((a) => a.obj.kind === 'Branch')!;
+      expect(branch.ns, what).to.not.equal(home);
+      expect((branch.obj.spec as { templateRef: unknown }).templateRef, what).to.deep.equal({ name: 'app', namespace: home });
+      expect(applied.filter((a) => a.obj.kind !== 'Branch').map((a) => a.ns), what).to.deep.equal(set.includes('runtime.create=true') ? [home] : [home, home]);
+      // The Runtime (applied here, or the chart's patched) admits the Branch's namespace by the labels NOTES give it.
+      const patch = new RegExp(`kubectl patch runtime main -n ${home} --type merge -p '(.*)'`).exec(notes);
+      const allowed = (patch ? (JSON.parse(patch[1]!) as { spec: { allowedNamespaces: unknown } }).spec : (applied.find((a) => a.obj.kind === 'Runtime')!.obj.spec as { allowedNamespaces: unknown })).allowedNamespaces as { from: string; selector: { matchLabels: Record<string, string> } };
+      expect(allowed.from, what).to.equal('Selector');
+      expect(parseObject(runtimeSchema, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main', namespace: home, uid: 'u-1' }, spec: { image: 'i', allowedNamespaces: allowed } }).ok, what).to.equal(true);
+      const labels = Object.fromEntries([...notes.matchAll(new RegExp(`kubectl label namespace ${branch.ns} (\\S+)=(\\S+)`, 'g'))].map(([, k, v]) => [k!, v!]));
+      expect(selectorMatches(allowed.selector, labels), `${what}: labels ${JSON.stringify(labels)}`).to.equal(true);
+      expect(notes, what).to.contain(`kubectl create namespace ${branch.ns}`);
+      expect(notes, what).to.contain(`kubectl get secret -n ${branch.ns} `);
+      expect(notes, what).to.not.contain(`get secret -n ${home}`);
+      expect(notes, what).to.contain(`Keep Branch users out of namespace ${home}: the Runtime's Secret there (main-pgx)`);
+      // An operator that watches only its own namespace would never see the Branch: NOTES say how to widen it.
+      expect(notes.includes('--set operator.allNamespaces=true'), what).to.equal(!set.includes('operator.allNamespaces=true'));
+    }
   });
 });

@@ -4,6 +4,11 @@
 // PostgreSQL never looks at a directory no pg_database row names. At start, before the runtime
 // creates anything, those directories are removed. PGX creates databases only in the default
 // tablespace, so base/ is the one place to look.
+//
+// This runs as root in a directory PostgreSQL's OS user owns and can rearrange. fs.rm follows every
+// component of its path but the last, so a base/ that is a symlink would have it delete a directory
+// elsewhere (base -> /etc: base/<oid> is /etc/<oid>). So base/ must be a real directory, and each
+// candidate too (not a symlink, not a file); otherwise nothing is removed and a warning says why.
 
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
@@ -16,6 +21,10 @@ export async function removeOrphanedDatabaseFiles(dataDir: string, client: SqlCl
   const entries = await fsp.readdir(base).catch(() => [] as string[]);
   const candidates = entries.filter((e) => /^[1-9][0-9]*$/.test(e));
   if (candidates.length === 0) return 0;
+  if (!(await isRealDirectory(base))) {
+    logger.warn('orphaned-database-files-skipped', { dir: base, reason: 'base is not a directory of the data directory (a symlink?): nothing under it is removed' });
+    return 0;
+  }
   // The engine does not listen yet and the pool has not started: no CREATE DATABASE is under way, so
   // every directory in the listing that a database owns has its committed row here.
   const { rows } = await client.query('SELECT oid FROM pg_catalog.pg_database');
@@ -24,12 +33,21 @@ export async function removeOrphanedDatabaseFiles(dataDir: string, client: SqlCl
   for (const oid of candidates) {
     if (known.has(oid)) continue;
     const dir = path.join(base, oid);
+    if (!(await isRealDirectory(dir))) {
+      logger.warn('orphaned-database-files-skipped', { dir, reason: 'not a directory (a symlink or a file): left alone' });
+      continue;
+    }
     const bytes = await directoryBytes(dir);
     await fsp.rm(dir, { recursive: true, force: true });
     logger.warn('orphaned-database-files-removed', { dir, mb: Math.round(bytes / 2 ** 20), reason: 'no database in pg_database has this oid: left by a CREATE DATABASE that PostgreSQL did not survive' });
     removed++;
   }
   return removed;
+}
+
+/** A directory itself, not a symlink to one (lstat does not follow the last component). */
+async function isRealDirectory(p: string): Promise<boolean> {
+  return (await fsp.lstat(p).catch(() => null))?.isDirectory() ?? false;
 }
 
 async function directoryBytes(dir: string): Promise<number> {
