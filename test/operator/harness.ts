@@ -205,3 +205,31 @@ export async function startOperator(c: Cluster, overrides: Partial<OperatorOptio
   await op.start();
   return op;
 }
+
+/** What useOperator gives a describe block: filled in by its before hook. */
+export interface OperatorSetup {
+  c: Cluster;
+  runtimes: TestRuntime[];
+  op: Operator;
+}
+
+/**
+ * The usual setting of a describe block: the API double, `pods` real runtimes as the pods of Runtime
+ * `main`, and a leading operator; its hooks start them before the tests and stop them after.
+ */
+export function useOperator(pods = 1): OperatorSetup {
+  const setup = { runtimes: [] } as unknown as OperatorSetup;
+  before(async function () {
+    setup.c = await startCluster();
+    setup.runtimes = await startRuntimes(pods);
+    await makeRuntime(setup.c, 'main', setup.runtimes);
+    setup.op = await startOperator(setup.c);
+    await waitFor('leadership', async () => (setup.op.isLeader ? true : null));
+  });
+  after(async function () {
+    await setup.op?.stop();
+    await Promise.all(setup.runtimes.map((r) => r.stop()));
+    await stopCluster(setup.c);
+  });
+  return setup;
+}
