@@ -97,6 +97,14 @@ describe('api: template build walls', function () {
     expect(await role('tpl_joined')).to.include({ rolcanlogin: false });
   });
 
+  it('an unsealed template is closed to PUBLIC: only its owner and superusers connect', async function () {
+    await api.buildTemplate({ name: 'tpl_open', owner: 'plain_owner', seal: false, sql: 'CREATE FUNCTION secret_logic() RETURNS int LANGUAGE sql AS $$ SELECT 42 $$' });
+    const url = (user: string) => rt.connection('tpl_open', user);
+    const stranger = await queryOnce(url('program_runner'), 'SELECT 1').then(() => 'connected', (e: { code?: string }) => e.code);
+    expect(stranger).to.equal('42501');
+    expect((await queryOnce(url('plain_owner'), 'SELECT secret_logic() AS v')).rows).to.deep.equal([{ v: 42 }]);
+  });
+
   it("refuses an import from the runtime's own PostgreSQL, however its socket is named", async function () {
     const socket = rt.runtime.supervisor.socketDirectory;
     const dir = scratchDir('pgx-walls-');

@@ -9,6 +9,7 @@
 
 import { PgxError } from '../../errors.js';
 import { isOwnershipOrPrivilege, parseScript, type ParsedScript } from './psql-script.js';
+import { closeToPublicSql } from '../databases/create-database.js';
 import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 /** The script itself failed (its SQLSTATE is PostgreSQL's): the caller's fault, not the runtime's. */
@@ -41,7 +42,11 @@ export async function buildScratch(o: BuildOptions): Promise<void> {
     });
   }
   const { scratch } = o;
+  // Closed to PUBLIC from the start: a template built with seal: false, or unsealed later, is open to
+  // connections, and whoever connects reads its catalogs (function bodies, table and column names).
+  // Its owner and superusers still connect; copies of it get their own grants (CREATE DATABASE does not copy them).
   await o.admin.query(`CREATE DATABASE ${quoteIdent(scratch)} OWNER ${quoteIdent(o.owner)}`);
+  await o.admin.query(closeToPublicSql(scratch));
   try {
     await o.fill(scratch, o.owner);
   } catch (err) {
