@@ -83,17 +83,6 @@ export function branchesOfTemplate(ctx: Pick<OperatorContext, 'caches'>, namespa
   return ctx.caches.branches.list().filter((b) => templateRefOf(b) === template && templateNamespaceOf(b) === namespace);
 }
 
-/** The pod a Branch holds a database on (its status names both), or undefined when it holds none. */
-export function podHoldingDatabase(branch: CustomObject): string | undefined {
-  const s = (branch.status ?? {}) as { pod?: string; database?: string };
-  return s.database !== undefined ? s.pod : undefined;
-}
-
-/** A Branch placed on a pod, holding a database there. */
-export function holdsDatabase(branch: CustomObject): boolean {
-  return podHoldingDatabase(branch) !== undefined;
-}
-
 /** A Branch as a message names it from `namespace`: its name there, `namespace/name` from another. */
 export function branchLabel(branch: CustomObject, namespace: string): string {
   return branch.metadata!.namespace === namespace ? branch.metadata!.name! : `${branch.metadata!.namespace}/${branch.metadata!.name}`;

@@ -83,6 +83,19 @@ describe('operator: a Branch status naming a database or pod that is not its own
     await waitForGone(setup.c, 'branches', 'before-prefix');
   });
 
+  it("does not let a forged status hold a Template's deletion", async function () {
+    // A Branch of a Template not made yet waits; its status then claims a database on main-0.
+    await apply(setup.c, 'branches', { apiVersion: 'pgx.dev/v1alpha1', kind: 'Branch', metadata: { name: 'pinner' }, spec: { templateRef: { name: 'later' } } });
+    await waitFor('the Branch to wait for its Template', async () => statusOf<BranchStatus>(await read(setup.c, 'branches', 'pinner')).phase);
+    await forge('pinner', { pod: 'main-0', database: 'tdb_later__000000000000' });
+    await apply(setup.c, 'templates', { apiVersion: 'pgx.dev/v1alpha1', kind: 'Template', metadata: { name: 'later' }, spec: { runtimeRef: { name: 'main' }, source: { sql: 'CREATE TABLE t (x int);' } } });
+    await waitForCondition(setup.c, 'templates', 'later', 'Ready', 'Sealed');
+    await remove(setup.c, 'templates', 'later');
+    await waitForGone(setup.c, 'templates', 'later');
+    await remove(setup.c, 'branches', 'pinner');
+    await waitForGone(setup.c, 'branches', 'pinner');
+  });
+
   it("acts on no pod but its Runtime's: a pod of another Runtime in status is refused", async function () {
     await apply(setup.c, 'branches', branch('moved'));
     const s = statusOf<BranchStatus>(await waitForCondition(setup.c, 'branches', 'moved', 'Ready', 'DatabaseReady'));

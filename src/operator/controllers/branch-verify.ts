@@ -8,7 +8,7 @@
 
 import type { OperatorContext } from '../context.js';
 import { runtimeRefOf, templateNamespaceOf, templateRefOf } from '../context.js';
-import { parseObject, runtime as runtimeSchema, templateDatabaseName, type Runtime } from '../crds/index.js';
+import { parseObject, runtime as runtimeSchema, templateDatabaseName, type ParseResult, type Runtime } from '../crds/index.js';
 import type { CustomObject } from '../kube.js';
 import { RUNTIME_LABEL } from '../pods.js';
 
@@ -49,7 +49,7 @@ export function checkPlacement(ctx: Pick<OperatorContext, 'caches'>, branch: Cus
   }
   const rtObj = ctx.caches.runtimes.get(runtime, namespace);
   if (!rtObj) return { kind: 'gone', message: `Runtime ${runtime}, which held database ${placed.database} on pod ${placed.pod}, is gone` };
-  const rt = parseObject(runtimeSchema, rtObj);
+  const rt = parsedRuntime(rtObj);
   if (!rt.ok) return { kind: 'unknown', message: `Runtime ${runtime}: ${rt.message}` };
   const expected = branchDatabaseName(rt.value.spec.engine.prefix, tplName, branch.metadata!.uid!);
   if (placed.database !== expected && !madeUnderAnotherPrefix(placed.database, tplName, branch.metadata!.uid!)) {
@@ -69,4 +69,26 @@ function madeUnderAnotherPrefix(database: string, template: string, uid: string)
     if (/^[a-z][a-z0-9_]*$/.test(prefix) && database === branchDatabaseName(prefix, template, uid)) return true;
   }
   return false;
+}
+
+/**
+ * The pod on which `branch` holds a database, as its status says, unless that status is not what this
+ * operator wrote (checkPlacement): a forged status.pod must not hold a Runtime's deletion or
+ * scale-down, nor a Template's deletion, that are not its own.
+ */
+export function podHoldingDatabase(ctx: Pick<OperatorContext, 'caches'>, branch: CustomObject): string | undefined {
+  const s = (branch.status ?? {}) as { pod?: string; database?: string };
+  if (s.pod === undefined || s.database === undefined) return undefined;
+  return checkPlacement(ctx, branch, { pod: s.pod, database: s.database }).kind === 'tampered' ? undefined : s.pod;
+}
+
+/**
+ * A Runtime's spec, parsed once per version of it: the cache holds each version as its own object, and
+ * a finalizer's pass checks every Branch of the Runtime against the same one.
+ */
+const parsedRuntimes = new WeakMap<CustomObject, ParseResult<Runtime>>();
+function parsedRuntime(obj: CustomObject): ParseResult<Runtime> {
+  let parsed = parsedRuntimes.get(obj);
+  if (parsed === undefined) parsedRuntimes.set(obj, (parsed = parseObject(runtimeSchema, obj)));
+  return parsed;
 }

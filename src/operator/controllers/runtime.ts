@@ -15,7 +15,8 @@
 
 import { isDeepStrictEqual } from 'node:util';
 import { findCondition, setCondition } from '../conditions.js';
-import { branchLabel, podApi, podHoldingDatabase, runtimePods, templateNamespaceOf, type OperatorContext } from '../context.js';
+import { branchLabel, podApi, runtimePods, templateNamespaceOf, type OperatorContext } from '../context.js';
+import { podHoldingDatabase } from './branch-verify.js';
 import { parseObject, runtime as runtimeSchema, type Runtime, type RuntimeStatus } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import { addFinalizer, hasFinalizer, removeFinalizer, RUNTIME_FINALIZER } from '../finalizer.js';
@@ -92,7 +93,7 @@ function branchesOn(ctx: OperatorContext, namespace: string, runtime: string): {
   const out: { name: string; ordinal: number }[] = [];
   for (const b of ctx.caches.branches.list()) {
     if (templateNamespaceOf(b) !== namespace) continue;
-    const pod = podHoldingDatabase(b);
+    const pod = podHoldingDatabase(ctx, b);
     const m = pod !== undefined ? pattern.exec(pod) : null;
     if (m) out.push({ name: branchLabel(b, namespace), ordinal: Number(m[1]) });
   }

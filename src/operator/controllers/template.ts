@@ -9,7 +9,8 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { ApiClientError, type ApiClient } from '../../api/client.js';
 import type { TemplateBody } from '../../api/contract.js';
 import { findCondition, setCondition } from '../conditions.js';
-import { branchesOfTemplate, branchLabel, holdsDatabase, podApi, runtimePods, type OperatorContext } from '../context.js';
+import { branchesOfTemplate, branchLabel, podApi, runtimePods, type OperatorContext } from '../context.js';
+import { podHoldingDatabase } from './branch-verify.js';
 import { parseObject, runtime as runtimeSchema, template as templateSchema, templateDatabaseName, type Condition, type TemplateStatus } from '../crds/index.js';
 import { addFinalizer, hasFinalizer, removeFinalizer, TEMPLATE_FINALIZER } from '../finalizer.js';
 import type { CustomObject } from '../kube.js';
@@ -33,7 +34,7 @@ export async function reconcileTemplate(ctx: OperatorContext, key: string): Prom
   // Deletion waits for the Branches holding a database made from it, as the Runtime's does: one never
   // placed (its namespace not admitted by the Runtime, or not yet) holds nothing, and counted it would
   // let any namespace pin this Template (and read which Branches use it) with a Pending Branch.
-  const holding = branches.filter(holdsDatabase);
+  const holding = branches.filter((b) => podHoldingDatabase(ctx, b) !== undefined);
   if (obj.metadata!.deletionTimestamp) return finalize(ctx, obj, old, holding.map((b) => branchLabel(b, namespace)));
   if (!hasFinalizer(obj, TEMPLATE_FINALIZER)) {
     await addFinalizer(ctx.kube, 'templates', obj, TEMPLATE_FINALIZER);
