@@ -95,6 +95,9 @@ describe('api: template build walls', function () {
     const joined = await failure(api.buildTemplate({ name: 'tpl_joined', unprivileged: true, replace: true, sql: 'SELECT 1' }));
     expect(joined.message).to.match(/cannot be template "tpl_joined"'s own: other roles are members of it/);
     expect(await role('tpl_joined')).to.include({ rolcanlogin: false });
+
+    const reserved = await failure(api.buildTemplate({ name: 'pg_tpl', unprivileged: true, sql: 'SELECT 1' }));
+    expect([reserved.status, reserved.sqlstate, reserved.message]).to.deep.equal([400, '22023', 'template "pg_tpl" cannot have a role of its own: PostgreSQL reserves the role name "pg_tpl"']);
   });
 
   it('an unsealed template is closed to PUBLIC: only its owner and superusers connect', async function () {

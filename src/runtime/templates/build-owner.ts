@@ -16,7 +16,7 @@
 // the template, and it cannot log in.
 
 import { PgxError } from '../../errors.js';
-import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
+import { postgresSqlstate, quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
 /** The comment on every role PGX made for a template's builds. */
 const OWN_ROLE_MARK = 'pgx: owner of a template, logs in only while the template is built';
@@ -78,7 +78,13 @@ async function openOwnRole(admin: SqlClient, role: string): Promise<void> {
        FROM pg_catalog.pg_roles r WHERE rolname = ${quoteLiteral(role)}`,
   );
   if (rows.length === 0) {
-    await admin.query(`CREATE ROLE ${quoteIdent(role)} NOLOGIN ${NO_PRIVILEGES}; COMMENT ON ROLE ${quoteIdent(role)} IS ${quoteLiteral(OWN_ROLE_MARK)}`);
+    await admin.query(`CREATE ROLE ${quoteIdent(role)} NOLOGIN ${NO_PRIVILEGES}; COMMENT ON ROLE ${quoteIdent(role)} IS ${quoteLiteral(OWN_ROLE_MARK)}`).catch((err: unknown) => {
+      // pg_*, public, none: names PostgreSQL keeps for itself.
+      if (postgresSqlstate(err) !== '42939') throw err;
+      throw new PgxError('INVALID_PARAMETER', `template "${role}" cannot have a role of its own: PostgreSQL reserves the role name "${role}"`, {
+        hint: 'Name an unprivileged owner for it, or give the template another name.',
+      });
+    });
   } else {
     const [mark, hasMembers, privileged] = rows[0]!;
     if (mark !== OWN_ROLE_MARK || hasMembers !== 'f' || privileged !== 'f') {
