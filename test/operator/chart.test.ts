@@ -173,7 +173,8 @@ describe('Helm chart and kustomize manifests', function () {
   });
 
   it("NOTES put the Branch in a namespace of its own, which the Runtime admits, never beside the Runtime's Secret", async () => {
-    for (const [i, set] of [[], ['runtime.create=true'], ['operator.allNamespaces=true']].entries()) {
+    const fromValues = ['runtime.create=true', 'runtime.allowedNamespaces.from=Selector', 'runtime.allowedNamespaces.selector.matchLabels.team=a'];
+    for (const [i, set] of [[], ['runtime.create=true'], ['operator.allNamespaces=true'], fromValues].entries()) {
       const home = `pgx-notes-${i}`;
       const out = helm('install', 'pgx', 'charts/pgx', '--dry-run=client', '--namespace', home, ...set.flatMap((v) => ['--set', v]));
       const notes = out.slice(out.indexOf('\nNOTES:\n'));
@@ -186,9 +187,12 @@ describe('Helm chart and kustomize manifests', function () {
       expect(branch.ns, what).to.not.equal(home);
       expect((branch.obj.spec as { templateRef: unknown }).templateRef, what).to.deep.equal({ name: 'app', namespace: home });
       expect(applied.filter((a) => a.obj.kind !== 'Branch').map((a) => a.ns), what).to.deep.equal(set.includes('runtime.create=true') ? [home] : [home, home]);
-      // The Runtime (applied here, or the chart's patched) admits the Branch's namespace by the labels NOTES give it.
+      // The Runtime (applied here, the chart's patched, or the chart's as its values say) admits the
+      // Branch's namespace by the labels NOTES give it.
       const patch = new RegExp(`kubectl patch runtime main -n ${home} --type merge -p '(.*)'`).exec(notes);
-      const allowed = (patch ? (JSON.parse(patch[1]!) as { spec: { allowedNamespaces: unknown } }).spec : (applied.find((a) => a.obj.kind === 'Runtime')!.obj.spec as { allowedNamespaces: unknown })).allowedNamespaces as { from: string; selector: { matchLabels: Record<string, string> } };
+      const rendered = objects(out.slice(out.indexOf('\nMANIFEST:\n'), out.indexOf('\nNOTES:\n'))).find((o) => o.kind === 'Runtime');
+      const source = patch ? (JSON.parse(patch[1]!) as { spec: unknown }).spec : (applied.find((a) => a.obj.kind === 'Runtime')?.obj ?? rendered)!.spec;
+      const allowed = (source as { allowedNamespaces: unknown }).allowedNamespaces as { from: string; selector: { matchLabels: Record<string, string> } };
       expect(allowed.from, what).to.equal('Selector');
       expect(parseObject(runtimeSchema, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main', namespace: home, uid: 'u-1' }, spec: { image: 'i', allowedNamespaces: allowed } }).ok, what).to.equal(true);
       const labels = Object.fromEntries([...notes.matchAll(new RegExp(`kubectl label namespace ${branch.ns} (\\S+)=(\\S+)`, 'g'))].map(([, k, v]) => [k!, v!]));
