@@ -45,6 +45,7 @@ const DB_HELP = `Usage: pgx db <subcommand> [options]
                 (shown this once; --json prints {user, password, url})
   revoke NAME USER
                 drop that credential (its sessions end); one already gone is not an error
+      --all           every credential of NAME instead (revoke NAME --all)
 
 ${TARGET_HELP}`;
 
@@ -59,6 +60,7 @@ export async function runDb(argv: string[]): Promise<number> {
     keep: { type: 'boolean' },
     limit: { type: 'string' },
     after: { type: 'string' },
+    all: { type: 'boolean' },
   });
   if (cmd.help) {
     process.stdout.write(DB_HELP);
@@ -70,6 +72,7 @@ export async function runDb(argv: string[]): Promise<number> {
   if (sub !== 'create' && createOnly.length > 0) throw new UsageError(`--${createOnly[0]} is an option of pgx db create only`, DB_HELP);
   if (cmd.values.force !== undefined && sub !== 'snapshot' && sub !== 'restore') throw new UsageError('--force is an option of pgx db snapshot and restore only', DB_HELP);
   if (cmd.values.keep !== undefined && sub !== 'snapshot') throw new UsageError('--keep is an option of pgx db snapshot only', DB_HELP);
+  if (cmd.values.all !== undefined && sub !== 'revoke') throw new UsageError('--all is an option of pgx db revoke only', DB_HELP);
   const listOnly = ['limit', 'after'].filter((f) => cmd.values[f] !== undefined);
   if (sub !== 'list' && listOnly.length > 0) throw new UsageError(`--${listOnly[0]} is an option of pgx db list only`, DB_HELP);
   switch (sub) {
@@ -195,6 +198,13 @@ export async function runDb(argv: string[]): Promise<number> {
       return 0;
     }
     case 'revoke': {
+      if (cmd.values.all === true) {
+        const [name] = positionals(rest, ['NAME'], DB_HELP);
+        const revoked = await withHints(databaseHints(name!), apiClient(cmd).revokeCredentials(name!));
+        if (cmd.json) printJson({ name, revoked });
+        else process.stdout.write(`revoked ${revoked} credential${revoked === 1 ? '' : 's'} on ${name}\n`);
+        return 0;
+      }
       const [name, user] = positionals(rest, ['NAME', 'USER'], DB_HELP);
       await withHints(databaseHints(name!), apiClient(cmd).revokeCredential(name!, user!));
       if (cmd.json) printJson({ name, user, revoked: true });

@@ -189,6 +189,14 @@ describe('api: per-database credentials', function () {
     });
   });
 
+  it('revokes every credential of a database at once: 200 {revoked}, each refused after; 0 when none is left', async function () {
+    const made = await Promise.all([1, 2].map(async () => (await call('POST', pathFor(PATHS.databaseCredentials, { name: a }), {})).body as { url: string }));
+    const res = await call('DELETE', pathFor(PATHS.databaseCredentials, { name: a }));
+    expect([res.status, res.body]).to.deep.equal([200, { revoked: 2 }]);
+    for (const c of made) expect((await connectError({ connectionString: c.url })).code).to.equal('28P01');
+    expect((await call('DELETE', pathFor(PATHS.databaseCredentials, { name: a }))).body).to.deep.equal({ revoked: 0 });
+  });
+
   it('creates a database and its credential in one call; a repeat of the request answers without the password', async function () {
     const body = { template: 'tpl_cred', name: 'tdb_tpl_cred__onecall', pinned: true, credential: { connection_limit: 3 }, request_id: 'one-call-1' };
     const res = await call('POST', PATHS.databases, body);

@@ -99,6 +99,15 @@ describe('cli: pgx status, template and db against a runtime', function () {
     expect(got.expires_at).to.be.a('string');
   });
 
+  it('pgx db revoke NAME --all: every credential of the database', async () => {
+    const d = JSON.parse(ok(await pgx(['db', 'create', 'tpl', '--json'])).stdout) as { name: string };
+    for (let i = 0; i < 2; i++) ok(await pgx(['db', 'credential', d.name]));
+    expect(ok(await pgx(['db', 'revoke', d.name, '--all'])).stdout).to.equal(`revoked 2 credentials on ${d.name}\n`);
+    expect(JSON.parse(ok(await pgx(['db', 'revoke', d.name, '--all', '--json'])).stdout)).to.deep.equal({ name: d.name, revoked: 0 });
+    expect((await pgx(['db', 'get', d.name, '--all'])).code).to.equal(2);
+    ok(await pgx(['db', 'drop', d.name]));
+  });
+
   it('pgx db create --ttl 1h30m: the grammar a Branch takes (5400 s)', async () => {
     const d = JSON.parse(ok(await pgx(['db', 'create', 'tpl', '--ttl', '1h30m', '--json'])).stdout) as { name: string; created_at: string; expires_at: string };
     expect((Date.parse(d.expires_at) - Date.parse(d.created_at)) / 1000).to.be.within(5399, 5401);
