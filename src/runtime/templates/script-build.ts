@@ -46,8 +46,8 @@ export async function buildScratch(o: BuildOptions): Promise<void> {
   // connections, and whoever connects reads its catalogs (function bodies, table and column names).
   // Its owner and superusers still connect; copies of it get their own grants (CREATE DATABASE does not copy them).
   await o.admin.query(`CREATE DATABASE ${quoteIdent(scratch)} OWNER ${quoteIdent(o.owner)}`);
-  await o.admin.query(closeToPublicSql(scratch));
   try {
+    await o.admin.query(closeToPublicSql(scratch));
     await o.fill(scratch, o.owner);
   } catch (err) {
     await o.admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(scratch)} WITH (FORCE)`).catch(() => undefined);
