@@ -10,7 +10,7 @@ import { ApiClientError } from '../../api/client.js';
 import type { CredentialBody, DatabaseBody } from '../../api/contract.js';
 import { findCondition, isoSeconds } from '../conditions.js';
 import { podApi, templateNamespaceOf, type OperatorContext } from '../context.js';
-import { parseObject, runtime as runtimeSchema, templateDatabaseName, type BranchSpec } from '../crds/index.js';
+import { templateDatabaseName, type BranchSpec, type Runtime } from '../crds/index.js';
 import type { ReconcileResult } from '../controller.js';
 import type { CustomObject } from '../kube.js';
 import { runtimeAdmits } from '../namespaces.js';
@@ -33,15 +33,11 @@ function liveRuntime(ctx: OperatorContext, namespace: string, runtimeName: strin
 }
 
 /** The TLS the Branch's Runtime offers clients (spec.tls and its Secret); a string says why it is not known yet. */
-async function runtimeTls(ctx: OperatorContext, namespace: string, runtimeName: string | undefined): Promise<ClientTls | string> {
-  const obj = runtimeName ? ctx.caches.runtimes.get(runtimeName, namespace) : undefined;
-  if (!obj) return `Runtime ${runtimeName ?? '(none)'} is not known yet; the Secret waits for it (it says whether clients use TLS)`;
-  const rt = parseObject(runtimeSchema, obj);
-  if (!rt.ok) return `Runtime ${runtimeName}: ${rt.message}`;
+async function runtimeTls(ctx: OperatorContext, namespace: string, rt: Runtime): Promise<ClientTls | string> {
   try {
-    return await clientTls(ctx.kube, namespace, rt.value.spec.tls);
+    return await clientTls(ctx.kube, namespace, rt.spec.tls);
   } catch (err) {
-    return `Runtime ${runtimeName}'s TLS Secret ${rt.value.spec.tls?.secretName}: ${(err as Error).message}`;
+    return `Runtime ${rt.metadata.name}'s TLS Secret ${rt.spec.tls?.secretName}: ${(err as Error).message}`;
   }
 }
 
@@ -51,8 +47,9 @@ function sooner(p: Pass, ms: number): ReconcileResult {
 }
 
 /**
- * The Branch's namespace is no longer admitted by its Runtime: its credential is revoked (the password
- * in its Secret, wherever that was copied, stops working) and the Secret deleted; nothing new is made.
+ * The Branch's namespace is no longer admitted by its Runtime: every credential of its database is
+ * revoked (the password in its Secret, wherever that was copied, stops working) and the Secret deleted;
+ * nothing new is made.
  * The database stays on its pod (a label change does not delete data) until the Branch is deleted or
  * expires, which drop it as ever; admitted again, the Branch gets a new credential and Secret.
  */
@@ -158,7 +155,8 @@ export async function converge(p: Pass, spec: BranchSpec, limits: Limits): Promi
   let waiting: string | null = null;
   if (state.kind === 'absent' || state.kind === 'stale') {
     // A stale Secret (an earlier Branch's of this name) is replaced by createBranchSecret.
-    const tls = await runtimeTls(ctx, tplNamespace, runtimeName);
+    // The Runtime as checkPlacement read it: no second look in the cache.
+    const tls = await runtimeTls(ctx, tplNamespace, check.rt);
     if (typeof tls === 'string') return { retry: tls };
     // A Branch hands out one credential, its Secret's: one made for a Secret that was lost (deleted, or
     // its copies leaked) is revoked before the new one is made.

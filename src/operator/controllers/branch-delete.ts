@@ -27,11 +27,13 @@ export async function finalize(p: Pass): Promise<ReconcileResult> {
       ctx.logger.warn('branch released without a drop: its status names a database or pod that is not its own', { branch: label, pod: old.pod, database: old.database, problem: check.message });
       await ctx.events.record(obj, 'Warning', 'StatusTampered', `released without dropping anything: ${check.message}`);
     } else {
-      const pod = check.kind === 'trusted' ? ctx.caches.pods.get(old.pod, namespace) : undefined;
+      // 'gone': no Runtime is there to bring its pod back, so there is nothing to wait for.
+      const runtime = check.kind === 'trusted' ? check.runtime : undefined;
+      const pod = runtime !== undefined ? ctx.caches.pods.get(old.pod, namespace) : undefined;
       if (!pod) {
         // Waits only while the Runtime is there and not being deleted: a Runtime going away (its
         // finalizer let it go because no Branch held it, or its namespace is being deleted) brings no pod back.
-        const rt = check.kind === 'trusted' ? ctx.caches.runtimes.get(check.runtime, namespace) : undefined;
+        const rt = runtime !== undefined ? ctx.caches.runtimes.get(runtime, namespace) : undefined;
         if (rt && !rt.metadata?.deletionTimestamp) {
           const message = `waiting for pod ${old.pod} to come back to drop database ${old.database}; to let go without dropping it, remove the finalizer ${BRANCH_FINALIZER}`;
           await setPhase(p, 'Deleting', { reason: 'DropPending', message }, (obj.spec as { ttl?: string } | undefined)?.ttl);
@@ -39,7 +41,7 @@ export async function finalize(p: Pass): Promise<ReconcileResult> {
         }
         ctx.logger.warn('branch released without a drop: its runtime is gone', { branch: label, database: old.database });
       } else {
-        const api = await podApi(ctx, pod, check.kind === 'trusted' ? check.runtime : '');
+        const api = await podApi(ctx, pod, runtime!);
         if (!api.ok) return { retry: api.message };
         try {
           await api.client.dropDatabase(old.database); // 204 also when it is already gone
