@@ -3,8 +3,9 @@
 
 import { expect } from 'chai';
 import pg from 'pg';
-import { ApiClient, ApiClientError } from '../../src/api/client.js';
+import { ApiClient } from '../../src/api/client.js';
 import { queryOnce } from '../helpers/pg-once.js';
+import { apiFailure } from '../helpers/api-failure.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 
 const TOKEN = 'test-token-build-0123456789abcdef';
@@ -23,15 +24,6 @@ describe('api: templates built from a SQL script', function () {
   after(async function () {
     await rt?.stop();
   });
-
-  async function failure(work: Promise<unknown>): Promise<ApiClientError> {
-    const err = await work.then(
-      () => null,
-      (e: unknown) => e,
-    );
-    expect(err).to.be.instanceOf(ApiClientError);
-    return err as ApiClientError;
-  }
 
   async function databases(): Promise<string[]> {
     const { rows } = await queryOnce(rt.connection('postgres'), 'SELECT datname FROM pg_database ORDER BY datname');
@@ -52,7 +44,7 @@ describe('api: templates built from a SQL script', function () {
   });
 
   it('a script cannot escalate beyond its owner role (no superuser statements)', async function () {
-    const err = await failure(api.buildTemplate({ name: 'tpl_escalate', owner: 'app_owner', sql: 'ALTER ROLE app_owner SUPERUSER' }));
+    const err = await apiFailure(api.buildTemplate({ name: 'tpl_escalate', owner: 'app_owner', sql: 'ALTER ROLE app_owner SUPERUSER' }));
     expect(err.status).to.equal(422);
     expect(err.sqlstate).to.equal('42501');
     expect(err.message).to.match(/^the script for template "tpl_escalate" failed at line 1: permission denied/);
@@ -63,7 +55,7 @@ describe('api: templates built from a SQL script', function () {
 
   it('a failing script leaves nothing behind and keeps its SQLSTATE', async function () {
     const before = await databases();
-    const err = await failure(api.buildTemplate({ name: 'tpl_broken', sql: 'CREATE TABLE a (id int); SELECT * FROM no_such_table' }));
+    const err = await apiFailure(api.buildTemplate({ name: 'tpl_broken', sql: 'CREATE TABLE a (id int); SELECT * FROM no_such_table' }));
     expect(err.status).to.equal(422);
     expect(err.sqlstate).to.equal('42P01');
     expect(err.message).to.include('relation "no_such_table" does not exist');
@@ -72,7 +64,7 @@ describe('api: templates built from a SQL script', function () {
   });
 
   it('an existing name is 42P04 unless replace is set; replace rebuilds and bumps the generation', async function () {
-    const dup = await failure(api.buildTemplate({ name: 'tpl_script', sql: 'SELECT 1' }));
+    const dup = await apiFailure(api.buildTemplate({ name: 'tpl_script', sql: 'SELECT 1' }));
     expect(dup.status).to.equal(409);
     expect(dup.sqlstate).to.equal('42P04');
     const t = await api.buildTemplate({ name: 'tpl_script', owner: 'app_owner', sql: 'CREATE TABLE items (id int); INSERT INTO items SELECT generate_series(1, 5)', replace: true });
@@ -85,7 +77,7 @@ describe('api: templates built from a SQL script', function () {
   });
 
   it('a failed replace leaves the old template sealed and in use', async function () {
-    await failure(api.buildTemplate({ name: 'tpl_script', sql: 'SELECT 1/0', replace: true }));
+    await apiFailure(api.buildTemplate({ name: 'tpl_script', sql: 'SELECT 1/0', replace: true }));
     const t = (await api.listTemplates()).find((x) => x.name === 'tpl_script');
     expect(t).to.include({ sealed: true, generation: 2 });
     const { rows } = await queryOnce(rt.connection('tdb_tpl_script__c1'), 'SELECT count(*)::int AS n FROM items');
@@ -114,7 +106,7 @@ describe('api: templates built from a SQL script', function () {
       [{ name: 'tpl_owner', sql: '' }, 400, '22023', /sql/],
     ];
     for (const [body, status, sqlstate, message] of cases) {
-      const err = await failure(api.buildTemplate(body));
+      const err = await apiFailure(api.buildTemplate(body));
       expect(err.status, body.name).to.equal(status);
       expect(err.sqlstate, body.name).to.equal(sqlstate);
       expect(err.message, body.name).to.match(message);

@@ -6,8 +6,9 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ApiClient, ApiClientError } from '../../src/api/client.js';
+import { ApiClient } from '../../src/api/client.js';
 import { queryOnce } from '../helpers/pg-once.js';
+import { apiFailure } from '../helpers/api-failure.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 import { scratchDir } from '../helpers/scratch.js';
 
@@ -34,12 +35,6 @@ describe('api: template build walls', function () {
     await rt?.stop();
   });
 
-  async function failure(work: Promise<unknown>): Promise<ApiClientError> {
-    const err = await work.then(() => null, (e: unknown) => e);
-    expect(err).to.be.instanceOf(ApiClientError);
-    return err as ApiClientError;
-  }
-
   async function role(name: string): Promise<Record<string, unknown> | undefined> {
     const { rows } = await queryOnce(rt.connection('postgres'), `SELECT rolsuper, rolcanlogin, rolpassword IS NULL AS no_password FROM pg_authid WHERE rolname = '${name}'`);
     return rows[0];
@@ -61,7 +56,7 @@ describe('api: template build walls', function () {
   });
 
   it('a script of an unprivileged build cannot run programs', async function () {
-    const err = await failure(api.buildTemplate({ name: 'tpl_shell', unprivileged: true, sql: "CREATE TABLE out (x text); COPY out FROM PROGRAM 'id'" }));
+    const err = await apiFailure(api.buildTemplate({ name: 'tpl_shell', unprivileged: true, sql: "CREATE TABLE out (x text); COPY out FROM PROGRAM 'id'" }));
     expect(err.sqlstate).to.equal('42501');
     expect(err.message).to.match(/permission denied to COPY to or from an external program/);
     // The same script without the wall runs as postgres, and the program runs.
@@ -76,7 +71,7 @@ describe('api: template build walls', function () {
       ['through_admin', /^role "through_admin" has privileges \(through "inner_admin"\)/],
     ];
     for (const [owner, message] of cases) {
-      const err = await failure(api.buildTemplate({ name: 'tpl_priv', owner, unprivileged: true, sql: 'SELECT 1' }));
+      const err = await apiFailure(api.buildTemplate({ name: 'tpl_priv', owner, unprivileged: true, sql: 'SELECT 1' }));
       expect(err.status, owner).to.equal(403);
       expect(err.sqlstate, owner).to.equal('42501');
       expect(err.message, owner).to.match(message);
@@ -85,18 +80,18 @@ describe('api: template build walls', function () {
   });
 
   it('does not take over a role of the template\'s name that PGX did not make, or one given a member', async function () {
-    const taken = await failure(api.buildTemplate({ name: 'tpl_taken', unprivileged: true, sql: 'SELECT 1' }));
+    const taken = await apiFailure(api.buildTemplate({ name: 'tpl_taken', unprivileged: true, sql: 'SELECT 1' }));
     expect(taken.sqlstate).to.equal('42501');
     expect(taken.message).to.equal('role "tpl_taken" exists and cannot be template "tpl_taken"\'s own: it was not made by PGX for the template');
     expect(await role('tpl_taken')).to.deep.equal({ rolsuper: false, rolcanlogin: true, no_password: false });
 
     await api.buildTemplate({ name: 'tpl_joined', unprivileged: true, sql: 'SELECT 1' });
     await queryOnce(rt.connection('postgres'), 'GRANT tpl_joined TO plain_owner');
-    const joined = await failure(api.buildTemplate({ name: 'tpl_joined', unprivileged: true, replace: true, sql: 'SELECT 1' }));
+    const joined = await apiFailure(api.buildTemplate({ name: 'tpl_joined', unprivileged: true, replace: true, sql: 'SELECT 1' }));
     expect(joined.message).to.match(/cannot be template "tpl_joined"'s own: other roles are members of it/);
     expect(await role('tpl_joined')).to.include({ rolcanlogin: false });
 
-    const reserved = await failure(api.buildTemplate({ name: 'pg_tpl', unprivileged: true, sql: 'SELECT 1' }));
+    const reserved = await apiFailure(api.buildTemplate({ name: 'pg_tpl', unprivileged: true, sql: 'SELECT 1' }));
     expect([reserved.status, reserved.sqlstate, reserved.message]).to.deep.equal([400, '22023', 'template "pg_tpl" cannot have a role of its own: PostgreSQL reserves the role name "pg_tpl"']);
   });
 
@@ -121,7 +116,7 @@ describe('api: template build walls', function () {
     ];
     try {
       for (const source_url of sources) {
-        const err = await failure(api.importTemplate({ name: 'tpl_stolen', source_url }));
+        const err = await apiFailure(api.importTemplate({ name: 'tpl_stolen', source_url }));
         expect(err.status, source_url).to.equal(403);
         expect(err.sqlstate, source_url).to.equal('42501');
         expect(err.message, source_url).to.equal("the source is this runtime's own PostgreSQL");
@@ -129,7 +124,7 @@ describe('api: template build walls', function () {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-    const service = await failure(api.importTemplate({ name: 'tpl_stolen', source_url: 'postgresql:///pgx_control?service=runtime' }));
+    const service = await apiFailure(api.importTemplate({ name: 'tpl_stolen', source_url: 'postgresql:///pgx_control?service=runtime' }));
     expect(service.message).to.match(/^the source names a pg_service.conf entry/);
   });
 });
