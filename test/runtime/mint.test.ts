@@ -257,6 +257,32 @@ describe('runtime: mint on connect', function () {
       expect(changed.pid).to.not.equal(pid);
     });
 
+    it("reuses a role's baseline in its next claims: a default changed in between replaces the new database's backend at its first reuse, never passes it", async function () {
+      await h.admin.query(`CREATE ROLE dave LOGIN CREATEDB`);
+      const show = "SELECT current_setting('work_mem') AS work_mem, pg_backend_pid() AS pid";
+      const session = async (database: string): Promise<{ work_mem: string; pid: number }> => {
+        const c = await connectClient(h, database, 'dave');
+        const row = (await c.query(show)).rows[0] as { work_mem: string; pid: number };
+        const idle = h.rt.runtime.engine.stats().backends.idle;
+        await c.end();
+        await waitFor('its backend back in the pool', () => h.rt.runtime.engine.stats().backends.idle > idle);
+        return row;
+      };
+      await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
+      const first = await session('tdb_tpl_app__dave1');
+      expect(await session('tdb_tpl_app__dave1'), 'reused: its own claim read its rows').to.deep.equal(first);
+      // The next claim reuses the rows read before this change: its backend logs in with 6MB, and
+      // the rows it was given are older than its login, so its first reuse check fails.
+      await h.admin.query(`ALTER ROLE dave SET work_mem = '6MB'`);
+      await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
+      const second = await session('tdb_tpl_app__dave2');
+      expect(second.work_mem).to.equal('6MB');
+      const again = await session('tdb_tpl_app__dave2');
+      expect(again.work_mem).to.equal('6MB');
+      expect(again.pid, 'replaced at its first reuse').to.not.equal(second.pid);
+      expect(await session('tdb_tpl_app__dave2'), 'the replacement read its own rows: reused').to.deep.equal(again);
+    });
+
     it('refuses a role without CREATEDB while spares are ready: 3D000, the spare untouched and still ready', async function () {
       await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
       const spares = async () => (await h.admin.query(`SELECT datname, pg_get_userbyid(datdba), datallowconn FROM pg_database WHERE starts_with(datname, 'pgx_spare_') ORDER BY 1`)).rows;

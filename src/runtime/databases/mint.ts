@@ -56,8 +56,22 @@ interface InFlight {
 /** A mint's outcome, and the login baseline its claim read (engine/ports.ts Route), for `role`. */
 export interface Minted {
   source: MintSource;
-  loginBaseline: { role: string; rows: (string | null)[][] } | null;
+  loginBaseline: LoginBaseline | null;
 }
+
+type LoginBaseline = { role: string; rows: (string | null)[][] };
+
+/**
+ * How long a role's login baseline, read by one claim, serves the claims after it. The rows are the
+ * same for every database (a role's and every database's defaults), and rows older than a login can
+ * only fail its backend's first reuse check, never pass a wrong one (engine/backend-login-checks.ts
+ * adopt): a default changed meanwhile costs one backend replaced, while reading them in every claim
+ * cost a warm mint 0.2 ms of its 4 (the read after the claim's catalog updates is slow from idle;
+ * docs/benchmarks.md, Mint).
+ */
+const BASELINE_REUSE_MS = 60_000;
+/** Roles whose baseline is kept at most (the least recently read go first). */
+const BASELINES_KEPT = 1_000;
 
 export class Minter {
   private readonly inFlight = new Map<string, InFlight>();
@@ -68,6 +82,8 @@ export class Minter {
   private readonly acceptedPerRole = new Tally();
   /** Refusals that concern the asking role only; another role sharing the mint asks again for itself. */
   private readonly roleRefusals = new WeakSet<Error>();
+  /** The login baseline each role's latest claim read, and when (BASELINE_REUSE_MS). */
+  private readonly baselines = new Map<string, { baseline: LoginBaseline; readAt: number }>();
 
   constructor(private readonly opts: MinterOptions) {}
 
@@ -219,15 +235,18 @@ export class Minter {
    * rename in the same session, so before any login to the name (engine/ports.ts Route.loginBaselineRows).
    */
   private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null, initial: InitialSettings): Promise<Minted | 'refused' | null> {
-    const { pool, logger, loginBaselineSql } = this.opts;
-    const baselineSql = loginBaselineSql ? `; ${loginBaselineSql(quoteLiteral(user))}` : '';
+    const { pool, logger, loginBaselineSql, clock } = this.opts;
+    const known = this.baselines.get(user);
+    const reuse = known !== undefined && clock.monotonic() - known.readAt < BASELINE_REUSE_MS;
+    const baselineSql = loginBaselineSql && !reuse ? `; ${loginBaselineSql(quoteLiteral(user))}` : '';
     const spare = pool.take(template);
     if (!spare) return null;
     try {
       const { rows } = await client.query(claimSpareSql(spare.name, name.name, user, checkRole) + baselineSql);
       this.record(name, template, user, spare.generation, spare.name, initial);
       pool.handedOut(spare);
-      return { source: 'warm', loginBaseline: baselineSql ? { role: user, rows } : null };
+      if (reuse) return { source: 'warm', loginBaseline: known.baseline };
+      return { source: 'warm', loginBaseline: baselineSql ? this.keepBaseline({ role: user, rows }) : null };
     } catch (err) {
       // The claim is one transaction: on 42P04 (the name exists already) or 42501 (the role may not
       // have it) the spare is untouched and goes back. Anything else makes it suspect (gone, or the
@@ -242,6 +261,13 @@ export class Minter {
       logger.warn('spare-claim-failed', { spare: spare.name, database: name.name, err });
       return null;
     }
+  }
+
+  private keepBaseline(baseline: LoginBaseline): LoginBaseline {
+    this.baselines.delete(baseline.role);
+    this.baselines.set(baseline.role, { baseline, readAt: this.opts.clock.monotonic() });
+    if (this.baselines.size > BASELINES_KEPT) this.baselines.delete(this.baselines.keys().next().value!);
+    return baseline;
   }
 
   /** On a mint worker: claim a spare if one has become ready meanwhile, else copy the template. */
