@@ -5,11 +5,14 @@
 // flight (its best concurrency on the 2-core machine is around 8-16). The runtime runs with its
 // defaults (warm pool 2 growing up to 500 after a burst, 8 mint workers, mint queue 10000, 30 s
 // without progress before 57P03, 100 backends); the order of the targets reverses every round, so
-// PGX's first burst meets the default pool and its second the pool the first one grew.
+// PGX's first burst meets the default pool and its second the pool the first one grew. Each burst
+// starts after a sync (untimed): on a filesystem without clones a burst writes gigabytes of copies,
+// whose writeback would otherwise fall on the next target.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { benchMain, describeMachine, intOption, progress, type Bar, type Meta } from './lib/bench-main.js';
 import type { Cleanup } from './lib/cleanup.js';
+import { makeLoopImage, syncFs } from './lib/loop-image.js';
 import { errorKey, quoteIdent, timeFirstQuery, withClient, type Endpoint } from './lib/pg-connect.js';
 import { startRuntimeProcess, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
 import { median, percentile } from './lib/stats.js';
@@ -28,6 +31,11 @@ Options:
   --pool-size N  start the runtime with --pool-size N (default: the runtime's default) and
                  wait for the pool to fill before each burst
   --baseline yes|no  also run the PostgreSQL targets                               [yes]
+  --fs ext4|host  where the data directory is: a loop-mounted ext4 image as mkfs.ext4 makes
+                 it (journaled, no clones; needs root), or the host's temporary directory
+                 as it is (an ext4 without a journal, as on some VMs, makes every file
+                 created after mass deletions slow: docs/benchmarks.md, Burst)
+                                                          [ext4 as root, else host]
   --pg-over tcp|socket  PG18's clients over 127.0.0.1:5432 like PGX's, or over its Unix
                  socket (cheaper per connect; when another benchmark holds port 5432)  [tcp]
   --quick        smoke run: 1 round of 100; results to a temp file, docs untouched
@@ -46,6 +54,8 @@ const LABELS: Record<BurstTarget, string> = {
 const PG_LIMITS: Record<Exclude<BurstTarget, 'pgx'>, number | null> = { 'pg-all': null, 'pg-100': 100, 'pg-8': 8 };
 /** A pool of hundreds of spares takes minutes to fill. */
 const POOL_FILL_MS = 1_800_000;
+/** No spare made for this long: the runtime holds the pool where it is. */
+const POOL_STALL_MS = 10_000;
 
 interface Options {
   clients: number;
@@ -55,6 +65,13 @@ interface Options {
   baseline: boolean;
   /** How the PG18 targets reach PostgreSQL (absent in older results: tcp). */
   pgOver?: 'tcp' | 'socket';
+  /** Where the data directory was (absent in older results: host). */
+  fs?: 'ext4' | 'host';
+}
+
+/** The ext4 image (sparse): per client a copy of the template, a spare the pool grew to, WAL, and room. */
+function imageBytes(clients: number): number {
+  return Math.max(4 * 2 ** 30, clients * 24 * 2 ** 20);
 }
 
 interface Burst {
@@ -105,21 +122,43 @@ async function plainCreateAndConnect(pg: Endpoint, name: string): Promise<number
   return performance.now() - started;
 }
 
-/** Until the janitor has dropped every minted database and the pool is full: the next burst starts clean. */
+/**
+ * Until the janitor has dropped every minted database and the pool has stopped refilling: the next
+ * burst starts clean. Where files are copied the runtime stops a grown pool's refills once its extra
+ * spares take a tenth of the free space (warm-pool.ts), so a pool that made no spare for
+ * POOL_STALL_MS counts as full.
+ */
 async function settle(rt: RuntimeProcess): Promise<void> {
   for (;;) {
     const s = await rt.api.status();
     if (s.databases.ephemeral === 0 && s.sessions.total === 0) break;
     await sleep(500);
   }
-  await waitForPool(rt, POOL_FILL_MS);
+  const deadline = performance.now() + POOL_FILL_MS;
+  let refills = -1;
+  let since = performance.now();
+  for (;;) {
+    const pools = Object.values((await rt.api.status()).pool);
+    if (pools.every((p) => p.ready >= p.size)) break;
+    const made = pools.reduce((sum, p) => sum + p.refills, 0);
+    if (made !== refills) [refills, since] = [made, performance.now()];
+    else if (performance.now() - since > POOL_STALL_MS) break;
+    if (performance.now() > deadline) throw new Error(`the warm pool did not refill within ${POOL_FILL_MS / 1000} s`);
+    await sleep(250);
+  }
   await sleep(2000);
 }
 
 async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
+  let root = workDir;
+  if (opts.fs === 'ext4') {
+    const bytes = imageBytes(opts.clients);
+    progress(`making a ${(bytes / 2 ** 30).toFixed(1)} GB ext4 image (sparse) under ${workDir}`);
+    root = (await makeLoopImage('ext4', { dir: workDir, bytes, keep: false }, cleanup)).mountPoint;
+  }
   progress(`starting the PGX runtime with its defaults (PostgreSQL also on ${opts.pgOver === 'socket' ? 'its Unix socket' : '127.0.0.1:5432'})`);
   const flags = opts.poolSize === null ? [] : ['--pool-size', String(opts.poolSize)];
-  const rt = await startRuntimeProcess({ workDir, tcpPostgres: opts.pgOver !== 'socket', flags }, cleanup);
+  const rt = await startRuntimeProcess({ workDir: root, tcpPostgres: opts.pgOver !== 'socket', flags }, cleanup);
   await buildTemplate(rt, 'small');
   await waitForPool(rt, POOL_FILL_MS);
   const postgresVersion = (await rt.api.status()).runtime.postgres_version;
@@ -128,6 +167,9 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
     const targets = TARGETS.filter((t) => opts.baseline || t === 'pgx');
     const order = round % 2 === 0 ? targets : [...targets].reverse();
     for (const target of order) {
+      // Outside the timer: the dirty pages of what ran before (the template's build, the last burst's
+      // copies and drops) go to the disk first, so no burst pays for another's writeback.
+      await syncFs(root);
       let b: Omit<Burst, 'round' | 'target'>;
       if (target === 'pgx') {
         const before = (await rt.api.status()).mints;
@@ -201,6 +243,7 @@ function render(r: Meta & Body) {
   const about = [
     `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.postgresVersion}; ${r.options.rounds} rounds of ${n} clients per target;` +
       ` template ${SMALL_TEMPLATE} (one table of 10 rows); runtime ${typeof r.options.poolSize === 'number' ? `with --pool-size ${r.options.poolSize} (pool full before the burst), otherwise its defaults` : 'with its defaults'} (8 mint workers, --mint-queue-size 10000, --mint-timeout 30 s without progress, --max-backends 100, --pool-max 500${typeof r.options.poolSize === 'number' ? '' : ', --pool-size 2'}).`,
+    `Data directory on ${r.options.fs === 'ext4' ? 'a loop-mounted ext4 image (mkfs.ext4 defaults: journaled, no clones, so every database is a full copy for PGX and PG18 alike)' : "the host's temporary directory"}.`,
     `PG18's clients connect over ${r.options.pgOver === 'socket' ? 'its Unix socket (port 5432 was taken by another benchmark; a socket connect costs PostgreSQL less than TCP, so the baseline is favoured)' : 'TCP, as PGX\'s do'}.`,
     `PGX mints per burst: ${mints.join('; ')}.`,
   ];
@@ -215,7 +258,7 @@ function render(r: Meta & Body) {
         '',
         ...bars.map((b) => `- ${b.pass ? 'pass' : '**FAIL**'} ${b.text}: ${b.measured}`),
         '',
-        `Drain: from the first connect to the last client's end (success or error). Databases ready per second: successful clients / drain. Client p50/p99: each successful client's connect to first \`SELECT 1\` answer (for PG18 including its CREATE DATABASE). Raw results: [${raw}](../${raw}).`,
+        `Drain: from the first connect to the last client's end (success or error); each burst starts after a \`sync\` of the filesystem the data directory is on (untimed). Databases ready per second: successful clients / drain. Client p50/p99: each successful client's connect to first \`SELECT 1\` answer (for PG18 including its CREATE DATABASE). Raw results: [${raw}](../${raw}).`,
       ].join('\n'),
   };
 }
@@ -223,16 +266,18 @@ function render(r: Meta & Body) {
 export const main = benchMain<Options, Body>({
   name: 'burst',
   help: HELP,
-  options: ['clients', 'rounds', 'pool-size', 'baseline', 'pg-over'],
+  options: ['clients', 'rounds', 'pool-size', 'baseline', 'pg-over', 'fs'],
   parse: (v, quick) => {
     if (v.baseline !== undefined && v.baseline !== 'yes' && v.baseline !== 'no') throw new Error(`--baseline ${String(v.baseline)}: expected yes or no`);
     if (v['pg-over'] !== undefined && v['pg-over'] !== 'tcp' && v['pg-over'] !== 'socket') throw new Error(`--pg-over ${String(v['pg-over'])}: expected tcp or socket`);
+    if (v.fs !== undefined && v.fs !== 'ext4' && v.fs !== 'host') throw new Error(`--fs ${String(v.fs)}: expected ext4 or host`);
     return {
       clients: intOption(v, 'clients', quick ? 100 : 500, 1),
       rounds: intOption(v, 'rounds', 1, 1),
       poolSize: v['pool-size'] === undefined ? null : intOption(v, 'pool-size', 2),
       baseline: v.baseline !== 'no',
       pgOver: v['pg-over'] === 'socket' ? 'socket' : 'tcp',
+      fs: v.fs === 'host' || (v.fs === undefined && process.getuid?.() !== 0) ? 'host' : 'ext4',
     };
   },
   // 500 and 1,000 clients (issue 23's bars) are published, each with the defaults or with a --pool-size;

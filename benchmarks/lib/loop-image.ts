@@ -1,5 +1,6 @@
-// An XFS filesystem with reflink in a loop-mounted image file, made the way docs/storage.md says
-// (mkfs.xfs -m reflink=1) and test/runtime/copy-on-write.test.ts does it. Needs root. Everything it
+// A filesystem in a loop-mounted image file: XFS with reflink, made the way docs/storage.md says
+// (mkfs.xfs -m reflink=1) and test/runtime/copy-on-write.test.ts does it, or ext4 as mkfs.ext4 makes
+// it by default (journaled, no clones: the common filesystem of a volume). Needs root. Everything it
 // does is registered with the benchmark's Cleanup: unmount, detach the loop device, delete the image,
 // on a normal end, an error and Ctrl-C alike.
 
@@ -19,12 +20,12 @@ export interface LoopImage {
   image: string;
   /** /dev/loopN. */
   device: string;
-  /** Where the XFS filesystem is mounted (mode 755, so PostgreSQL's OS user reaches it). */
+  /** Where the filesystem is mounted (mode 755, so PostgreSQL's OS user reaches it). */
   mountPoint: string;
   bytes: number;
   /** Whether the loop device does direct I/O to the image (no second page cache over the host's). */
   directIo: boolean;
-  /** `xfs_info` of the mounted filesystem. */
+  /** `xfs_info` of an XFS image; empty for ext4. */
   xfsInfo: string;
   /** The host filesystem holding the image, from statfs. */
   hostFree: number;
@@ -83,9 +84,20 @@ async function unmount(mountPoint: string): Promise<void> {
   }
 }
 
-export async function makeXfsImage(opts: LoopImageOptions, cleanup: Cleanup): Promise<LoopImage> {
+export type LoopFs = 'xfs' | 'ext4';
+
+const MKFS: Record<LoopFs, [string, string[]]> = {
+  xfs: ['mkfs.xfs', ['-q', '-m', 'reflink=1']],
+  ext4: ['mkfs.ext4', ['-q', '-F']],
+};
+
+export function makeXfsImage(opts: LoopImageOptions, cleanup: Cleanup): Promise<LoopImage> {
+  return makeLoopImage('xfs', opts, cleanup);
+}
+
+export async function makeLoopImage(fs: LoopFs, opts: LoopImageOptions, cleanup: Cleanup): Promise<LoopImage> {
   if (process.getuid?.() !== 0) {
-    throw new PgxError('CONFIG_INVALID', 'the cow benchmark loop-mounts an XFS image and needs root', { hint: 'Run it as root (as CI does).' });
+    throw new PgxError('CONFIG_INVALID', `loop-mounting an ${fs} image needs root`, { hint: 'Run the benchmark as root (as CI does).' });
   }
   mkdirSync(opts.dir, { recursive: true });
   const hostFree = await freeBytes(opts.dir);
@@ -95,9 +107,9 @@ export async function makeXfsImage(opts: LoopImageOptions, cleanup: Cleanup): Pr
       hint: 'Point --dir at a filesystem with more room, or measure smaller templates (--sizes).',
     });
   }
-  const root = mkdtempSync(path.join(opts.dir, 'pgx-cow-'));
+  const root = mkdtempSync(path.join(opts.dir, `pgx-${fs}-`));
   chmodSync(root, 0o755);
-  const image = path.join(root, 'xfs.img');
+  const image = path.join(root, `${fs}.img`);
   const mountPoint = path.join(root, 'mnt');
   mkdirSync(mountPoint);
   // Registered first, so it runs last: after the unmount and the detach.
@@ -111,7 +123,8 @@ export async function makeXfsImage(opts: LoopImageOptions, cleanup: Cleanup): Pr
   });
   const handle = await fsp.open(image, 'w', 0o600);
   await handle.truncate(opts.bytes).finally(() => handle.close());
-  await sh('mkfs.xfs', ['-q', '-m', 'reflink=1', image]);
+  const [mkfs, mkfsArgs] = MKFS[fs];
+  await sh(mkfs, [...mkfsArgs, image]);
   // Direct I/O: the image's blocks are not cached a second time in the host's page cache, so `sync`
   // reaches the host disk as it would on a real device. Not every kernel/host filesystem allows it.
   let device: string;
@@ -126,9 +139,10 @@ export async function makeXfsImage(opts: LoopImageOptions, cleanup: Cleanup): Pr
     const attached = await sh('losetup', ['-j', image]).catch(() => '');
     if (attached.includes(device)) await sh('losetup', ['-d', device]);
   });
-  await sh('mount', ['-t', 'xfs', device, mountPoint]);
+  await sh('mount', ['-t', fs, device, mountPoint]);
   cleanup.add(`mount ${mountPoint}`, () => unmount(mountPoint));
   chmodSync(mountPoint, 0o755);
+  if (fs !== 'xfs') return { image, device, mountPoint, bytes: opts.bytes, directIo, xfsInfo: '', hostFree };
   const xfsInfo = (await sh('xfs_info', [mountPoint])).trim();
   if (!/reflink=1/.test(xfsInfo)) throw new PgxError('INTERNAL', `the XFS image was made without reflink: ${xfsInfo}`);
   return { image, device, mountPoint, bytes: opts.bytes, directIo, xfsInfo, hostFree };

@@ -76,6 +76,8 @@ describe('benchmarks: smoke runs of the scale benchmarks', function () {
     this.timeout(300_000);
     const results = takeResults(await bench(['burst', '--quick']));
     expect(results.benchmark).to.equal('burst-100');
+    // As root (CI) on a loop-mounted ext4 image, the filesystem a volume usually has.
+    expect((results.options as { fs: string }).fs).to.equal(process.getuid?.() === 0 ? 'ext4' : 'host');
     const bursts = results.bursts as { target: string; ok: number; mints?: { warm: number; cold: number } }[];
     const pgx = bursts.find((b) => b.target === 'pgx');
     expect(pgx?.ok).to.equal(100);
