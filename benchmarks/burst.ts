@@ -123,10 +123,9 @@ async function plainCreateAndConnect(pg: Endpoint, name: string): Promise<number
 }
 
 /**
- * Until the janitor has dropped every minted database and the pool has stopped refilling: the next
- * burst starts clean. Where files are copied the runtime stops a grown pool's refills once its extra
- * spares take a tenth of the free space (warm-pool.ts), so a pool that made no spare for
- * POOL_STALL_MS counts as full.
+ * Until the janitor has dropped every minted database and the pool has refilled, or stopped refilling
+ * for POOL_STALL_MS (a grown pool the runtime holds below its size for disk room): the next burst
+ * starts clean.
  */
 async function settle(rt: RuntimeProcess): Promise<void> {
   for (;;) {
@@ -134,18 +133,7 @@ async function settle(rt: RuntimeProcess): Promise<void> {
     if (s.databases.ephemeral === 0 && s.sessions.total === 0) break;
     await sleep(500);
   }
-  const deadline = performance.now() + POOL_FILL_MS;
-  let refills = -1;
-  let since = performance.now();
-  for (;;) {
-    const pools = Object.values((await rt.api.status()).pool);
-    if (pools.every((p) => p.ready >= p.size)) break;
-    const made = pools.reduce((sum, p) => sum + p.refills, 0);
-    if (made !== refills) [refills, since] = [made, performance.now()];
-    else if (performance.now() - since > POOL_STALL_MS) break;
-    if (performance.now() > deadline) throw new Error(`the warm pool did not refill within ${POOL_FILL_MS / 1000} s`);
-    await sleep(250);
-  }
+  await waitForPool(rt, POOL_FILL_MS, POOL_STALL_MS);
   await sleep(2000);
 }
 

@@ -163,12 +163,22 @@ export async function startRuntimeProcess(opts: RuntimeProcessOptions, cleanup: 
   };
 }
 
-/** Waits until every sealed template's warm pool is full again (refills run in the background). */
-export async function waitForPool(rt: RuntimeProcess, maxMs = 120_000): Promise<void> {
+/**
+ * Waits until every sealed template's warm pool is full again (refills run in the background), or,
+ * given `stallMs`, has made no spare for that long.
+ */
+export async function waitForPool(rt: RuntimeProcess, maxMs = 120_000, stallMs: number | null = null): Promise<void> {
   const deadline = systemClock.monotonic() + maxMs;
+  let refills = -1;
+  let since = systemClock.monotonic();
   for (;;) {
     const pools = Object.values((await rt.api.status()).pool);
     if (pools.every((p) => p.ready >= p.size)) return;
+    // A pool that made no spare for `stallMs` is held where it is by the runtime (warm-pool.ts: where
+    // files are copied, a grown pool's extra spares stop at a tenth of the free space).
+    const made = pools.reduce((sum, p) => sum + p.refills, 0);
+    if (made !== refills) [refills, since] = [made, systemClock.monotonic()];
+    else if (stallMs !== null && systemClock.monotonic() - since > stallMs) return;
     if (systemClock.monotonic() > deadline) throw new PgxError('INTERNAL', `the warm pool did not refill within ${maxMs / 1000} s`);
     await sleep(25);
   }
