@@ -142,7 +142,7 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   if (opts.fs === 'ext4') {
     const bytes = imageBytes(opts.clients);
     progress(`making a ${(bytes / 2 ** 30).toFixed(1)} GB ext4 image (sparse) under ${workDir}`);
-    root = (await makeLoopImage('ext4', { dir: workDir, bytes, keep: false }, cleanup)).mountPoint;
+    root = (await makeLoopImage('ext4', { dir: workDir, bytes, keep: false, roomHint: 'Set TMPDIR to a filesystem with more room, or burst fewer clients (--clients).' }, cleanup)).mountPoint;
   }
   progress(`starting the PGX runtime with its defaults (PostgreSQL also on ${opts.pgOver === 'socket' ? 'its Unix socket' : '127.0.0.1:5432'})`);
   const flags = opts.poolSize === null ? [] : ['--pool-size', String(opts.poolSize)];

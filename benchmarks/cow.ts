@@ -939,7 +939,7 @@ function imageBytes(opts: Options): number {
 async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; workDir: string }): Promise<Body> {
   const bytes = imageBytes(opts);
   progress(`making a ${bytes / GB} GB XFS image (mkfs.xfs -m reflink=1) in ${opts.dir}, loop-mounted`);
-  const img = await makeXfsImage({ dir: opts.dir, bytes, keep: opts.keepImage }, cleanup);
+  const img = await makeXfsImage({ dir: opts.dir, bytes, keep: opts.keepImage, roomHint: 'Point --dir at a filesystem with more room, or measure smaller templates (--sizes).' }, cleanup);
   progress(`  ${img.image} on ${img.device} at ${img.mountPoint}${img.directIo ? ' (direct I/O)' : ''}`);
   const b = new Bench(opts, img, cleanup, workDir);
   const sizes: SizeResult[] = [];

@@ -459,7 +459,7 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   if (opts.reflink) {
     const bytes = (opts.imageGb ?? 4) * 2 ** 30;
     progress(`making a ${opts.imageGb} GB XFS image with reflink (sparse) under ${workDir}`);
-    root = (await makeXfsImage({ dir: workDir, bytes, keep: false }, cleanup)).mountPoint;
+    root = (await makeXfsImage({ dir: workDir, bytes, keep: false, roomHint: 'Set TMPDIR to a filesystem with more room, or make the image smaller (--image-gb) for fewer databases (--count).' }, cleanup)).mountPoint;
   }
   const sub = (name: string): string => workSubdir(root, name);
   const pgx = await measurePgx(opts, cleanup, sub('pgx'));

@@ -311,7 +311,7 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   let root = workDir;
   if (opts.reflink) {
     progress(`making a ${IMAGE_GB} GB XFS image with reflink (sparse) under ${workDir}`);
-    root = (await makeXfsImage({ dir: workDir, bytes: IMAGE_GB * 2 ** 30, keep: false }, cleanup)).mountPoint;
+    root = (await makeXfsImage({ dir: workDir, bytes: IMAGE_GB * 2 ** 30, keep: false, roomHint: 'Set TMPDIR to a filesystem with more room, or run on it without an image (--reflink no).' }, cleanup)).mountPoint;
   }
   const dir = (name: string): string => workSubdir(root, name);
   const traces = opts.trace ? { drop: new StatementTrace(), grace: new StatementTrace() } : null;

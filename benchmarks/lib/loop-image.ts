@@ -37,6 +37,8 @@ export interface LoopImageOptions {
   bytes: number;
   /** Keep the image file after unmounting it (for a look afterwards). */
   keep: boolean;
+  /** The hint when `dir` has too little room: where else, or how to need less, in the benchmark's own options. */
+  roomHint: string;
 }
 
 async function sh(cmd: string, args: string[]): Promise<string> {
@@ -104,7 +106,7 @@ export async function makeLoopImage(fs: LoopFs, opts: LoopImageOptions, cleanup:
   const margin = 2 * 2 ** 30;
   if (hostFree < opts.bytes + margin) {
     throw new PgxError('CONFIG_INVALID', `${opts.dir} has ${(hostFree / 2 ** 30).toFixed(1)} GB free; the image needs ${(opts.bytes / 2 ** 30).toFixed(1)} GB and 2 GB to spare`, {
-      hint: 'Point --dir at a filesystem with more room, or measure smaller templates (--sizes).',
+      hint: opts.roomHint,
     });
   }
   const root = mkdtempSync(path.join(opts.dir, `pgx-${fs}-`));

@@ -40,6 +40,13 @@ const num = (n: number, digits = 1): string => (Number.isInteger(n) ? String(n) 
  */
 const dropping = (trash: number | undefined): string => (trash ? `; ${trash} dropping (DROP DATABASE in the background)` : '');
 
+/** Why a pool below its size stays there (absent in a status from before `held`). */
+function poolHeld(held: StatusBody['pool'][string]['held'] | undefined): string {
+  if (held === 'disk-low') return '; refills stopped: the disk is low (free space, below)';
+  if (held === 'disk-share') return '; held here: one more spare would take over a tenth of the free disk (files are copied, not cloned)';
+  return '';
+}
+
 /** The status document as aligned `label  value` lines. */
 export function formatStatus(s: StatusBody): string {
   const rows: [string, string][] = [
@@ -52,7 +59,7 @@ export function formatStatus(s: StatusBody): string {
   if (templates.length === 0) rows.push(['pool', 'no sealed templates']);
   for (const t of templates) {
     const p = s.pool[t]!;
-    rows.push([`pool ${t}`, `${p.ready}/${p.size} ready, ${count(p.handouts, 'handout')}, ${count(p.refills, 'refill')}`]);
+    rows.push([`pool ${t}`, `${p.ready}/${p.size} ready, ${count(p.handouts, 'handout')}, ${count(p.refills, 'refill')}${poolHeld(p.held)}`]);
   }
   rows.push(
     ['mints', `${s.mints.warm} warm, ${s.mints.cold} cold, ${count(s.mints.failures, 'failure')}; latency mean ${num(s.mints.latency_ms.mean)} ms, p99 ${num(s.mints.latency_ms.p99)} ms`],

@@ -23,6 +23,7 @@ export const PINNED_STATUS_KEYS = [
   'pool.tpl_app.ready',
   'pool.tpl_app.handouts',
   'pool.tpl_app.refills',
+  'pool.tpl_app.held',
   'mints.warm',
   'mints.cold',
   'mints.failures',

@@ -14,7 +14,8 @@ import type { EngineSessions } from '../../src/runtime/databases/dropper.js';
 import type { Logger } from '../../src/log.js';
 import type { SqlClient } from '../../src/runtime/postgres/sql-client.js';
 import { testLogger, startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
-import { probeStorage } from '../../src/runtime/postgres/storage-probe.js';
+import type { DiskRoom } from '../../src/runtime/postgres/disk-guard.js';
+import { probeStorage, type StorageCapability } from '../../src/runtime/postgres/storage-probe.js';
 
 export interface Termination {
   database: string;
@@ -43,7 +44,18 @@ export const FAST: Partial<DatabaseSettings> = {
 };
 
 export async function startHarness(
-  opts: { settings?: Partial<DatabaseSettings>; wire?: boolean; rt?: TestRuntime; runtime?: Parameters<typeof startTestRuntime>[0]; clock?: Clock; logger?: Logger } = {},
+  opts: {
+    settings?: Partial<DatabaseSettings>;
+    wire?: boolean;
+    rt?: TestRuntime;
+    runtime?: Parameters<typeof startTestRuntime>[0];
+    clock?: Clock;
+    logger?: Logger;
+    /** What the data filesystem can do; default probed (tests run on a tmpfs: no clones). */
+    storage?: StorageCapability;
+    /** A disk guard; default none (free space not watched). */
+    disk?: DiskRoom;
+  } = {},
 ): Promise<Harness> {
   const rt = opts.rt ?? (await startTestRuntime(opts.runtime));
   const { engine, supervisor } = rt.runtime;
@@ -60,7 +72,8 @@ export async function startHarness(
   };
   const dbs = new DisposableDatabases({
     connect: (database, user = 'postgres', settings) => supervisor.connect(database, user, settings),
-    storage: await probeStorage(rt.dataDir),
+    storage: opts.storage ?? (await probeStorage(rt.dataDir)),
+    ...(opts.disk ? { disk: opts.disk } : {}),
     postgres: { socketDir: rt.runtime.supervisor.socketDirectory, port: 5432, dataDir: rt.dataDir },
     engine: engineSessions,
     settings: opts.settings ?? {},

@@ -4,52 +4,16 @@
 // is room for crash recovery. Free space is read less often the further it is above the line.
 
 import { expect } from 'chai';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { systemClock } from '../../src/clock.js';
 import { PgxError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { DiskGuard, nextCheckDelay, RESERVE_FILE } from '../../src/runtime/postgres/disk-guard.js';
-import { scratchDir } from '../helpers/scratch.js';
+import { fill, tmpfsForSuite } from '../helpers/tmpfs.js';
 
 const MB = 2 ** 20;
 const GB = 2 ** 30;
-
-function fill(file: string): void {
-  const chunk = Buffer.alloc(MB, 1);
-  const fd = fs.openSync(file, 'a');
-  try {
-    for (;;) fs.writeSync(fd, chunk);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-/**
- * A tmpfs of `size` mounted for the suite (root only; the suite is skipped otherwise) and unmounted
- * after it. Call it after the suite's own after hooks that need the filesystem: hooks run in order.
- */
-function tmpfsForSuite(prefix: string, size: string): () => string {
-  let mountPoint = '';
-  before(function () {
-    if (process.getuid?.() !== 0) {
-      console.log('    (needs root to mount a tmpfs)');
-      this.skip();
-    }
-    mountPoint = scratchDir(prefix);
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', mountPoint]);
-  });
-  after(function () {
-    if (mountPoint) {
-      execFileSync('umount', [mountPoint]);
-      fs.rmSync(mountPoint, { recursive: true, force: true });
-    }
-  });
-  return () => mountPoint;
-}
 
 describe('runtime: disk guard on a small tmpfs', function () {
   this.timeout(30_000);

@@ -25,6 +25,7 @@ import type { MetadataStore } from './metadata.js';
 import { spareName } from './names.js';
 import { newDatabaseRecord, type DatabaseRecord, type TemplateRecord } from './records.js';
 import type { Registry } from './registry.js';
+import { SpareRoom, type PoolHold } from './spare-room.js';
 import { Tally } from './tally.js';
 import { quoteIdent, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 
@@ -62,6 +63,8 @@ export interface WarmPoolStats {
   ready: number;
   handouts: number;
   refills: number;
+  /** Why the pool, short of `size`, makes no spare now (spare-room.ts); null while it is full or filling. */
+  held: PoolHold | null;
 }
 
 /**
@@ -74,8 +77,6 @@ export interface WarmPoolStats {
 const SETTLE_MS = 100;
 /** Refills at once while a template is behind (see behind()); one otherwise. */
 const REFILLS_BEHIND = 2;
-/** Extra spares (beyond --pool-size) on a filesystem that copies may fill this share of the free space. */
-const EXTRA_DISK_SHARE = 0.1;
 
 export class WarmPool {
   /** Per refill loop: its connection, its run (null when stopped) and its pause. */
@@ -95,13 +96,13 @@ export class WarmPool {
   private shrinkTimer: NodeJS.Timeout | undefined;
   /** Templates that handed out a spare since their pool was last full (see missed()). */
   private readonly drained = new Set<string>();
-  /** A spare's size per template generation ("name/generation"), measured on the first one made. */
-  private readonly spareBytes = new Map<string, number>();
+  private readonly room: SpareRoom;
   /** Per template, mints waiting for a spare being made (spareSoon()), first come first served. */
   private readonly waiting = new Map<string, ((made: boolean) => void)[]>();
 
   constructor(private readonly opts: WarmPoolOptions) {
     const open = async () => atLowestPriority(await opts.connect(), opts.logger, 'refill-priority-not-lowered');
+    this.room = new SpareRoom(opts);
     this.refills = Array.from({ length: REFILLS_BEHIND }, () => ({ conn: new AdminConnection(open), running: null, pause: new Pause() }));
   }
 
@@ -260,11 +261,13 @@ export class WarmPool {
   }
 
   stats(template: string): WarmPoolStats {
+    const ready = this.opts.registry.freshSpares(template).length;
     return {
       size: this.target(template),
-      ready: this.opts.registry.freshSpares(template).length,
+      ready,
       handouts: this.opts.counters.get(`pool.${template}.handouts`),
       refills: this.opts.counters.get(`pool.${template}.refills`),
+      held: this.room.held(generationKey(this.opts.registry.templates.get(template)), ready + this.creating.of(template), this.target(template)),
     };
   }
 
@@ -316,7 +319,7 @@ export class WarmPool {
       }
       // The second loop helps only while its template is behind.
       if (extra && !this.behind(template)) return;
-      if (this.opts.hasRoom?.() === false) return;
+      if (!this.room.hasRoom()) return;
       if (this.opts.mintsWaiting()) {
         await loop.pause.for(YIELD_MS);
         continue;
@@ -348,25 +351,12 @@ export class WarmPool {
       // Snapshots are restored from, seldom minted from: they get no spares.
       if (!t.sealed || t.snapshotOf !== null) continue;
       const ready = this.opts.registry.freshSpares(t.name).length + this.creating.of(t.name);
-      if (ready < fewest && ready < this.target(t.name) && this.fits(t, ready)) {
+      if (ready < fewest && ready < this.target(t.name) && this.room.fits(generationKey(t), ready)) {
         best = t;
         fewest = ready;
       }
     }
     return best;
-  }
-
-  /**
-   * Whether one more spare fits beside `ready`: always within --pool-size; beyond it, where files are
-   * copied (no clones), only while the extra spares take at most EXTRA_DISK_SHARE of the free space.
-   */
-  private fits(template: TemplateRecord, ready: number): boolean {
-    const extras = ready + 1 - this.opts.size;
-    if (extras <= 0 || this.opts.clones) return true;
-    const bytes = this.spareBytes.get(`${template.name}/${template.generation}`);
-    const free = this.opts.freeBytes?.() ?? null;
-    if (bytes === undefined || free === null) return true;
-    return extras * bytes <= EXTRA_DISK_SHARE * free;
   }
 
   private async createSpare(template: TemplateRecord, via: AdminConnection): Promise<void> {
@@ -383,10 +373,10 @@ export class WarmPool {
       const conn = await via.get();
       await createDatabase(conn, createSpareSql(name, template.name));
       await this.warmUp(conn, name);
-      const key = `${template.name}/${generation}`;
-      if (!this.opts.clones && !this.spareBytes.has(key)) {
+      const key = generationKey({ name: template.name, generation });
+      if (this.room.wantsSize(key)) {
         const { rows } = await conn.query(`SELECT pg_catalog.pg_database_size(${quoteLiteral(name)})`);
-        this.spareBytes.set(key, Number(rows[0]?.[0] ?? 0));
+        this.room.recordSize(key, Number(rows[0]?.[0] ?? 0));
       }
       // The runtime's role owns a spare (owner '') until a claim gives it to the client's role.
       const spare = newDatabaseRecord({ name, kind: 'spare', template: template.name, generation, owner: '', createdAt: clock.now() });
@@ -444,4 +434,9 @@ export class WarmPool {
     return left;
   }
 
+}
+
+/** A template generation's key, for what is measured once per generation (a spare's size). */
+function generationKey(template: Pick<TemplateRecord, 'name' | 'generation'> | undefined): string {
+  return template ? `${template.name}/${template.generation}` : '';
 }
