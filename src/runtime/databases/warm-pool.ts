@@ -1,10 +1,9 @@
 // The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
 // instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst,
 // or one client's quick loop): a mint that finds no spare ready after a handout emptied the pool,
-// or while others wait, raises the template's target to `size` plus the mints of it in flight (twice
-// its target if it served a target's worth warm since it last ran dry), up to `max` (--pool-max; on a
-// filesystem that cannot clone, also while the extra spares' copies stay under a tenth of the free
-// space), so the next burst of that size is served from spares; after
+// or while others wait, raises the template's target to `size` plus the mints of it in flight, and
+// one spare more each time the pool runs dry after it was full at its target, up to `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay
+// under a tenth of the free space), so the next burst of that size is served from spares; after
 // `idleMs` (--pool-idle) without a mint of the template the target falls back to `size` and the
 // janitor drops the extra spares. A mint that finds none ready takes the spare a refill is making
 // if it comes within a moment, rather than copy the template beside it. Refills run in the
@@ -97,8 +96,8 @@ export class WarmPool {
   private shrinkTimer: NodeJS.Timeout | undefined;
   /** Templates that handed out a spare since their pool was last full (see missed()). */
   private readonly drained = new Set<string>();
-  /** Spares handed out per template since its last miss (see missed()). */
-  private readonly handoutsSinceMiss = new Map<string, number>();
+  /** Templates whose pool was full at its target since their last miss (see missed()). */
+  private readonly fullAtTarget = new Set<string>();
   private readonly room: SpareRoom;
   /** Per template, mints waiting for a spare being made (spareSoon()), first come first served. */
   private readonly waiting = new Map<string, ((made: boolean) => void)[]>();
@@ -172,7 +171,6 @@ export class WarmPool {
     this.opts.counters.add(`pool.${spare.template}.handouts`);
     this.lastHandout = this.opts.clock.monotonic();
     this.drained.add(spare.template);
-    this.handoutsSinceMiss.set(spare.template, (this.handoutsSinceMiss.get(spare.template) ?? 0) + 1);
     this.minted(spare.template);
     this.kick();
   }
@@ -182,10 +180,10 @@ export class WarmPool {
    * are under way, this one included. While other mints wait, or after a handout emptied the pool
    * before its refills caught up, mints come faster than the pool refills (a burst, or one client's
    * quick loop): the pool wants a spare for each of them on top of `size` (up to --pool-max), so the
-   * next burst of that size is served warm. A pool that served a whole target's worth warm since its
-   * last miss keeps up on average, but is too shallow for how unevenly mints come (four clients'
-   * create-migrate-drop loops): twice as deep. Not on every miss: where refills cannot keep up, the
-   * mints miss back to back, and more spares would not come any sooner. They go after --pool-idle.
+   * next burst of that size is served warm. A pool that ran dry after it was full at its target was
+   * too shallow for how unevenly mints come (four clients' create-migrate-drop loops): one spare more.
+   * Not one per miss: refills that cannot keep up with a long loop of creates never fill the pool
+   * again, and that loop wants a few spares, not --pool-max. The extra spares go after --pool-idle.
    */
   missed(template: TemplateRecord, inFlight: number): void {
     const { size, max } = this.opts;
@@ -193,8 +191,7 @@ export class WarmPool {
     // A pool still filling for the first time (just sealed, just started) was not outpaced.
     if (!this.opts.mintsWaiting() && !this.drained.has(template.name)) return;
     const target = this.target(template.name);
-    const deeper = (this.handoutsSinceMiss.get(template.name) ?? 0) >= target ? target * 2 : target;
-    this.handoutsSinceMiss.delete(template.name);
+    const deeper = this.fullAtTarget.delete(template.name) ? target + 1 : target;
     this.targets.set(template.name, Math.min(Math.max(size, max), Math.max(deeper, size + inFlight)));
     this.minted(template.name);
   }
@@ -391,7 +388,10 @@ export class WarmPool {
       await metadata.saveDatabase(spare);
       registry.put(spare);
       made = true;
-      if (registry.freshSpares(template.name).length >= this.target(template.name)) this.drained.delete(template.name);
+      if (registry.freshSpares(template.name).length >= this.target(template.name)) {
+        this.drained.delete(template.name);
+        this.fullAtTarget.add(template.name);
+      }
       this.opts.counters.add(`pool.${template.name}.refills`);
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
     } finally {
