@@ -1,8 +1,8 @@
 // The warm pool: per sealed template, spare databases made ahead of time, so a mint is a rename
 // instead of a copy. It keeps `size` spares (--pool-size), and more when mints outpace it (a burst,
 // or one client's quick loop): a mint that finds no spare ready after a handout emptied the pool,
-// or while others wait, raises the template's target to `size` plus the mints of it in flight, and
-// one spare more each time the pool runs dry after it was full at its target, up to `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay
+// or while others wait, raises the template's target to `size` plus the mints of it in flight, up
+// to `max` (--pool-max; on a filesystem that cannot clone, also while the extra spares' copies stay
 // under a tenth of the free space), so the next burst of that size is served from spares; after
 // `idleMs` (--pool-idle) without a mint of the template the target falls back to `size` and the
 // janitor drops the extra spares. A mint that finds none ready takes the spare a refill is making
@@ -96,8 +96,6 @@ export class WarmPool {
   private shrinkTimer: NodeJS.Timeout | undefined;
   /** Templates that handed out a spare since their pool was last full (see missed()). */
   private readonly drained = new Set<string>();
-  /** Templates whose pool was full at its target since their last miss (see missed()). */
-  private readonly fullAtTarget = new Set<string>();
   private readonly room: SpareRoom;
   /** Per template, mints waiting for a spare being made (spareSoon()), first come first served. */
   private readonly waiting = new Map<string, ((made: boolean) => void)[]>();
@@ -180,19 +178,16 @@ export class WarmPool {
    * are under way, this one included. While other mints wait, or after a handout emptied the pool
    * before its refills caught up, mints come faster than the pool refills (a burst, or one client's
    * quick loop): the pool wants a spare for each of them on top of `size` (up to --pool-max), so the
-   * next burst of that size is served warm. A pool that ran dry after it was full at its target was
-   * too shallow for how unevenly mints come (four clients' create-migrate-drop loops): one spare more.
-   * Not one per miss: refills that cannot keep up with a long loop of creates never fill the pool
-   * again, and that loop wants a few spares, not --pool-max. The extra spares go after --pool-idle.
+   * next burst of that size is served warm. The demand at once, not the count of misses: a long loop
+   * of creates two at a time wants a few spares, not --pool-max. The extra spares go again after
+   * --pool-idle without mints.
    */
   missed(template: TemplateRecord, inFlight: number): void {
     const { size, max } = this.opts;
     if (size === 0 || this.stopped) return;
     // A pool still filling for the first time (just sealed, just started) was not outpaced.
     if (!this.opts.mintsWaiting() && !this.drained.has(template.name)) return;
-    const target = this.target(template.name);
-    const deeper = this.fullAtTarget.delete(template.name) ? target + 1 : target;
-    this.targets.set(template.name, Math.min(Math.max(size, max), Math.max(deeper, size + inFlight)));
+    this.targets.set(template.name, Math.min(Math.max(size, max), Math.max(this.target(template.name), size + inFlight)));
     this.minted(template.name);
   }
 
@@ -388,10 +383,7 @@ export class WarmPool {
       await metadata.saveDatabase(spare);
       registry.put(spare);
       made = true;
-      if (registry.freshSpares(template.name).length >= this.target(template.name)) {
-        this.drained.delete(template.name);
-        this.fullAtTarget.add(template.name);
-      }
+      if (registry.freshSpares(template.name).length >= this.target(template.name)) this.drained.delete(template.name);
       this.opts.counters.add(`pool.${template.name}.refills`);
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
     } finally {
@@ -441,6 +433,7 @@ export class WarmPool {
     }
     return left;
   }
+
 }
 
 /** A template generation's key, for what is measured once per generation (a spare's size). */
