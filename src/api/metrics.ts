@@ -19,6 +19,7 @@ export class ApiMetrics {
   private readonly databases: Gauge<'kind'>;
   private readonly poolReady: Gauge<'template'>;
   private readonly poolSize: Gauge<'template'>;
+  private readonly poolHeld: Gauge<'template' | 'reason'>;
   private readonly poolSizeMin: Gauge;
   private readonly poolSizeMax: Gauge;
   private readonly mints: Counter<'source'>;
@@ -53,6 +54,7 @@ export class ApiMetrics {
     // The target moves (warm-pool.ts): a burst of mints raises it, --pool-idle without mints lowers it;
     // the bounds beside it say how far it has grown and how far it may.
     this.poolSize = new Gauge({ name: 'pgx_pool_size', help: 'Warm spares wanted now per sealed template: --pool-size, more after a burst of mints (up to --pool-max), back to --pool-size after --pool-idle without mints', labelNames: ['template'], registers });
+    this.poolHeld = new Gauge({ name: 'pgx_pool_held', help: 'A pool short of pgx_pool_size that makes no spare now, by why (the status document\'s pool.<template>.held): disk-low (under --min-free-disk, every refill stopped) or disk-share (files are copied, and one more spare would take over a tenth of the free space); 1 while held, absent otherwise', labelNames: ['template', 'reason'], registers });
     this.poolSizeMin = new Gauge({ name: 'pgx_pool_size_min', help: 'Warm spares kept per sealed template when mints are idle (--pool-size, setting): the lower bound of pgx_pool_size', registers });
     this.poolSizeMax = new Gauge({ name: 'pgx_pool_size_max', help: 'Warm spares per sealed template at most after bursts (--pool-max, setting; --pool-size where that is larger, 0 when --pool-size is 0): the upper bound of pgx_pool_size', registers });
     this.poolSizeMin.set(pool.size);
@@ -113,9 +115,11 @@ export class ApiMetrics {
     this.databases.set({ kind: 'trash' }, d.trash);
     this.poolReady.reset();
     this.poolSize.reset();
+    this.poolHeld.reset();
     for (const [template, p] of Object.entries(status.pool)) {
       this.poolReady.set({ template }, p.ready);
       this.poolSize.set({ template }, p.size);
+      if (p.held) this.poolHeld.set({ template, reason: p.held }, 1);
     }
     this.advance('warm', status.mints.warm, (n) => this.mints.inc({ source: 'warm' }, n));
     this.advance('cold', status.mints.cold, (n) => this.mints.inc({ source: 'cold' }, n));

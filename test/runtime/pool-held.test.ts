@@ -6,6 +6,7 @@
 import { expect } from 'chai';
 import path from 'node:path';
 import { systemClock } from '../../src/clock.js';
+import { ApiMetrics } from '../../src/api/metrics.js';
 import { formatStatus } from '../../src/cli/status.js';
 import type { StatusBody } from '../../src/api/contract.js';
 import { silentLogger } from '../../src/log.js';
@@ -47,10 +48,14 @@ describe('runtime: a warm pool held below its size by the disk', function () {
     });
     const harness = h;
     const pool = async (): Promise<StatusBody['pool'][string]> => (await harness.dbs.operations.status()).pool['tpl_app']!;
+    // GET /metrics as the API renders it, from the same status document.
+    const metrics = new ApiMetrics({ size: 1, max: 4 });
+    const scrape = async (): Promise<string> => metrics.render((await harness.dbs.operations.status()) as StatusBody, harness.rt.runtime.engine.stats());
     await createTemplateDatabase(h, 'tpl_app');
     await h.dbs.operations.seal('tpl_app', 'postgres');
     await waitFor('the first spare', async () => (await pool()).ready === 1, 60_000);
     expect((await pool()).held, 'a full pool is held by nothing').to.equal(null);
+    expect(await scrape()).to.not.match(/^pgx_pool_held\{/m);
 
     // Two mints back to back: the second finds the refill behind the first still copying, and the
     // pool grows to two (pool-burst.test.ts); the second spare does not fit.
@@ -63,10 +68,12 @@ describe('runtime: a warm pool held below its size by the disk', function () {
     }, 60_000);
     const status = (await h.dbs.operations.status()) as StatusBody;
     expect(formatStatus(status)).to.match(/^pool tpl_app\s+1\/\d ready, .*; held here: one more spare would take over a tenth of the free disk \(files are copied, not cloned\)$/m);
+    expect(await scrape()).to.include('pgx_pool_held{template="tpl_app",reason="disk-share"} 1');
 
     fill(path.join(mounted(), 'ballast'));
     await waitFor('the disk guard to see the disk low', async () => !guard!.hasRoom(), 10_000);
     expect((await pool()).held).to.equal('disk-low');
+    expect(await scrape()).to.include('pgx_pool_held{template="tpl_app",reason="disk-low"} 1').and.not.include('reason="disk-share"');
     expect(formatStatus((await h.dbs.operations.status()) as StatusBody)).to.match(/^pool tpl_app\s+1\/\d ready, .*; refills stopped: the disk is low \(free space, below\)$/m);
   });
 });
