@@ -262,12 +262,14 @@ export class WarmPool {
 
   stats(template: string): WarmPoolStats {
     const ready = this.opts.registry.freshSpares(template).length;
+    const size = this.target(template);
+    const record = this.opts.registry.templates.get(template);
     return {
-      size: this.target(template),
+      size,
       ready,
       handouts: this.opts.counters.get(`pool.${template}.handouts`),
       refills: this.opts.counters.get(`pool.${template}.refills`),
-      held: this.room.held(generationKey(this.opts.registry.templates.get(template)), ready + this.creating.of(template), this.target(template)),
+      held: record ? this.room.held(generationKey(record), ready + this.creating.of(template), size) : null,
     };
   }
 
@@ -437,6 +439,6 @@ export class WarmPool {
 }
 
 /** A template generation's key, for what is measured once per generation (a spare's size). */
-function generationKey(template: Pick<TemplateRecord, 'name' | 'generation'> | undefined): string {
-  return template ? `${template.name}/${template.generation}` : '';
+function generationKey(template: Pick<TemplateRecord, 'name' | 'generation'>): string {
+  return `${template.name}/${template.generation}`;
 }
