@@ -230,7 +230,7 @@ function render(r: Meta & Body) {
   const mints = of('pgx').map((b) => `round ${b.round + 1}: ${b.mints ? `${b.mints.warm} warm + ${b.mints.cold} cold, ${b.mints.failures} failed` : '-'} in ${s(b.drainMs)}`);
   const about = [
     `${describeMachine(r.machine, r.durationSeconds)}; PostgreSQL ${r.postgresVersion}; ${r.options.rounds} rounds of ${n} clients per target;` +
-      ` template ${SMALL_TEMPLATE} (one table of 10 rows); runtime ${typeof r.options.poolSize === 'number' ? `with --pool-size ${r.options.poolSize} (pool full before the burst), otherwise its defaults` : 'with its defaults'} (8 mint workers, --mint-queue-size 10000, --mint-timeout 30 s without progress, --max-backends 100, --pool-max 500${typeof r.options.poolSize === 'number' ? '' : ', --pool-size 2'}).`,
+      ` template ${SMALL_TEMPLATE} (one table of 10 rows); runtime ${typeof r.options.poolSize === 'number' ? `with --pool-size ${r.options.poolSize} (pool full before the burst), otherwise its defaults` : 'with its defaults'} (8 mint workers, --mint-queue-size 10000, --mint-timeout 30 s without progress, --max-backends 100, --pool-max 500${typeof r.options.poolSize === 'number' ? '' : ', --pool-size auto: 2 where files are copied'}).`,
     `Data directory on ${r.options.fs === 'ext4' ? 'a loop-mounted ext4 image (mkfs.ext4 defaults: journaled, no clones, so every database is a full copy for PGX and PG18 alike)' : "the host's temporary directory"}.`,
     `PG18's clients connect over ${r.options.pgOver === 'socket' ? 'its Unix socket (port 5432 was taken by another benchmark; a socket connect costs PostgreSQL less than TCP, so the baseline is favoured)' : 'TCP, as PGX\'s do'}.`,
     `PGX mints per burst: ${mints.join('; ')}.`,

@@ -79,7 +79,7 @@ const runtimeConfigSchema = z
     tombstone: z.number().min(0).max(366 * 86_400).default(DB.tombstoneSeconds),
     /** Unkept snapshots a database keeps at most; null: no cap. */
     snapshotRetention: z.number().int().min(1).max(MAX_COUNT).nullable().default(DB.snapshotRetention),
-    poolSize: z.number().int().min(0).max(1000).default(DB.poolSize),
+    poolSize: z.union([z.number().int().min(0).max(1000), z.literal('auto')], { error: 'a whole number of spares from 0 to 1000, or auto' }).default(DB.poolSize),
     poolMax: z.number().int().min(0).max(MAX_COUNT).default(DB.poolMax),
     poolIdle: z.number().min(0.1).max(MAX_TIMER_SECONDS).default(DB.poolIdleSeconds),
     mintRoles: z.union([z.enum(['any', 'createdb', 'group']), z.array(z.string().min(1).max(63))]).optional(),

@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { PgxError } from '../errors.js';
 import { UsageError } from './command-line.js';
 import { CONFIG_DEFAULTS as D, parseConfig, readConfigFile, type RuntimeConfig } from './config.js';
+import { AUTO_POOL_SIZE } from '../runtime/databases/settings.js';
 
 // The bracketed defaults come from the config schema (CONFIG_DEFAULTS), the one source of them.
 export const START_HELP = `Usage: pgx start [options]
@@ -65,7 +66,8 @@ Disposable databases (connect to <prefix><template>__<token> to mint one from a 
                           3D000 with the reason for S seconds instead of minting  [${D.tombstone}]
   --snapshot-retention N  snapshots a database keeps; a new one drops the oldest beyond N
                           (snapshots taken with keep are not counted, nor dropped)   [no cap]
-  --pool-size N           warm spare databases kept per sealed template (0: none)     [${D.poolSize}]
+  --pool-size N|auto      warm spare databases kept per sealed template (0: none;
+                          auto: ${AUTO_POOL_SIZE.clones} where the filesystem clones, ${AUTO_POOL_SIZE.copies} where it copies) [${D.poolSize}]
   --pool-max N            spares per template at most after a burst grew the pool     [${D.poolMax}]
   --pool-idle S           a grown pool shrinks to --pool-size after S s without mints [${D.poolIdle}]
   --mint-roles R          who may mint: any, createdb (CREATEDB or superuser roles),
@@ -199,7 +201,7 @@ function toConfig({ values }: ReturnType<typeof parseStartFlags>): RuntimeConfig
     grace: num(values.grace),
     tombstone: num(values.tombstone),
     snapshotRetention: num(values['snapshot-retention']),
-    poolSize: num(values['pool-size']),
+    poolSize: values['pool-size'] === 'auto' ? 'auto' : num(values['pool-size']),
     poolMax: num(values['pool-max']),
     poolIdle: num(values['pool-idle']),
     mintRoles: mintRolesFlag(values['mint-roles']),

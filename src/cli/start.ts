@@ -262,7 +262,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
         port: config.apiPort,
         metrics: config.metricsPort === null ? null : { host: config.metricsHost ?? config.apiHost, port: config.metricsPort },
         token: logins.token,
-        pool: { size: config.poolSize, max: config.poolMax },
+        pool: { size: databases.poolSize, max: config.poolMax },
         ctx: {
           databases: databases.operations,
           engineStats: () => engine.stats(),

@@ -82,6 +82,14 @@ describe('cli: pgx start options', () => {
     expect(parseStartArgs(['--data-dir', 'd', '--login-timeout', '2147483']).loginTimeout).to.equal(2147483);
   });
 
+  it('takes --pool-size as a number of spares or auto (the default: by the filesystem, settings.ts)', () => {
+    expect(parseStartArgs(['--data-dir', 'd']).poolSize).to.equal('auto');
+    expect(parseStartArgs(['--data-dir', 'd', '--pool-size', '0']).poolSize).to.equal(0);
+    expect(parseStartArgs(['--data-dir', 'd', '--pool-size', 'auto']).poolSize).to.equal('auto');
+    expect(refusal(['--data-dir', 'd', '--pool-size', 'lots']).message).to.match(/poolSize: .*or auto/);
+    expect(refusal(['--data-dir', 'd', '--pool-size', '1001']).message).to.match(/poolSize: .*<=1000/);
+  });
+
   it('takes --min-free-disk as MB or as a percentage of the filesystem', () => {
     expect(parseStartArgs(['--data-dir', 'd']).minFreeDisk).to.equal(null);
     expect(parseStartArgs(['--data-dir', 'd', '--min-free-disk', '512']).minFreeDisk).to.equal(512);

@@ -119,6 +119,9 @@ describe('Helm chart and kustomize manifests', function () {
     expect(refused('runtime.engine.grace=soon')).to.contain('grace');
     expect(refused('runtime.engine.poolIdle=soon')).to.contain('poolIdle');
     expect(refused('runtime.engine.poolMax=-1')).to.contain('poolMax');
+    expect(refused('runtime.engine.poolSize=lots')).to.contain('poolSize');
+    expect(refused('runtime.engine.poolSize=1001')).to.contain('poolSize');
+    expect(refused('runtime.engine.poolSize=8')).to.equal('');
     expect(refused('operator.replicas=2')).to.equal('');
   });
 

@@ -147,7 +147,7 @@ describe('pgx.dev/v1alpha1 schemas', () => {
   it('fill in a Runtime\'s nested defaults from an almost empty spec', () => {
     const r = parseObject(runtime, { apiVersion: 'pgx.dev/v1alpha1', kind: 'Runtime', metadata: { name: 'main' }, spec: { image: 'pgx:dev' } });
     expect(r.ok).to.equal(true);
-    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, allowedNamespaces: { from: 'Same' }, privilegedTemplates: false, sharedMemory: '256Mi', startupTimeout: '10m', engine: { prefix: 'tdb_', grace: '15s', poolSize: 2, poolMax: 500, poolIdle: '10m' } });
+    if (r.ok) expect(r.value.spec).to.deep.equal({ replicas: 1, image: 'pgx:dev', storage: { size: '10Gi' }, allowedNamespaces: { from: 'Same' }, privilegedTemplates: false, sharedMemory: '256Mi', startupTimeout: '10m', engine: { prefix: 'tdb_', grace: '15s', poolSize: 'auto', poolMax: 500, poolIdle: '10m' } });
   });
 
   it("default a Runtime's engine to pgx start's own defaults (CONFIG_DEFAULTS), so a Runtime that sets nothing runs as pgx start does", () => {
@@ -316,7 +316,7 @@ describe('the CRD schema and the zod schema agree', () => {
         fc.record({
           prefix: maybe(mostly(fc.constantFrom('tdb_', 'x', 'pr_', 'a'.repeat(12)), fc.constantFrom('Tdb', '1x', 'a'.repeat(13)))),
           grace: maybe(mostly(fc.constant('0s'), duration)),
-          poolSize: maybe(mostly(fc.integer({ min: 0, max: 1000 }), fc.constantFrom(-1, 1001))),
+          poolSize: maybe(mostly<number | string>(fc.oneof(fc.integer({ min: 0, max: 1000 }), fc.constant('auto')), fc.constantFrom(-1, 1001, 1.5, 'Auto', '8', ''))),
           poolMax: maybe(mostly(fc.integer({ min: 0, max: 1_000_000 }), fc.constantFrom(-1, 1_000_001, '5'))),
           poolIdle: maybe(duration),
           databaseDefaults: maybe(fc.record({ memory: maybe(quantity), connections: maybe(count) })),

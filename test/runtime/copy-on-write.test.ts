@@ -1,8 +1,9 @@
 // Copy-on-write databases on real filesystems: an XFS image with reflink and a btrfs image,
 // loop-mounted (this needs root, as CI runs), each holding a runtime's data directory. The runtime must find that it can clone, seal
 // templates with FILE_COPY, and mint databases that share their template's blocks: a branch of a
-// 200 MB template must cost at most 5 MB. The same runtime code on ext4 (the test machine's /tmp) must
-// find that it cannot clone, and copy templates with FILE_COPY all the same (a plain copy of the files).
+// 200 MB template must cost at most 5 MB; where spares cost no disk the default pool keeps 8 of them.
+// The same runtime code on ext4 (the test machine's /tmp) must find that it cannot clone, copy
+// templates with FILE_COPY all the same (a plain copy of the files), and keep a pool of 2.
 
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
@@ -182,6 +183,21 @@ for (const filesystem of CLONING_FILESYSTEMS) describe(`runtime: copy-on-write d
     // filesystem holds of them: what the status says in clones_share_blocks.
     expect(usage.templates_mb + usage.snapshots_mb + usage.databases_mb).to.be.greaterThan(usage.used_mb);
   });
+
+  it('keeps a deeper warm pool by default, as spares here cost no disk (--pool-size auto: 8)', async function () {
+    // A runtime of its own with the default --pool-size, on the same filesystem: the one above keeps
+    // none, so the space it measures is its databases' alone.
+    const auto = await startTestRuntime({ dataDir: path.join(mountPoint, 'data-auto'), apiPort: 0, apiToken: TOKEN });
+    try {
+      const autoApi = new ApiClient({ url: `http://127.0.0.1:${auto.runtime.api!.port}`, token: TOKEN });
+      await autoApi.buildTemplate({ name: 'tpl_auto', sql: 'CREATE TABLE t (x int)' });
+      expect((await autoApi.status()).pool.tpl_auto!.size).to.equal(8);
+      await waitFor('8 spares of tpl_auto ready', async () => (await autoApi.status()).pool.tpl_auto!.ready === 8, 60_000);
+    } finally {
+      await auto.stop();
+      fs.rmSync(path.join(mountPoint, 'data-auto'), { recursive: true, force: true });
+    }
+  });
 });
 
 describe('runtime: no clones on ext4', function () {
@@ -198,7 +214,8 @@ describe('runtime: no clones on ext4', function () {
     }
     // On disk, not the tmpfs npm test keeps its other runtimes on.
     dataDir = await freshDataDir(diskTmpDir());
-    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, poolSize: 0, dataDir });
+    // The default --pool-size (auto), which keeps 2 spares where files are copied.
+    rt = await startTestRuntime({ apiPort: 0, apiToken: TOKEN, dataDir });
   });
 
   after(async function () {
@@ -214,6 +231,7 @@ describe('runtime: no clones on ext4', function () {
     expect(status.storage.detail).to.include('reflink=1');
     const t = await api.buildTemplate({ name: 'tpl_small', sql: 'CREATE TABLE t (x int)' });
     expect(t.strategy).to.equal('FILE_COPY');
+    expect((await api.status()).pool.tpl_small!.size, '--pool-size auto where files are copied').to.equal(2);
     // Nothing is shared where nothing clones: unknown (null), never a guessed 0.
     const listed = (await api.listTemplates()).find((x) => x.name === 'tpl_small')!;
     expect(listed.disk!.apparent_bytes).to.be.greaterThan(1_000_000);

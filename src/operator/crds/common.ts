@@ -136,6 +136,12 @@ export function quantity(what: string) {
   return z.union([z.number().int().min(0, `${what} must not be negative`), z.string().regex(NON_NEGATIVE_QUANTITY, message)], { error: message }).meta({ 'x-kubernetes-int-or-string': true });
 }
 
+/** A warm pool's size: 0 to 1000 spares, or auto (pgx start --pool-size). In the CRD it is x-kubernetes-int-or-string. */
+export function spareCount(what: string) {
+  const message = `${what} must be a whole number of spares from 0 to 1000, or auto`;
+  return z.union([z.number().int().min(0, message).max(1000, message), z.string().regex(/^auto$/, message)], { error: message }).meta({ 'x-kubernetes-int-or-string': true });
+}
+
 // --- conditions: metav1.Condition, field for field ---
 
 const conditionStatus = z.enum(['True', 'False', 'Unknown']);

@@ -3,7 +3,7 @@
 // (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#specifying-a-structural-schema):
 // a `type` on every node, no $ref, no `additionalProperties: false` (unknown fields are pruned, or
 // refused under kubectl's strict field validation), and anyOf/oneOf only as value checks without types,
-// except the int-or-string shape of quantities. Anything else throws, so a schema change that Kubernetes
+// except the int-or-string shape of quantities and pool sizes. Anything else throws, so a schema change that Kubernetes
 // would refuse fails the generator and its test instead of `kubectl apply`.
 
 import { z } from 'zod';
@@ -37,6 +37,7 @@ function intOrString(node: JsonObject, path: string): JsonObject {
   // pattern checks only strings and minimum only numbers, so both sit on the node itself.
   if (isObject(text) && typeof text.pattern === 'string') out.pattern = text.pattern;
   if (isObject(int) && typeof int.minimum === 'number') out.minimum = int.minimum;
+  if (isObject(int) && typeof int.maximum === 'number' && int.maximum !== SAFE_INTEGER) out.maximum = int.maximum;
   if (typeof node.description === 'string') out.description = node.description;
   if (node.default !== undefined) out.default = node.default;
   return sorted(out);

@@ -2,7 +2,7 @@
 // Branches are placed on. Schema only; the controller reads it, never extends it.
 
 import { z } from 'zod';
-import { API_VERSION, conditions, DNS_1035_LABEL, DNS_1035_LABEL_WORDS, dnsLabel, dnsSubdomain, duration, objectMeta, observedGeneration, quantity } from './common.js';
+import { API_VERSION, conditions, DNS_1035_LABEL, DNS_1035_LABEL_WORDS, dnsLabel, dnsSubdomain, duration, objectMeta, observedGeneration, quantity, spareCount } from './common.js';
 import type { CustomResourceKind } from './kind.js';
 
 const resourceList = z.record(z.string().min(1), quantity('a resource quantity')).describe('Quantities by resource name (cpu, memory, ...), as in a Pod.');
@@ -109,7 +109,9 @@ const runtimeSpec = z
         grace: duration('engine.grace', { allowZero: true })
           .default('15s')
           .describe('A minted database is dropped this long after its last session ends (pgx start --grace); Branches are exempt unless they set pinned: false.'),
-        poolSize: z.number().int().min(0).max(1000).default(2).describe('Warm spare databases kept per sealed template (pgx start --pool-size).'),
+        poolSize: spareCount('engine.poolSize')
+          .default('auto')
+          .describe('Warm spare databases kept per sealed template (pgx start --pool-size): 0 to 1000, or auto (8 where the volume clones files, as on ZFS, 2 where files are copied).'),
         poolMax: z
           .number()
           .int()

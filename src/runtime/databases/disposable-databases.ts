@@ -38,7 +38,7 @@ import { reconcile } from './reconcile.js';
 import { Registry } from './registry.js';
 import { MintRouter } from './router.js';
 import { SessionTracker } from './session-observer.js';
-import { DEFAULT_DATABASE_SETTINGS, type DatabaseSettings } from './settings.js';
+import { DEFAULT_DATABASE_SETTINGS, poolSizeFor, type DatabaseSettings } from './settings.js';
 import { Tombstones } from './tombstones.js';
 import { Trash } from './trash.js';
 import { ActivityVacuum } from './vacuum.js';
@@ -126,7 +126,7 @@ export class DisposableDatabases {
     const metadata = (this.metadata = new MetadataStore(connect, log));
     const permissions = (this.permissions = new Permissions(() => metadata.client(), s.mintRoles));
     const queue = (this.queue = new MintQueue({ workers: s.mintWorkers, keepOpen: s.mintWorkersIdle, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control, clock }));
-    const pool = (this.pool = new WarmPool({ size: s.poolSize, max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: inside, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log }));
+    const pool = (this.pool = new WarmPool({ size: poolSizeFor(s.poolSize, opts.storage.clone), max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: inside, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log }));
     disk?.onRoom(() => pool.kick());
     this.claims = new AdminConnection(control);
     const minter = (this.minter = new Minter({
@@ -238,7 +238,13 @@ export class DisposableDatabases {
       templates: [...this.registry.templates.values()].filter((t) => t.sealed).length,
       databases: this.registry.databases.size,
       spares: this.registry.spares.size,
+      poolSize: this.pool.size,
     });
+  }
+
+  /** Spares kept per sealed template: --pool-size, with auto resolved by the filesystem (poolSizeFor). */
+  get poolSize(): number {
+    return this.pool.size;
   }
 
   /** Stops janitor, pool and mints (waiting ones get 57P03), writes what is pending, closes connections. */
