@@ -7,6 +7,12 @@
 // been busy and then goes quiet, it collects (twice, as finalizers free more at the second): with it,
 // the same runtime read 40.5 MB 8 s after the burst. The pause (a few ms for a heap of 20 MB) lands
 // when nothing much is running, and comes again only after the next busy spell.
+//
+// A second collection follows once the process has stayed quiet a while longer. The first runs as the
+// work stops, while the work's last objects are still held: closed sockets' handles, the timers of
+// databases' protect windows (5 s after a mint), the pool's prepared backend connections until their
+// sweep. Measured after 1,000 API mints: node's anonymous PSS 61.2 MB, 52.0 MB after the first
+// collection and still 52.0 MB 27 s later, 37.2 MB after one more full collection then.
 
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -17,6 +23,8 @@ const WINDOW_MS = 2_000;
 const BUSY_MS = 100;
 /** A window with less (1 % of a core) is quiet: an idle runtime with 1,000 databases uses 0.5 %. */
 const QUIET_MS = 20;
+/** Quiet windows after the first collection before the second (about 12 s: past the 5 s and 10 s timers above). */
+const SETTLE_WINDOWS = 6;
 
 export interface QuietCollectorOptions {
   /** A full collection; default V8's own (exposeGc()). */
@@ -48,6 +56,8 @@ export class QuietCollector {
   private last: number;
   /** A busy window came since the last collection. */
   private grown = false;
+  /** Quiet windows left before the second collection of a quiet spell; null: none due. */
+  private settleIn: number | null = null;
   /** Collections made, for tests. */
   collections = 0;
 
@@ -70,9 +80,18 @@ export class QuietCollector {
     const now = this.cpuMs();
     const used = now - this.last;
     this.last = now;
-    if (used >= BUSY_MS) this.grown = true;
-    if (!this.grown || used >= QUIET_MS) return false;
-    this.grown = false;
+    if (used >= BUSY_MS) [this.grown, this.settleIn] = [true, null];
+    if (used >= QUIET_MS) return false;
+    if (this.grown) {
+      [this.grown, this.settleIn] = [false, SETTLE_WINDOWS];
+      return this.collect();
+    }
+    if (this.settleIn === null || --this.settleIn > 0) return false;
+    this.settleIn = null;
+    return this.collect();
+  }
+
+  private collect(): true {
     // Twice: objects with finalizers (sockets, timers' handles) are only freed by the next collection.
     this.gc();
     this.gc();

@@ -77,6 +77,17 @@ describe('runtime: quiet collector windows', function () {
     expect(w.gcs(), 'full collections, two per quiet spell').to.equal(2);
   });
 
+  it('collects a second time once the process has stayed quiet for six more windows, then not again', () => {
+    const w = collector();
+    expect([150, 5, 5, 5, 5, 5, 5, 5, 5, 5].map(w.window)).to.deep.equal([false, true, false, false, false, false, false, true, false, false]);
+    expect(w.gcs()).to.equal(4);
+    // A moderately busy window postpones the second collection; a busy one starts the spell afresh.
+    const m = collector();
+    expect([150, 5, 50, 5, 5, 5, 5, 5, 5].map(m.window)).to.deep.equal([false, true, false, false, false, false, false, false, true]);
+    const b = collector();
+    expect([150, 5, 5, 150, 5, 5, 5, 5, 5, 5].map(b.window)).to.deep.equal([false, true, false, false, true, false, false, false, false, false]);
+  });
+
   it('never collects in a process that was never busy, or only moderately so', () => {
     const w = collector();
     expect([5, 50, 99, 5, 0, 5].map(w.window)).to.deep.equal([false, false, false, false, false, false]);
