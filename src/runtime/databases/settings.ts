@@ -94,9 +94,9 @@ export const DEFAULT_DATABASE_SETTINGS: DatabaseSettings = {
  * The spares --pool-size auto keeps per template. Where the filesystem clones, a spare costs a
  * directory of metadata on disk and no memory at rest (density: PSS flat from 0 to 1,000 untouched
  * databases), and four clients minting in a loop find a pool of 2 empty while its refill runs: their
- * mint p99 read 5.4-5.5x its p50 with 2 spares, 1.9-2.3x with 8 (2026-12-05, docs/benchmarks.md,
- * Lifecycles). Where files are copied, each spare holds a template's size of disk, so the pool stays
- * at 2 and grows only under bursts.
+ * mint p99 read 4.3-5.6x its p50 with 2 spares, 2.2-3.5x with 8, every mint warm (2026-12-05,
+ * docs/benchmarks.md, Lifecycles). Where files are copied, each spare holds a template's size of
+ * disk, so the pool stays at 2 and grows only under bursts.
  */
 export const AUTO_POOL_SIZE = { clones: 8, copies: 2 } as const;
 
