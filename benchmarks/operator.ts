@@ -49,8 +49,9 @@ Options:
   --rounds N     bursts, one after the other (each waits for the last to be gone)  [3]
   --ttl S        the Branches' ttl in seconds (all should be Ready before it runs out) [180]
   --workers N    reconciles at once per controller                  [the operator's default, 32]
-  --pool-size N  the Runtime's spec.engine.poolSize: warm spares per template and pod (pgx start
-                 --pool-size)        [sized for the burst: its Branches per pod + 10, here 110]
+  --pool-size N|auto  the Runtime's spec.engine.poolSize: warm spares per template and pod (pgx
+                 start --pool-size; auto is the Runtime's default)
+                                     [sized for the burst: its Branches per pod + 10, here 110]
   --quick        smoke run: 5 one at a time, 20 at once, 1 round, ttl 30 s; results to a temp file, docs untouched
   --report FILE  redraw the table and docs section from a results JSON
   -h, --help     this help
@@ -73,7 +74,7 @@ interface Options {
   ttlSeconds: number;
   workers: number | null;
   /** The Runtime's spec.engine.poolSize; null in results of runs before it was set (the runtime's default, 2). */
-  poolSize: number | null;
+  poolSize: number | 'auto' | null;
 }
 
 interface Sample {
@@ -518,7 +519,7 @@ export const main = benchMain<Options, Body>({
     rounds: intOption(v, 'rounds', quick ? 1 : 3, 1),
     ttlSeconds: intOption(v, 'ttl', quick ? 30 : 180, 1),
     workers: v.workers === undefined ? null : intOption(v, 'workers', 4, 1),
-    poolSize: intOption(v, 'pool-size', Math.ceil(intOption(v, 'branches', quick ? 20 : 200, 1) / intOption(v, 'pods', 2, 1)) + 10, 0),
+    poolSize: v['pool-size'] === 'auto' ? 'auto' : intOption(v, 'pool-size', Math.ceil(intOption(v, 'branches', quick ? 20 : 200, 1) / intOption(v, 'pods', 2, 1)) + 10, 0),
   }),
   measure,
   render,
