@@ -219,6 +219,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
       connect: (database, user = 'postgres', settings) => supervisor.connect(database, user, settings),
       storage,
       postgres: { socketDir, port: PG_PORT, dataDir },
+      removeAsOsUser: (dir) => supervisor.removeAsOsUser(dir),
       // The engine is constructed below; the databases call these only after start(), when it exists.
       engine: {
         terminateSessions: (database, message, hint) => engine.terminateSessions(database, message, hint),

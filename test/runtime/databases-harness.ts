@@ -75,6 +75,7 @@ export async function startHarness(
     storage: opts.storage ?? (await probeStorage(rt.dataDir)),
     ...(opts.disk ? { disk: opts.disk } : {}),
     postgres: { socketDir: rt.runtime.supervisor.socketDirectory, port: 5432, dataDir: rt.dataDir },
+    removeAsOsUser: (dir) => supervisor.removeAsOsUser(dir),
     engine: engineSessions,
     settings: opts.settings ?? {},
     version: 'test',

@@ -54,6 +54,8 @@ export interface DisposableDatabasesOptions {
   storage: StorageCapability;
   /** PostgreSQL's private socket and data directory, for the client tools of an import. */
   postgres: { socketDir: string; port: number; dataDir: string };
+  /** Removes a directory under the data directory with the rights of PostgreSQL's OS user (Supervisor.removeAsOsUser). */
+  removeAsOsUser: (dir: string) => Promise<void>;
   /** PGX's version, and PostgreSQL's, for the status document. */
   version: string;
   postgresVersion: string;
@@ -298,7 +300,7 @@ export class DisposableDatabases {
     await (await metadata.client()).query(closeAllToPublicSql(this.settings.prefix, SPARE_PREFIX));
     // Nothing creates a database yet: a directory under base/ that pg_database does not name is the
     // leftover of a CREATE DATABASE that PostgreSQL did not survive (e.g. a PANIC on a full disk).
-    await removeOrphanedDatabaseFiles(this.opts.postgres.dataDir, await this.metadata.client(), this.log);
+    await removeOrphanedDatabaseFiles(this.opts.postgres.dataDir, await this.metadata.client(), this.log, this.opts.removeAsOsUser);
     await this.credentials.load();
   }
 

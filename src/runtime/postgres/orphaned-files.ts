@@ -5,18 +5,24 @@
 // creates anything, those directories are removed. PGX creates databases only in the default
 // tablespace, so base/ is the one place to look.
 //
-// This runs as root in a directory PostgreSQL's OS user owns and can rearrange. fs.rm follows every
-// component of its path but the last, so a base/ that is a symlink would have it delete a directory
-// elsewhere (base -> /etc: base/<oid> is /etc/<oid>). So base/ must be a real directory, and each
-// candidate too (not a symlink, not a file); otherwise nothing is removed and a warning says why.
+// This runs as root in a directory PostgreSQL's OS user owns and can rearrange. A removal follows
+// every component of its path but the last, so a base/ that is a symlink would have it delete a
+// directory elsewhere (base -> /etc: base/<oid> is /etc/<oid>). So base/ must be a real directory, and
+// each candidate too (not a symlink, not a file); otherwise nothing is removed and a warning says why.
+// Those checks cannot pin the path until the removal, so the removal itself runs with the OS user's
+// rights (`remove`, Supervisor.removeAsOsUser): a path swapped in between leads it only where that
+// user could delete anyway.
 
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
 import type { SqlClient } from './sql-client.js';
 
-/** Removes base/<oid> directories with no database; returns how many. Call only while nothing creates a database. */
-export async function removeOrphanedDatabaseFiles(dataDir: string, client: SqlClient, logger: Logger): Promise<number> {
+/**
+ * Removes base/<oid> directories with no database with `remove` (the OS user's rights); returns how
+ * many. Call only while nothing creates a database.
+ */
+export async function removeOrphanedDatabaseFiles(dataDir: string, client: SqlClient, logger: Logger, remove: (dir: string) => Promise<void>): Promise<number> {
   const base = path.join(dataDir, 'base');
   const entries = await fsp.readdir(base).catch(() => [] as string[]);
   const candidates = entries.filter((e) => /^[1-9][0-9]*$/.test(e));
@@ -38,7 +44,11 @@ export async function removeOrphanedDatabaseFiles(dataDir: string, client: SqlCl
       continue;
     }
     const bytes = await directoryBytes(dir);
-    await fsp.rm(dir, { recursive: true, force: true });
+    const failed = await remove(dir).then(() => null, (err: Error) => err);
+    if (failed) {
+      logger.warn('orphaned-database-files-not-removed', { dir, reason: `PostgreSQL's OS user could not remove it: ${failed.message.trim()}` });
+      continue;
+    }
     logger.warn('orphaned-database-files-removed', { dir, mb: Math.round(bytes / 2 ** 20), reason: 'no database in pg_database has this oid: left by a CREATE DATABASE that PostgreSQL did not survive' });
     removed++;
   }

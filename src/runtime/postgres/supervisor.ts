@@ -3,11 +3,12 @@
 // folder: the data directory (data-directory.ts: initdb, the profile), the pid files and a
 // predecessor's leftovers (pid-files.ts), and PostgreSQL's output (log-pipe.ts).
 
-import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { execFile, spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 
 import type { Clock } from '../../clock.js';
 import { asPgxError, PgxError } from '../../errors.js';
@@ -19,6 +20,8 @@ import { spawnProtected, UNPROTECTED_CHILD_OOM_SCORE } from './oom.js';
 import type { OsUser } from './os-user.js';
 import { claimOwnership, clearLeftovers, releaseOwnership } from './pid-files.js';
 import { SqlClient, type SessionSettings } from './sql-client.js';
+
+const execFileAsync = promisify(execFile);
 
 export type SupervisorState = 'stopped' | 'starting' | 'ready' | 'restarting' | 'stopping';
 
@@ -179,6 +182,18 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   /** A new admin connection over the private socket (trust authentication). */
+  /**
+   * Removes a directory tree with the rights of PostgreSQL's OS user, not the runtime's. As root, a
+   * path in the data directory is one the OS user can rearrange between a check and the removal (a
+   * component swapped for a symlink), so the removal must not be able to delete anything that user
+   * could not delete itself.
+   */
+  async removeAsOsUser(dir: string): Promise<void> {
+    if (!this.switchUser) return rm(dir, { recursive: true, force: true });
+    const { cwd, env } = this.spawnOptions();
+    await execFileAsync('rm', ['-rf', '--', dir], { cwd, env, uid: this.opts.osUser.uid, gid: this.opts.osUser.gid });
+  }
+
   connect(database = 'postgres', user = 'postgres', settings?: SessionSettings): Promise<SqlClient> {
     return SqlClient.connect({ socketDir: this.socketDir, port: this.opts.port, user, database, applicationName: 'pgx-runtime', settings });
   }
