@@ -658,9 +658,10 @@ function scaleBars(r: Meta & Body): Bar[] {
   if (p.api) {
     const a = p.api;
     bars.push({
-      text: `GET /v1/status (what pgx status reads) and GET /v1/databases answer in <= 200 ms with ${n} databases${at}`,
-      measured: `${a.statusMs} ms and ${a.listMs} ms (${a.listItems} items in the answer, ${kb(a.listBytes)}${a.listAllMs !== undefined ? `; every page in turn ${a.listAllMs} ms` : ''}); the pgx status command ${a.cliStatusMs} ms with node's start`,
-      pass: a.statusMs <= 200 && a.listMs <= 200,
+      // Issue 23 names the command: what a user at a terminal waits for, node's start included.
+      text: `pgx status (the command, node's start included), GET /v1/status and GET /v1/databases answer in <= 200 ms with ${n} databases${at}`,
+      measured: `${a.cliStatusMs} ms, ${a.statusMs} ms and ${a.listMs} ms (${a.listItems} items in the answer, ${kb(a.listBytes)}${a.listAllMs !== undefined ? `; every page in turn ${a.listAllMs} ms` : ''})`,
+      pass: a.cliStatusMs <= 200 && a.statusMs <= 200 && a.listMs <= 200,
     });
   }
   return bars;

@@ -107,6 +107,28 @@ describe('architecture', () => {
     expect(KNOWN_CYCLES.filter((c) => !cycles.includes(c)), 'no longer cycles: remove them from KNOWN_CYCLES').to.deep.equal([]);
   });
 
+  it('pgx status loads no package and no other command: node starts it, then its own code', () => {
+    // Scripts and watches run `pgx status` in a loop, and issue 23 asks it to answer in 200 ms with
+    // node's start: zod alone took 45 ms to load. Static imports that stay in the compiled code
+    // (not `import type`) are what loads; other commands come in by `await import()`, which is not.
+    const loaded = new Set<string>();
+    const packages = new Set<string>();
+    const visit = (file: string): void => {
+      if (loaded.has(file)) return;
+      loaded.add(file);
+      for (const m of fs.readFileSync(file, 'utf8').matchAll(/(?:^|\n)\s*(?:import|export)(?!\s+type\b)[^'";]*?from\s+'([^']+)'/g)) {
+        const spec = m[1]!;
+        if (spec.startsWith('.')) visit(path.resolve(path.dirname(file), spec).replace(/\.js$/, '.ts'));
+        else if (!spec.startsWith('node:')) packages.add(spec);
+      }
+    };
+    visit(path.join(src, 'cli', 'main.ts'));
+    visit(path.join(src, 'cli', 'status.ts'));
+    expect([...packages], 'packages pgx status loads').to.deep.equal([]);
+    const commands = ['db', 'template', 'doctor', 'connection', 'start', 'mcp', 'check'].map((c) => path.join(src, 'cli', `${c}.ts`));
+    expect(commands.filter((c) => loaded.has(c)).map((c) => path.relative(src, c)), 'other commands pgx status loads').to.deep.equal([]);
+  });
+
   it('declares each control function once, in engine/control-functions.ts', () => {
     const table = path.join(src, 'engine', 'control-functions.ts');
     const keys = [...new Set([...CONTROL_NAMES.values()].map((s) => s.fn))];

@@ -27,8 +27,7 @@ import type {
   StatusBody,
   TemplateBody,
 } from './contract.js';
-import { DATABASE_PAGE } from './contract.js';
-import { PATHS, pathFor, type PathPattern } from './paths.js';
+import { DATABASE_PAGE, PATHS, pathFor, type PathPattern } from './paths.js';
 
 export interface ApiClientOptions {
   /** Base URL of the API, e.g. http://127.0.0.1:7432 (a trailing /v1 or / is ignored). */

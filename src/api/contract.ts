@@ -267,12 +267,6 @@ export interface ListBody<T> {
   items: T[];
 }
 
-/**
- * GET /v1/databases?limit=N&after=NAME: a page of at most `limit` databases (default, most) whose
- * names sort after `after`, in binary order. A client that reads only `items` gets the first page.
- */
-export const DATABASE_PAGE = { defaultLimit: 100, maxLimit: 1000 } as const;
-
 /** A page of databases: `next` is the `after` of the next page, null on the last one. */
 export interface DatabasePageBody extends ListBody<DatabaseBody> {
   next: string | null;

@@ -27,13 +27,13 @@ import {
   type CredentialBody,
   type DatabaseBody,
   type DatabasePageBody,
-  DATABASE_PAGE,
   type ImportJobBody,
   type ListBody,
   type ReadyBody,
   type TemplateBody,
 } from './contract.js';
 import { ApiError, errorBody } from './errors.js';
+import { DATABASE_PAGE } from './paths.js';
 import { buildHints, createHints, databaseHints, listDatabasesHints, dropTemplateHints, keepSnapshotHints, renameTemplateHints, sealHints, snapshotHints } from './hints.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { ApiMetrics } from './metrics.js';

@@ -3,7 +3,7 @@
 // the CLI (cli/hints.ts) and the MCP tools (mcp/tools.ts) word theirs for their own users.
 
 import type { HintsByCode } from '../errors.js';
-import { DATABASE_PAGE } from './contract.js';
+import { DATABASE_PAGE } from './paths.js';
 
 const LIST_DATABASES = 'GET /v1/databases lists the live databases; POST /v1/databases with "name" makes one under a name again.';
 const DROPPED = 'PGX keeps a dropped name for a while (--tombstone) rather than mint it again empty: POST /v1/databases with "name" makes it again.';

@@ -59,3 +59,10 @@ export function matchPath(pattern: PathPattern, path: string): Record<string, st
   }
   return params;
 }
+
+/**
+ * GET /v1/databases?limit=N&after=NAME: a page of at most `limit` databases (default, most) whose
+ * names sort after `after`, in binary order. A client that reads only `items` gets the first page.
+ * Here rather than in contract.ts so that the CLI's client loads no zod (a third of `pgx status`).
+ */
+export const DATABASE_PAGE = { defaultLimit: 100, maxLimit: 1000 } as const;

@@ -1,6 +1,7 @@
 // `pgx db create|list|get|drop|pin|unpin|ttl|snapshot|restore|limit|memory-limit|credential|revoke`: minted databases through the runtime's HTTP API.
 
-import { BOUNDS, DATABASE_PAGE, type DatabaseBody } from '../api/contract.js';
+import { BOUNDS, type DatabaseBody } from '../api/contract.js';
+import { DATABASE_PAGE } from '../api/paths.js';
 import { withHints } from '../errors.js';
 import { withinBound, type Bound } from '../runtime/databases/records.js';
 import { apiClient, parseCommand, parseDuration, positionals, TARGET_HELP, UsageError } from './command-line.js';

@@ -4,12 +4,7 @@
 
 import { PgxError } from '../errors.js';
 import { DEFAULT_API_URL, UsageError } from './command-line.js';
-import { runEnv, runPsql, runUrl } from './connection.js';
-import { runDb } from './db.js';
-import { runDoctor } from './doctor.js';
 import { COMMON_HINTS } from './hints.js';
-import { runStatus } from './status.js';
-import { runTemplate } from './template.js';
 
 const HELP = `pgx: disposable PostgreSQL for agents, CI and previews
 
@@ -52,26 +47,28 @@ export async function main(argv: string[]): Promise<number> {
         }
         return await runStart(rest);
       }
+      // Every command loads only its own modules: `pgx status` in a loop (a script, a watch) pays node's
+      // start and its own code, not the other commands'.
       case 'status':
-        return await runStatus(rest);
+        return await (await import('./status.js')).runStatus(rest);
       case 'template':
       case 'templates':
-        return await runTemplate(rest);
+        return await (await import('./template.js')).runTemplate(rest);
       case 'db':
-        return await runDb(rest);
+        return await (await import('./db.js')).runDb(rest);
       case 'url':
-        return await runUrl(rest);
+        return await (await import('./connection.js')).runUrl(rest);
       case 'env':
-        return await runEnv(rest);
+        return await (await import('./connection.js')).runEnv(rest);
       case 'psql':
-        return await runPsql(rest);
+        return await (await import('./connection.js')).runPsql(rest);
       case 'mcp': {
         // Loaded only here, like start: the MCP SDK is not needed by the other commands.
         const { runMcp } = await import('./mcp.js');
         return await runMcp(rest);
       }
       case 'doctor':
-        return await runDoctor(rest);
+        return await (await import('./doctor.js')).runDoctor(rest);
       case 'check': {
         // Loaded only here: node-postgres and the rules are not needed by the other commands.
         const { runCheck } = await import('./check.js');

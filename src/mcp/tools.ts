@@ -8,7 +8,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { ApiClient } from '../api/client.js';
-import { DATABASE_PAGE } from '../api/contract.js';
+import { DATABASE_PAGE } from '../api/paths.js';
 import { parseSeconds } from '../durations.js';
 import type { HintsByCode } from '../errors.js';
 import { toolError, toolResult } from './results.js';
