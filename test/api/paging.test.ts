@@ -8,8 +8,7 @@ import { expect } from 'chai';
 import path from 'node:path';
 import { ApiClient } from '../../src/api/client.js';
 import type { DatabasePageBody } from '../../src/api/contract.js';
-import { DATABASE_PAGE } from '../../src/api/paths.js';
-import { PATHS } from '../../src/api/paths.js';
+import { DATABASE_PAGE, PATHS } from '../../src/api/paths.js';
 import { runCommand, type CommandResult } from '../helpers/commands.js';
 import { startTestRuntime, type TestRuntime } from '../helpers/runtime.js';
 

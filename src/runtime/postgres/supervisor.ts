@@ -181,7 +181,6 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     return this.stopping;
   }
 
-  /** A new admin connection over the private socket (trust authentication). */
   /**
    * Removes a directory tree with the rights of PostgreSQL's OS user, not the runtime's. As root, a
    * path in the data directory is one the OS user can rearrange between a check and the removal (a
@@ -194,6 +193,7 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     await execFileAsync('rm', ['-rf', '--', dir], { cwd, env, uid: this.opts.osUser.uid, gid: this.opts.osUser.gid });
   }
 
+  /** A new admin connection over the private socket (trust authentication). */
   connect(database = 'postgres', user = 'postgres', settings?: SessionSettings): Promise<SqlClient> {
     return SqlClient.connect({ socketDir: this.socketDir, port: this.opts.port, user, database, applicationName: 'pgx-runtime', settings });
   }
