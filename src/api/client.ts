@@ -27,6 +27,7 @@ import type {
   StatusBody,
   TemplateBody,
 } from './contract.js';
+import { exchange, type Answer } from './exchange.js';
 import { DATABASE_PAGE, PATHS, pathFor, type PathPattern } from './paths.js';
 
 export interface ApiClientOptions {
@@ -239,20 +240,14 @@ export class ApiClient {
     if (this.token !== null) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
-    let response: Response;
-    let text: string;
+    let response: Answer;
     try {
-      response = await fetch(target, {
-        method,
-        headers,
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      text = await response.text();
+      response = await exchange(target, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), timeoutMs });
     } catch (err) {
       throw this.unreachable(err);
     }
-    if (response.ok) {
+    const { text } = response;
+    if (response.status >= 200 && response.status < 300) {
       if (text.trim().length === 0) return undefined as T;
       try {
         return JSON.parse(text) as T;
@@ -269,13 +264,12 @@ export class ApiClient {
   }
 
   private unreachable(err: unknown): ApiClientError {
-    const cause = (err as { cause?: { code?: string; message?: string } } | null)?.cause;
-    const name = (err as { name?: string } | null)?.name;
+    const { code, name } = (err ?? {}) as { code?: string; name?: string };
     const hint = `Start the runtime with \`pgx start --api-port N\` (npm start uses --api-port 7432), or pass --url (or set PGX_URL) to where its API listens.`;
-    if (name === 'TimeoutError' || name === 'AbortError') {
+    if (name === 'TimeoutError') {
       return new ApiClientError(0, { code: 'CANNOT_CONNECT_NOW', sqlstate: '57P03', message: `no answer from the PGX API at ${this.url} within ${this.timeoutMs} ms`, hint }, err);
     }
-    const why = cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
+    const why = code ?? (err instanceof Error ? err.message : String(err));
     return new ApiClientError(0, { code: 'CANNOT_CONNECT_NOW', sqlstate: '57P03', message: `cannot reach the PGX API at ${this.url} (${why})`, hint }, err);
   }
 }
