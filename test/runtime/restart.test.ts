@@ -40,6 +40,10 @@ describe('runtime: restart keeps disposable databases', function () {
     // (stop() writes the session start, which it had queued, before closing pgx_control).
     h.dbs.sessions.sessionStarted('tdb_tpl_app__pinned');
 
+    // A snapshot as a runtime before 2026-12-05 sealed it: IS_TEMPLATE, which let any role with
+    // CREATEDB copy it.
+    await h.dbs.operations.snapshot('tdb_tpl_app__idle', 'idle_snap', 'postgres', false, true);
+    await h.admin.query('ALTER DATABASE idle_snap WITH IS_TEMPLATE true');
     // Drift while down: a minted database dropped by hand, one created by hand under the prefix.
     await h.admin.query('DROP DATABASE tdb_tpl_app__live WITH (FORCE)');
     await h.admin.query('CREATE DATABASE tdb_tpl_app__byhand TEMPLATE tpl_app');
@@ -51,7 +55,7 @@ describe('runtime: restart keeps disposable databases', function () {
     restartedAt = Date.now();
     const rt = await startTestRuntime({ dataDir: h.rt.dataDir });
     // The janitor passes only when a test asks, so what it sees after the restart is deterministic.
-    second = await startHarness({ rt, settings: { ...FAST, poolSize: 1, janitorIntervalMs: 3_600_000 } });
+    second = await startHarness({ rt, settings: { ...FAST, poolSize: 1, janitorIntervalMs: 3_600_000, reconcileIntervalMs: 0 } });
   });
 
   after(async function () {
@@ -68,11 +72,19 @@ describe('runtime: restart keeps disposable databases', function () {
   it('keeps the sealed template and its spare, minting warm from it', async function () {
     const h = second!;
     const status = await h.dbs.operations.status();
-    expect(status.databases.templates).to.equal(1);
+    expect(status.databases.templates).to.equal(2); // tpl_app and the snapshot idle_snap
     expect(status.pool.tpl_app!.ready).to.be.at.least(1);
     const warmBefore = status.mints.warm;
     await h.dbs.router.route({ user: 'postgres', database: 'tdb_tpl_app__after' });
     expect((await h.dbs.operations.status()).mints.warm).to.equal(warmBefore + 1);
+  });
+
+  it('keeps a snapshot sealed, no longer IS_TEMPLATE: only a superuser or its owner copies it', async function () {
+    const h = second!;
+    await h.dbs.operations.runJanitor(); // reconciles: closed to connections is what sealed means for a snapshot
+    expect(h.dbs.operations.listTemplates().find((t) => t.name === 'idle_snap')).to.include({ sealed: true, snapshotOf: 'tdb_tpl_app__idle' });
+    const { rows } = await h.admin.query("SELECT datistemplate, datallowconn FROM pg_database WHERE datname = 'idle_snap'");
+    expect(rows).to.deep.equal([['f', 'f']]);
   });
 
   it('keeps counters across the restart', async function () {

@@ -117,6 +117,7 @@ describe('runtime: snapshots and restores', function () {
       [`SELECT pgx_snapshot_database('${db}', 'Bad-Name')`, '22023', /cannot name a snapshot/],
       [`SELECT pgx_snapshot_database('${db}', 'tdb_x')`, '22023', /cannot name a snapshot/],
       [`SELECT pgx_snapshot_database('tpl_snap', 'x_snap')`, '22023', /is a template/],
+      [`SELECT pgx_snapshot_database('agent1_before', 'x_snap')`, '22023', /is a template/],
       [`SELECT pgx_snapshot_database('pgx_control', 'x_snap')`, '3D000', /does not exist/],
       [`SELECT pgx_restore_database('postgres', 'agent1_before')`, '22023', /cannot be restored: PGX and PostgreSQL rely on it/],
       [`SELECT pgx_snapshot_database('template1', 'x_snap')`, '22023', /cannot be snapshotted/],

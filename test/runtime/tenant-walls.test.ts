@@ -239,12 +239,26 @@ describe('runtime: tenant walls hold at every name length and under races', func
       const minted = await refused(as('tdb_eve_snap__bobs', 'bob', 'pw-bob'));
       expect(minted.code).to.equal('42501');
       expect(minted.message).to.equal('permission denied to copy database "eve_snap"');
+      // Nor copied with PostgreSQL's own CREATEDB, as IS_TEMPLATE would allow (sealed again too, below).
+      const copyRefused = async (): Promise<void> => {
+        const copied = await bob.query('CREATE DATABASE bob_copy TEMPLATE eve_snap').then(
+          () => null,
+          (e: unknown) => e as PgErr,
+        );
+        expect(copied?.code).to.equal('42501');
+        expect(copied?.message).to.equal('permission denied to copy database "eve_snap"');
+      };
+      await copyRefused();
       // Its owner mints from it and finds her data.
       const mine = await connect(as('tdb_eve_snap__eves', 'eve', 'pw-eve'));
       expect((await mine.query('SELECT v FROM secrets')).rows).to.deep.equal([{ v: 'eve-secret' }]);
       // Unsealed, it is closed to PUBLIC like the database it was taken of.
       await eveOutside.query("SELECT pgx_unseal_template('eve_snap')");
       expect((await refused(as('eve_snap', 'bob', 'pw-bob'))).code).to.equal('42501');
+      await eveOutside.query("SELECT pgx_seal_template('eve_snap')");
+      await copyRefused();
+      const again = await connect(as('tdb_eve_snap__eves2', 'eve', 'pw-eve'));
+      expect((await again.query('SELECT v FROM secrets')).rows).to.deep.equal([{ v: 'eve-secret' }]);
     });
   });
 

@@ -59,6 +59,26 @@ export function claimSpareSql(spare: string, name: string, owner: string, check:
   );
 }
 
+/**
+ * Seals a database: nobody connects to it any more, and copies are made of it. A template is also
+ * IS_TEMPLATE, which keeps its owner from dropping it by mistake and lets a role with CREATEDB copy
+ * it: templates are shared (any role that may mint, mints from any of them). A snapshot is not: it is
+ * one tenant's data, and IS_TEMPLATE would let every role with CREATEDB read it (`CREATE DATABASE x
+ * TEMPLATE snapshot`). PGX copies it as a superuser, which needs no IS_TEMPLATE.
+ */
+export function sealSql(name: string, snapshot: boolean): string {
+  return `ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE ${snapshot ? 'false' : 'true'} ALLOW_CONNECTIONS false`;
+}
+
+/** sealSql's rule applied to snapshots an older runtime sealed IS_TEMPLATE: run at start. */
+export function unmarkSnapshotsSql(snapshots: string[]): string {
+  return (
+    `DO $unmark$ DECLARE d name; BEGIN FOR d IN SELECT datname FROM pg_catalog.pg_database ` +
+    `WHERE datistemplate AND datname = ANY (ARRAY[${snapshots.map(quoteLiteral).join(', ')}]::name[]) ` +
+    `LOOP EXECUTE pg_catalog.format('ALTER DATABASE %I WITH IS_TEMPLATE false', d); END LOOP; END $unmark$`
+  );
+}
+
 /** Terminates every backend on `database` but the caller's own; returns how many. */
 export async function terminateBackends(client: SqlClient, database: string): Promise<number> {
   const { rows } = await client.query(

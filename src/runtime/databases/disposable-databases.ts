@@ -22,7 +22,7 @@ import { Templates } from '../templates/templates.js';
 import { DatabaseCommands } from './commands.js';
 import { controlFunctions, controlHandlers } from './control-functions.js';
 import { Counters } from './counters.js';
-import { CLONE_FILES_SQL, closeAllToPublicSql } from './create-database.js';
+import { CLONE_FILES_SQL, closeAllToPublicSql, unmarkSnapshotsSql } from './create-database.js';
 import { DatabaseCredentials } from './credentials.js';
 import { Dropper, type EngineSessions } from './dropper.js';
 import { Janitor, type JanitorTask } from './janitor.js';
@@ -296,8 +296,11 @@ export class DisposableDatabases {
     this.counters.load(counters);
     await this.tombstones.load();
     await this.reconcile();
-    // Minted databases and spares are closed to PUBLIC when made; this closes those made before.
+    // Minted databases and spares are closed to PUBLIC when made, and snapshots sealed without
+    // IS_TEMPLATE; this does both for those made by an older runtime.
     await (await metadata.client()).query(closeAllToPublicSql(this.settings.prefix, SPARE_PREFIX));
+    const snapshots = [...registry.templates.values()].filter((t) => t.snapshotOf !== null).map((t) => t.name);
+    if (snapshots.length > 0) await (await metadata.client()).query(unmarkSnapshotsSql(snapshots));
     // Nothing creates a database yet: a directory under base/ that pg_database does not name is the
     // leftover of a CREATE DATABASE that PostgreSQL did not survive (e.g. a PANIC on a full disk).
     await removeOrphanedDatabaseFiles(this.opts.postgres.dataDir, await this.metadata.client(), this.log, this.opts.removeAsOsUser);

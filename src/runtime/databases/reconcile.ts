@@ -11,7 +11,8 @@
 //   - a dropped database renamed to pgx_trash_<oid> whose DROP DATABASE never ran (the runtime stopped
 //     or died first) goes to the trash (trash.ts), which drops it in the background; only one a
 //     superuser owns (a drop gives it to the runtime), never a tenant's database named like it;
-//   - a template recorded sealed that PostgreSQL no longer has sealed is recorded unsealed (or gone).
+//   - a template recorded sealed that PostgreSQL no longer has sealed (IS_TEMPLATE without connections;
+//     a snapshot: without connections, create-database.ts sealSql) is recorded unsealed (or gone).
 // Anything changed after the catalog snapshot was taken is left for the next run.
 
 import type { Clock } from '../../clock.js';
@@ -37,6 +38,9 @@ export interface ReconcileOptions {
 
 interface ClusterDatabase {
   owner: string;
+  /** Nobody can connect to it (a sealed snapshot). */
+  closed: boolean;
+  /** IS_TEMPLATE as well (a sealed template). */
   sealed: boolean;
   ownerIsSuperuser: boolean;
 }
@@ -47,11 +51,14 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
   const { registry, metadata, clock, logger } = o;
   const snapshotAt = clock.now();
   const { rows } = await (await metadata.client()).query(
-    'SELECT d.datname, pg_catalog.pg_get_userbyid(d.datdba), d.datistemplate AND NOT d.datallowconn, coalesce(r.rolsuper, false) ' +
+    'SELECT d.datname, pg_catalog.pg_get_userbyid(d.datdba), NOT d.datallowconn, d.datistemplate, coalesce(r.rolsuper, false) ' +
       'FROM pg_catalog.pg_database d LEFT JOIN pg_catalog.pg_roles r ON r.oid = d.datdba',
   );
   const cluster = new Map<string, ClusterDatabase>(
-    rows.map(([name, owner, sealed, superuser]) => [name!, { owner: owner ?? '', sealed: sealed === 't', ownerIsSuperuser: superuser === 't' }]),
+    rows.map(([name, owner, closed, template, superuser]) => [
+      name!,
+      { owner: owner ?? '', closed: closed === 't', sealed: closed === 't' && template === 't', ownerIsSuperuser: superuser === 't' },
+    ]),
   );
   let changed = 0;
 
@@ -111,7 +118,7 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
       continue;
     }
     if ((t.sealedAt ?? 0) >= snapshotAt) continue;
-    if (db?.sealed) continue;
+    if (t.snapshotOf !== null ? db?.closed : db?.sealed) continue;
     if (db) {
       const record = { ...t, sealed: false };
       registry.templates.set(t.name, record);
@@ -120,7 +127,7 @@ export async function reconcile(o: ReconcileOptions): Promise<number> {
       registry.templates.delete(t.name);
       await metadata.deleteTemplate(t.name);
     }
-    logger.info('template-unsealed', { template: t.name, reason: db ? 'no longer IS_TEMPLATE without connections in pg_database' : 'dropped outside PGX' });
+    logger.info('template-unsealed', { template: t.name, reason: db ? `no longer ${t.snapshotOf !== null ? 'closed to connections' : 'IS_TEMPLATE without connections'} in pg_database` : 'dropped outside PGX' });
     changed++;
   }
   return changed;

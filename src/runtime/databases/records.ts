@@ -6,7 +6,7 @@ import { PgxError } from '../../errors.js';
 
 export interface TemplateRecord {
   name: string;
-  /** Sealed: IS_TEMPLATE true, ALLOW_CONNECTIONS false, frozen; only sealed templates are minted from. */
+  /** Sealed: ALLOW_CONNECTIONS false, frozen, and IS_TEMPLATE unless a snapshot (create-database.ts sealSql); only sealed templates are minted from. */
   sealed: boolean;
   /** Clock.now() of the last seal, or null if never sealed. */
   sealedAt: number | null;

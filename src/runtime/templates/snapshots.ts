@@ -16,7 +16,7 @@
 import type { Clock } from '../../clock.js';
 import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { closeToPublicSql, createDatabase, createDatabaseSql, terminateBackends } from '../databases/create-database.js';
+import { closeToPublicSql, createDatabase, createDatabaseSql, sealSql, terminateBackends } from '../databases/create-database.js';
 import type { EngineSessions } from '../databases/dropper.js';
 import type { MetadataStore } from '../databases/metadata.js';
 import { buildName, controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
@@ -83,8 +83,8 @@ export class Snapshots {
       });
       // Sealed as it is: no VACUUM FREEZE, which would rewrite every block and undo the sharing. Closed
       // to PUBLIC as its database is (a new database lets every role connect): unsealed, it would
-      // otherwise open a tenant's data to every login role.
-      await client.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false; ${closeToPublicSql(name)}`);
+      // otherwise open a tenant's data to every login role. Not IS_TEMPLATE: see sealSql.
+      await client.query(`${sealSql(name, true)}; ${closeToPublicSql(name)}`);
       // Its copies carry whatever grants `db` had: a credential of one gets the group's over a connection.
       const record: TemplateRecord = { name, sealed: true, sealedAt: clock.now(), generation: 1, snapshotOf: db, kept: keep, groupGrantsFrom: null };
       await metadata.saveTemplate(record);
@@ -223,7 +223,7 @@ export class Snapshots {
     const access = await this.opts.permissions.access(caller.user, db);
     if (!access.exists) throw databaseDoesNotExist(db);
     if (!access.ownerOrSuperuser) throw functionDenied(fn, db);
-    if (access.isTemplate) {
+    if (access.isTemplate || this.opts.registry.templates.get(db)?.snapshotOf != null) {
       throw new PgxError('INVALID_PARAMETER', `database "${db}" is a template`, { hint: `Templates are snapshots already; ${verb} a database minted from it.` });
     }
     if (caller.database === db) {

@@ -10,7 +10,7 @@ import { PgxError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { prepareDatabase, unprepareDatabase } from '../databases/credentials.js';
 import { installExtensionGuard } from './extension-guard.js';
-import { COPY_STRATEGY, terminateBackends } from '../databases/create-database.js';
+import { COPY_STRATEGY, sealSql, terminateBackends } from '../databases/create-database.js';
 import type { EngineSessions } from '../databases/dropper.js';
 import type { MetadataStore } from '../databases/metadata.js';
 import { buildName, controlSqlName, databaseDoesNotExist, isReservedName, isSystemDatabase, templateNameProblem } from '../databases/names.js';
@@ -165,16 +165,18 @@ export class Templates {
 
     const admin = await metadata.client();
     const started = clock.monotonic();
-    const alreadySealed = access.isTemplate && !access.allowConnections;
+    const previous = registry.templates.get(name);
+    const snapshot = previous?.snapshotOf != null;
+    // A sealed snapshot is not IS_TEMPLATE (sealSql): closed to connections is all it shows.
+    const alreadySealed = !access.allowConnections && (access.isTemplate || (snapshot && previous?.sealed === true));
     // Already sealed: nobody could connect since, so the content is what was frozen; a reseal only
     // refreshes what is minted from now on (new generation, new spares).
     if (!alreadySealed) {
       if (!access.allowConnections) await admin.query(`ALTER DATABASE ${quoteIdent(name)} ALLOW_CONNECTIONS true`);
       await this.freeze(name);
-      await admin.query(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
+      await admin.query(sealSql(name, snapshot));
       await this.endSessions(admin, name);
     }
-    const previous = registry.templates.get(name);
     const { rows } = await admin.query(`SELECT pg_catalog.pg_database_size(${quoteLiteral(name)})`);
     const bytes = Number(rows[0]?.[0] ?? 0);
     const generation = (previous?.generation ?? 0) + 1;
