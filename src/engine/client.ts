@@ -221,7 +221,7 @@ export class ClientSession implements EngineSession, LoginHost {
       return;
     }
     const router = this.ctx.options.router;
-    const routed = router ? router.route({ user: this.user, database: this.database }) : Promise.resolve();
+    const routed = router ? router.route({ user: this.user, database: this.database }, true) : Promise.resolve();
     // One hop from the route to the pool's answer: the backend's promise is not adopted by another.
     routed.then((route) => {
       if (this.state !== 'connecting') return;
@@ -230,12 +230,33 @@ export class ClientSession implements EngineSession, LoginHost {
       // As the DataRows the backend's own baseline query would send: the checks compare them byte for byte.
       const baseline = route?.loginBaselineRows ? dataRows(route.loginBaselineRows) : undefined;
       try {
-        if (this.takeSlot(limit)) this.acquire(key, startup, baseline)?.then(this.onBackend, this.onConnectFailed);
-        else this.admitOverCap(limit).then(() => this.acquire(key, startup, baseline)).then(this.onBackend, this.onConnectFailed);
+        const login = this.takeSlot(limit) ? this.acquire(key, startup, baseline) : this.admitOverCap(limit).then(() => this.acquire(key, startup, baseline));
+        const backend = route?.made ? this.besideMint(route.made, login, () => this.ctx.pool.acquire(key, startup, this.isAdmin, baseline)) : login;
+        backend?.then(this.onBackend, this.onConnectFailed);
       } catch (err) {
         this.failClient(err);
       }
     }, this.onConnectFailed);
+  }
+
+  /**
+   * A login that went out while the router was still making the database (Route.made): its backend
+   * is the session's once the database is made. One that looked the name up before it existed
+   * (3D000) logs in `again`; one for a mint that failed is closed unserved, whatever it logged into.
+   */
+  private async besideMint(made: Promise<unknown>, login: Promise<BackendConnection | null> | null, again: () => Promise<BackendConnection>): Promise<BackendConnection | null> {
+    const [mint, backend] = await Promise.allSettled([made, login]);
+    if (mint.status === 'rejected') {
+      if (backend.status === 'fulfilled' && backend.value !== null) this.ctx.pool.release(backend.value, false);
+      throw mint.reason;
+    }
+    if (backend.status === 'fulfilled') return backend.value;
+    if (backend.reason instanceof BackendRefused && backend.reason.sqlstate === '3D000' && this.state === 'connecting') {
+      // PostgreSQL logged the early login's FATAL (database does not exist): this says why.
+      this.ctx.logger.debug('login-beside-mint-retried', { database: this.database, reason: 'the login looked the name up before its claim committed' });
+      return again();
+    }
+    throw backend.reason;
   }
 
   /** A backend from the pool, through the session's share (the admin's sessions take none); null if the client left. */

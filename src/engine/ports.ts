@@ -130,7 +130,8 @@ export interface Caller {
  * full or timed out) that the engine shows the client as FATAL.
  */
 export interface Router {
-  route(caller: Caller): Promise<Route | void>;
+  /** `early`: resolve as soon as the client's login may go out beside the mint (Route.made). */
+  route(caller: Caller, early?: boolean): Promise<Route | void>;
 }
 
 /** What the router says about a database it let the client through to. */
@@ -143,6 +144,13 @@ export interface Route {
    * new backend sends no baseline query of its own. Only ever for the role they were read for.
    */
   loginBaselineRows?: (string | null)[][];
+  /**
+   * The database is still being given its name (a warm mint's claim, sent): the client's login may go
+   * out now, beside it, but the backend serves the client only once this resolves. A login that looked
+   * the name up before the claim committed (3D000) is made again; if this rejects (the mint failed,
+   * with the error the client is to see), the backend is closed unserved, whatever it logged into.
+   */
+  made?: Promise<unknown>;
 }
 
 /** Told when client sessions on a database begin and end (the janitor's grace clock). */

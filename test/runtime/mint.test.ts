@@ -370,6 +370,45 @@ describe('runtime: mint on connect', function () {
       expect((await f.query("SELECT to_regclass('added_after_unseal') IS NOT NULL AS has")).rows[0].has).to.equal(true);
       await f.end();
     });
+
+    /**
+     * A role whose first claim has read its login baseline: its next claims reuse it, which sends the
+     * client's login beside the claim. Returns with the pool full.
+     */
+    async function newMinter(role: string): Promise<void> {
+      await h.admin.query(`CREATE ROLE ${role} LOGIN CREATEDB`);
+      await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
+      await (await connectClient(h, `tdb_tpl_app__${role}1`, role)).end();
+      await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
+    }
+
+    it("sends the client's login beside a warm claim: one that looked the name up before the claim committed (3D000) logs in again", async function () {
+      await newMinter('erin');
+      // The claim's ALTER OWNER waits on this lock, so her login looks the name up before it exists.
+      const blocker = await h.rt.runtime.supervisor.connect('postgres', 'postgres');
+      await blocker.query('BEGIN; LOCK TABLE pg_catalog.pg_shdepend IN SHARE MODE');
+      const connecting = connectClient(h, 'tdb_tpl_app__erin2', 'erin');
+      await waitFor('the claim waiting on the lock', async () => {
+        const { rows } = await h.admin.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%RENAME TO \"tdb_tpl_app__erin2\"%'");
+        return rows.length > 0;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await blocker.query('COMMIT');
+      await blocker.close();
+      const c = await connecting;
+      expect((await c.query('SELECT current_database() AS d, current_user AS u')).rows).to.deep.equal([{ d: 'tdb_tpl_app__erin2', u: 'erin' }]);
+      await c.end();
+    });
+
+    it('closes a login sent beside a claim that failed, unserved: a name made outside PGX stays refused (42P04)', async function () {
+      await newMinter('frank');
+      // Made outside PGX, open to every role: frank's login beside the claim gets in; the claim fails.
+      await h.admin.query('CREATE DATABASE tdb_tpl_app__squat');
+      const err = await rejection(connectClient(h, 'tdb_tpl_app__squat', 'frank'));
+      expect(err.code).to.equal('42P04');
+      expect(err.message).to.equal('database "tdb_tpl_app__squat" exists but was not minted by PGX');
+      await waitFor('no backend left on it', async () => (await h.admin.query("SELECT 1 FROM pg_stat_activity WHERE datname = 'tdb_tpl_app__squat'")).rows.length === 0);
+    });
   });
 
   describe('caps and the mint queue', function () {

@@ -62,6 +62,13 @@ export interface Minted {
 type LoginBaseline = { role: string; rows: (string | null)[][] };
 
 /**
+ * Told when a warm claim of the name has gone out to PostgreSQL, with the login baseline it reuses:
+ * the name exists once the claim commits, so the client's login may go out beside it (engine/ports.ts
+ * Route.made).
+ */
+export type ClaimSent = (baseline: LoginBaseline) => void;
+
+/**
  * How long a role's login baseline, read by one claim, serves the claims after it. The rows are the
  * same for every database (a role's and every database's defaults), and rows older than a login can
  * only fail its backend's first reuse check, never pass a wrong one (engine/backend-login-checks.ts
@@ -99,8 +106,12 @@ export class Minter {
     return this.minted(name, user, initial).then((m) => m.source);
   }
 
-  /** mint(), with the login baseline a claim read (for the role it minted for). */
-  minted(name: MintName, user: string, initial: InitialSettings = {}): Promise<Minted> {
+  /**
+   * mint(), with the login baseline a claim read (for the role it minted for). `claimSent` hears when
+   * a claim for this mint went out, if no other mint was in flight then (beside other mints the
+   * machine is busy, and a login that looks the name up too early costs a second one).
+   */
+  minted(name: MintName, user: string, initial: InitialSettings = {}, claimSent?: ClaimSent): Promise<Minted> {
     const running = this.inFlight.get(name.name);
     if (running) {
       if (running.user === user) return running.promise;
@@ -109,7 +120,7 @@ export class Minter {
         throw err;
       });
     }
-    const promise = this.run(name, user, initial).finally(() => {
+    const promise = this.run(name, user, initial, this.inFlight.size === 0 ? claimSent : undefined).finally(() => {
       this.inFlight.delete(name.name);
       this.inFlightOf.remove(name.template);
     });
@@ -118,7 +129,7 @@ export class Minter {
     return promise;
   }
 
-  private async run(name: MintName, user: string, initial: InitialSettings): Promise<Minted> {
+  private async run(name: MintName, user: string, initial: InitialSettings, claimSent: ClaimSent | undefined): Promise<Minted> {
     const { registry, permissions, counters, clock } = this.opts;
     const started = clock.monotonic();
     const template = registry.sealedTemplate(name.template);
@@ -152,7 +163,7 @@ export class Minter {
     }
     this.accept(name.name, user);
     try {
-      const minted = await this.obtain(name, template, user, verified ? null : check, initial);
+      const minted = await this.obtain(name, template, user, verified ? null : check, initial, claimSent);
       if (minted !== 'refused') {
         const { source } = minted;
         const ms = clock.monotonic() - started;
@@ -174,11 +185,11 @@ export class Minter {
    * A spare claimed at once, else a claim or a copy on a mint worker; 'refused' if the role may not
    * mint. `check`: how a claim checks the mint rule ('none' or null: verified already).
    */
-  private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null, initial: InitialSettings): Promise<Minted | 'refused'> {
+  private async obtain(name: MintName, template: TemplateRecord, user: string, check: ClaimCheck | 'none' | null, initial: InitialSettings, claimSent: ClaimSent | undefined): Promise<Minted | 'refused'> {
     const { pool } = this.opts;
     const claimCheck = check === 'none' ? null : check;
     if (pool.hasReady(template)) {
-      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, claimCheck, initial);
+      const claimed = await this.claim(await this.opts.claims.get(), name, template, user, claimCheck, initial, claimSent);
       if (claimed !== null) return claimed;
     }
     if (claimCheck !== null && !(await this.opts.permissions.mayMint(user))) return 'refused';
@@ -234,7 +245,7 @@ export class Minter {
    * (see claimSpareSql). The claim reads the role's login baseline in the same round trip, after the
    * rename in the same session, so before any login to the name (engine/ports.ts Route.loginBaselineRows).
    */
-  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null, initial: InitialSettings): Promise<Minted | 'refused' | null> {
+  private async claim(client: SqlClient, name: MintName, template: TemplateRecord, user: string, checkRole: ClaimCheck | null, initial: InitialSettings, claimSent?: ClaimSent): Promise<Minted | 'refused' | null> {
     const { pool, logger, loginBaselineSql, clock } = this.opts;
     const known = this.baselines.get(user);
     const reuse = known !== undefined && clock.monotonic() - known.readAt < BASELINE_REUSE_MS;
@@ -242,7 +253,10 @@ export class Minter {
     const spare = pool.take(template);
     if (!spare) return null;
     try {
-      const { rows } = await client.query(claimSpareSql(spare.name, name.name, user, checkRole) + baselineSql);
+      const answer = client.query(claimSpareSql(spare.name, name.name, user, checkRole) + baselineSql);
+      // Only with a baseline to hand over: else the claim reads it, which needs its answer.
+      if (reuse) claimSent?.(known.baseline);
+      const { rows } = await answer;
       this.record(name, template, user, spare.generation, spare.name, initial);
       pool.handedOut(spare);
       if (reuse) return { source: 'warm', loginBaseline: known.baseline };

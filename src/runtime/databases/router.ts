@@ -12,7 +12,7 @@ import { PgxError } from '../../errors.js';
 import { credentialDenied, type DatabaseCredentials } from './credentials.js';
 import type { Dropper } from './dropper.js';
 import type { Lifecycle } from './lifecycle.js';
-import type { Minted, Minter } from './mint.js';
+import type { ClaimSent, Minted, Minter } from './mint.js';
 import { NameQueue } from './name-queue.js';
 import { databaseDoesNotExist, isReservedName, isUnderPrefix, parseMintName } from './names.js';
 import type { Permissions } from './permissions.js';
@@ -41,11 +41,12 @@ export class MintRouter implements Router {
 
   /**
    * Resolves when `database` can be connected to: at once for names outside the prefix, after minting
-   * it for a new name under the prefix.
+   * it for a new name under the prefix. `early`: as soon as a warm claim of it has gone out, with
+   * Route.made (see there).
    */
-  route(caller: Caller): Promise<Route | void> {
+  route(caller: Caller, early = false): Promise<Route | void> {
     const held = this.held.pending(caller.database);
-    if (held) return held.then(() => this.route(caller));
+    if (held) return held.then(() => this.route(caller, early));
     if (isReservedName(caller.database)) return Promise.reject(databaseDoesNotExist(caller.database));
     // A per-database credential reaches its own database only (and never mints one).
     const home = this.o.credentials.databaseOf(caller.user);
@@ -53,7 +54,7 @@ export class MintRouter implements Router {
     if (!isUnderPrefix(caller.database, this.o.prefix)) {
       return this.o.registry.sealedTemplate(caller.database) ? Promise.reject(sealedTemplate(caller.database, this.o.prefix)) : RESOLVED;
     }
-    return this.routeMinted(caller.database, caller.user, home === caller.database);
+    return this.routeMinted(caller.database, caller.user, home === caller.database, early);
   }
 
   /** Runs `work` while route() holds new connects to `db` (they proceed once it settles). */
@@ -61,7 +62,7 @@ export class MintRouter implements Router {
     return this.held.run(db, work);
   }
 
-  private async routeMinted(database: string, user: string, credential: boolean): Promise<Route | void> {
+  private async routeMinted(database: string, user: string, credential: boolean, early: boolean): Promise<Route | void> {
     const { registry } = this.o;
     const name = parseMintName(database, this.o.prefix);
     const state = this.o.lifecycle.state;
@@ -76,8 +77,25 @@ export class MintRouter implements Router {
     if (!registry.databases.has(database)) {
       const buried = this.o.tombstones.refusal(database);
       if (buried !== null) throw buried;
-      baseline = (await this.o.minter.minted(name, user)).loginBaseline;
+      let claimSent: ClaimSent = () => {};
+      const sent = new Promise<Parameters<ClaimSent>[0]>((resolve) => (claimSent = resolve));
+      const minting = this.o.minter.minted(name, user, {}, early ? claimSent : undefined);
+      const first = await Promise.race([minting, sent.then((reused) => ({ reused }))]);
+      if ('reused' in first) {
+        // The claim went out: the client's login goes out beside it, served once the claim is in.
+        const made = minting.then((m) => this.admitted(database, user, credential, m.loginBaseline));
+        // Its failure is the engine's to show, if the client is still there to see it.
+        made.catch(() => undefined);
+        return { made, loginBaselineRows: first.reused.rows };
+      }
+      baseline = first.loginBaseline;
     }
+    return this.admitted(database, user, credential, baseline);
+  }
+
+  /** The checks and bookkeeping after `database` exists: who may connect, and its session cap. */
+  private async admitted(database: string, user: string, credential: boolean, baseline: Minted['loginBaseline']): Promise<Route | void> {
+    const { registry } = this.o;
     if (!credential) await this.admitToMinted(database, user);
     registry.lastRouted.set(database, this.o.clock.now());
     const limit = registry.databases.get(database)?.connectionLimit ?? null;
