@@ -163,3 +163,9 @@ export async function rejection(p: Promise<unknown>): Promise<Error & { code?: s
   }
   throw new Error('expected a rejection, but it resolved');
 }
+
+/**
+ * The warm pool's refill backends: a refill's last statement after each spare reads whether any
+ * database has a login event trigger (login-triggers.ts), and nothing else runs that query.
+ */
+export const REFILL_BACKENDS_SQL = "SELECT pid FROM pg_stat_activity WHERE state = 'idle' AND query LIKE '%pg_database WHERE dathasloginevt)'";

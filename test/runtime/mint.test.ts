@@ -8,7 +8,7 @@ import { PgxError } from '../../src/errors.js';
 import { Permissions } from '../../src/runtime/databases/permissions.js';
 import { BACKGROUND_NICE } from '../../src/runtime/databases/background-work.js';
 import { procInfo, waitFor } from '../helpers/commands.js';
-import { connectClient, createTemplateDatabase, databaseExists, rejection, startHarness, type Harness } from './databases-harness.js';
+import { REFILL_BACKENDS_SQL, connectClient, createTemplateDatabase, databaseExists, rejection, startHarness, type Harness } from './databases-harness.js';
 
 const AS_POSTGRES = { user: 'postgres', database: 'postgres' };
 /** Janitor and queue timeout stay out of these tests: a busy machine may take longer than either to mint 100. */
@@ -323,13 +323,11 @@ describe('runtime: mint on connect', function () {
     });
 
     it('makes spares on a backend at the lowest CPU priority (nice 19), so clients come first', async function () {
-      // A refill connection's last statement closes its newest spare to connections again (warmUp);
-      // there are two while the pool is more than one spare short.
+      // A refill connection's last statement after a spare reads whether any database has a login
+      // event trigger (login-triggers.ts); there are two while the pool is more than one spare short.
       let pids: number[] = [];
       await waitFor('the refill connections idle after a spare', async () => {
-        const { rows } = await h.admin.query(
-          `SELECT pid FROM pg_stat_activity WHERE state = 'idle' AND query LIKE 'ALTER DATABASE %pgx\\_spare\\_% ALLOW_CONNECTIONS false'`,
-        );
+        const { rows } = await h.admin.query(REFILL_BACKENDS_SQL);
         pids = rows.map((r) => Number(r[0]));
         return pids.length > 0;
       });
@@ -375,11 +373,23 @@ describe('runtime: mint on connect', function () {
      * A role whose first claim has read its login baseline: its next claims reuse it, which sends the
      * client's login beside the claim. Returns with the pool full.
      */
+    /** Sessions PostgreSQL counted on `database` (they are counted once they end). */
+    async function sessionsOn(database: string): Promise<number> {
+      const { rows } = await h.admin.query(`SELECT pg_stat_clear_snapshot(); SELECT sessions FROM pg_stat_database WHERE datname = '${database}'`);
+      return Number(rows[0]?.[0]);
+    }
+
     async function newMinter(role: string): Promise<void> {
       await h.admin.query(`CREATE ROLE ${role} LOGIN CREATEDB`);
       await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
-      await (await connectClient(h, `tdb_tpl_app__${role}1`, role)).end();
+      await mintAndRefill(`tdb_tpl_app__${role}1`, role);
+    }
+
+    /** Mints `database` as `role`, then waits for the refill behind it, to its last statement. */
+    async function mintAndRefill(database: string, role: string): Promise<void> {
+      await (await connectClient(h, database, role)).end();
       await waitFor('the pool to be full', async () => (await h.dbs.operations.status()).pool.tpl_app?.ready === 2);
+      await waitFor('the refill done', async () => (await h.admin.query(REFILL_BACKENDS_SQL)).rows.length > 0);
     }
 
     it("sends the client's login beside a warm claim: one that looked the name up before the claim committed (3D000) logs in again", async function () {
@@ -408,6 +418,29 @@ describe('runtime: mint on connect', function () {
       expect(err.code).to.equal('42P04');
       expect(err.message).to.equal('database "tdb_tpl_app__squat" exists but was not minted by PGX');
       await waitFor('no backend left on it', async () => (await h.admin.query("SELECT 1 FROM pg_stat_activity WHERE datname = 'tdb_tpl_app__squat'")).rows.length === 0);
+      await waitFor("frank's login counted there", async () => (await sessionsOn('tdb_tpl_app__squat')) === 1);
+    });
+
+    it('keeps the login behind the claim while any database has a login event trigger (a copy of it under the prefix could run it)', async function () {
+      await h.admin.query('CREATE DATABASE trig_db');
+      const trig = await h.rt.runtime.supervisor.connect('trig_db', 'postgres');
+      await trig.query('CREATE FUNCTION on_login() RETURNS event_trigger LANGUAGE plpgsql AS $f$ BEGIN END $f$; CREATE EVENT TRIGGER on_login ON login EXECUTE FUNCTION on_login()');
+      await trig.close();
+      // The refill after gina's first mint reads that a database has one.
+      await newMinter('gina');
+      await h.admin.query('CREATE DATABASE tdb_tpl_app__squat2');
+      expect((await rejection(connectClient(h, 'tdb_tpl_app__squat2', 'gina'))).code).to.equal('42P04');
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(await sessionsOn('tdb_tpl_app__squat2'), 'a login reached it').to.equal(0);
+      // Gone (its flag clears at the next login there), the next refill reads none: the login goes beside again.
+      const again = await h.rt.runtime.supervisor.connect('trig_db', 'postgres');
+      await again.query('DROP EVENT TRIGGER on_login');
+      await again.close();
+      await (await h.rt.runtime.supervisor.connect('trig_db', 'postgres')).close();
+      await mintAndRefill('tdb_tpl_app__gina2', 'gina');
+      await h.admin.query('CREATE DATABASE tdb_tpl_app__squat3');
+      expect((await rejection(connectClient(h, 'tdb_tpl_app__squat3', 'gina'))).code).to.equal('42P04');
+      await waitFor("gina's login counted there", async () => (await sessionsOn('tdb_tpl_app__squat3')) === 1);
     });
   });
 

@@ -34,6 +34,7 @@ import { MintQueue } from './mint-queue.js';
 import { CONTROL_DATABASE, isReservedName, prefixProblem, SPARE_PREFIX } from './names.js';
 import { DatabaseOperations } from './operations.js';
 import { Permissions } from './permissions.js';
+import { LoginTriggers } from './login-triggers.js';
 import { reconcile } from './reconcile.js';
 import { Registry } from './registry.js';
 import { MintRouter } from './router.js';
@@ -87,6 +88,8 @@ export class DisposableDatabases {
   private readonly queue: MintQueue;
   /** The connection warm claims run on (mint.ts). */
   private readonly claims: AdminConnection;
+  /** Whether a warm mint's login may go out beside its claim (login-triggers.ts). */
+  private readonly loginTriggers = new LoginTriggers();
   private readonly pool: WarmPool;
   private readonly minter: Minter;
   private readonly dropper: Dropper;
@@ -128,7 +131,7 @@ export class DisposableDatabases {
     const metadata = (this.metadata = new MetadataStore(connect, log));
     const permissions = (this.permissions = new Permissions(() => metadata.client(), s.mintRoles));
     const queue = (this.queue = new MintQueue({ workers: s.mintWorkers, keepOpen: s.mintWorkersIdle, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control, clock }));
-    const pool = (this.pool = new WarmPool({ size: poolSizeFor(s.poolSize, opts.storage.clone), max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: inside, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, clock, logger: log }));
+    const pool = (this.pool = new WarmPool({ size: poolSizeFor(s.poolSize, opts.storage.clone), max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: inside, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, loginTriggers: this.loginTriggers, clock, logger: log }));
     disk?.onRoom(() => pool.kick());
     this.claims = new AdminConnection(control);
     const minter = (this.minter = new Minter({
@@ -139,6 +142,7 @@ export class DisposableDatabases {
       pool,
       queue,
       claims: this.claims,
+      loginTriggers: this.loginTriggers,
       permissions,
       counters,
       ...(disk ? { disk } : {}),

@@ -14,6 +14,7 @@ import type { AdminConnection } from '../postgres/admin-connection.js';
 import { databaseDoesNotExist, type MintName } from './names.js';
 import { snapshotDenied, type ClaimCheck, type Permissions } from './permissions.js';
 import { newDatabaseRecord, type InitialSettings, type TemplateRecord } from './records.js';
+import type { LoginTriggers } from './login-triggers.js';
 import type { Registry } from './registry.js';
 import { postgresSqlstate, quoteLiteral, type SqlClient } from '../postgres/sql-client.js';
 import { Tally } from './tally.js';
@@ -40,6 +41,8 @@ export interface MinterOptions {
   disk?: DiskRoom;
   clock: Clock;
   logger: Logger;
+  /** Whether a login may go out beside a claim (login-triggers.ts); none given: never. */
+  loginTriggers?: LoginTriggers;
   /**
    * The engine's login baseline query for a role, given its name as an SQL expression
    * (engine/login-check.ts settingsRowsSql): a claim runs it behind the rename, so the minted
@@ -109,7 +112,8 @@ export class Minter {
   /**
    * mint(), with the login baseline a claim read (for the role it minted for). `claimSent` hears when
    * a claim for this mint went out, if no other mint was in flight then (beside other mints the
-   * machine is busy, and a login that looks the name up too early costs a second one).
+   * machine is busy, and a login that looks the name up too early costs a second one) and no database
+   * has a login event trigger (login-triggers.ts).
    */
   minted(name: MintName, user: string, initial: InitialSettings = {}, claimSent?: ClaimSent): Promise<Minted> {
     const running = this.inFlight.get(name.name);
@@ -120,7 +124,8 @@ export class Minter {
         throw err;
       });
     }
-    const promise = this.run(name, user, initial, this.inFlight.size === 0 ? claimSent : undefined).finally(() => {
+    const beside = this.inFlight.size === 0 && this.opts.loginTriggers?.none === true;
+    const promise = this.run(name, user, initial, beside ? claimSent : undefined).finally(() => {
       this.inFlight.delete(name.name);
       this.inFlightOf.remove(name.template);
     });

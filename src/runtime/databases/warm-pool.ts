@@ -24,6 +24,7 @@ import { closeToPublicSql, createDatabase, createSpareSql } from './create-datab
 import type { MetadataStore } from './metadata.js';
 import { spareName } from './names.js';
 import { newDatabaseRecord, type DatabaseRecord, type TemplateRecord } from './records.js';
+import type { LoginTriggers } from './login-triggers.js';
 import type { Registry } from './registry.js';
 import { SpareRoom, type PoolHold } from './spare-room.js';
 import { Tally } from './tally.js';
@@ -53,6 +54,8 @@ export interface WarmPoolOptions {
   mintsWaiting: () => boolean;
   /** False while the data filesystem is low on space (disk-guard.ts): refills stop until it calls kick(). */
   hasRoom?: () => boolean;
+  /** Read again by each refill (login-triggers.ts). */
+  loginTriggers?: LoginTriggers;
   clock: Clock;
   logger: Logger;
 }
@@ -385,6 +388,7 @@ export class WarmPool {
       await metadata.saveDatabase(spare);
       registry.put(spare);
       made = true;
+      await this.opts.loginTriggers?.read(conn);
       if (registry.freshSpares(template.name).length >= this.target(template.name)) this.drained.delete(template.name);
       this.opts.counters.add(`pool.${template.name}.refills`);
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });
