@@ -190,6 +190,7 @@ export async function startRuntime(config: RuntimeConfig, logger: Logger, contro
     maxConnections: config.maxBackends + ADMIN_CONNECTIONS + DisposableDatabases.adminConnections(databaseSettings),
     settings: config.pgSettings,
     logger: logger.child({ component: 'supervisor' }),
+    mintPrefix: databaseSettings.prefix,
     clock: systemClock,
     osUser: plan.osUser,
     restartGate: (signal) => disk.roomToRestart(signal),

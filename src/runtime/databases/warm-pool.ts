@@ -340,6 +340,8 @@ export class WarmPool {
       try {
         await this.createSpare(template, loop.conn);
         this.backoffMs = 0;
+        // After the spare is out: on this backend at the lowest priority, it delays only the next refill.
+        await this.opts.loginTriggers?.read(await loop.conn.get());
       } catch (err) {
         this.backoffMs = nextBackoffMs(this.backoffMs);
         this.opts.logger.warn('spare-create-failed', { template: template.name, err, retryInMs: this.backoffMs });
@@ -388,7 +390,6 @@ export class WarmPool {
       await metadata.saveDatabase(spare);
       registry.put(spare);
       made = true;
-      await this.opts.loginTriggers?.read(conn);
       if (registry.freshSpares(template.name).length >= this.target(template.name)) this.drained.delete(template.name);
       this.opts.counters.add(`pool.${template.name}.refills`);
       this.opts.logger.debug('spare-created', { spare: name, template: template.name, ms: Math.round(clock.monotonic() - started) });

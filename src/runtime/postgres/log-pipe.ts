@@ -26,7 +26,19 @@ export class LogPipe {
   /** Level of the last postgres log line, for its DETAIL/HINT/continuation lines. */
   private lastLevel: Level = 'info';
 
-  constructor(private readonly log: Logger) {}
+  /**
+   * FATAL "database ... does not exist" for a name under the mint prefix: never a client's typo (the
+   * engine answers those itself), but the engine's own race, which it handles: a login sent beside a
+   * warm claim that looked the name up before the claim committed logs in again (engine/client.ts).
+   */
+  private readonly mintRace: RegExp | null;
+
+  constructor(
+    private readonly log: Logger,
+    mintPrefix?: string,
+  ) {
+    this.mintRace = mintPrefix ? new RegExp(`^database "${mintPrefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[^"]*" does not exist$`) : null;
+  }
 
   /**
    * Reads the process's stdout and stderr line by line: each, its password literals redacted
@@ -73,7 +85,7 @@ export class LogPipe {
       return;
     }
     const [, pid, severity = 'LOG', text = ''] = m;
-    const level = levelOf(severity, text, this.lastLevel);
+    const level = severity === 'FATAL' && this.mintRace?.test(text) ? 'debug' : levelOf(severity, text, this.lastLevel);
     this.lastLevel = level;
     this.log[level]('postgres', { severity, ...(pid ? { pid: Number(pid) } : {}), text });
   }

@@ -27,6 +27,8 @@ export type SupervisorState = 'stopped' | 'starting' | 'ready' | 'restarting' | 
 
 export interface SupervisorOptions {
   dataDir: string;
+  /** Names minted on connect start with it: PostgreSQL's "does not exist" for one is logged at debug (log-pipe.ts). */
+  mintPrefix?: string;
   binDir: string;
   /** PostgreSQL's private socket directory; created mode 0700, owned by the OS user. */
   socketDir: string;
@@ -106,7 +108,7 @@ export class PostgresSupervisor extends EventEmitter<SupervisorEvents> {
     super();
     this.opts = opts;
     this.log = opts.logger;
-    this.logs = new LogPipe(opts.logger);
+    this.logs = new LogPipe(opts.logger, opts.mintPrefix);
     this.dataDir = resolve(opts.dataDir);
     this.socketDir = resolve(opts.socketDir);
     this.switchUser = process.getuid?.() === 0 && opts.osUser.uid !== 0;
