@@ -85,19 +85,19 @@ export class LogPipe {
       return;
     }
     const [, pid, severity = 'LOG', text = ''] = m;
-    const level = severity === 'FATAL' && this.mintRace?.test(text) ? 'debug' : levelOf(severity, text, this.lastLevel);
+    const level = levelOf(severity, text, this.lastLevel, this.mintRace);
     this.lastLevel = level;
     this.log[level]('postgres', { severity, ...(pid ? { pid: Number(pid) } : {}), text });
   }
 }
 
-function levelOf(severity: string, text: string, previous: Level): Level {
+function levelOf(severity: string, text: string, previous: Level, mintRace: RegExp | null): Level {
   switch (severity) {
     case 'PANIC':
       return 'error';
     // A FATAL ends one session (a wrong database name, a client gone); PANIC is the server's trouble.
     case 'FATAL':
-      return ROUTINE_FATAL.test(text) ? 'debug' : 'warn';
+      return ROUTINE_FATAL.test(text) || mintRace?.test(text) ? 'debug' : 'warn';
     case 'ERROR':
     case 'WARNING':
       return 'warn';
