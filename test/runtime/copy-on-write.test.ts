@@ -184,15 +184,37 @@ for (const filesystem of CLONING_FILESYSTEMS) describe(`runtime: copy-on-write d
     expect(usage.templates_mb + usage.snapshots_mb + usage.databases_mb).to.be.greaterThan(usage.used_mb);
   });
 
-  it('keeps a deeper warm pool by default, as spares here cost no disk (--pool-size auto: 8)', async function () {
+  it('keeps a deeper warm pool by default, as spares here cost no disk (--pool-size auto: 8), and reads their catalogs into the page cache once it rests', async function () {
     // A runtime of its own with the default --pool-size, on the same filesystem: the one above keeps
     // none, so the space it measures is its databases' alone.
-    const auto = await startTestRuntime({ dataDir: path.join(mountPoint, 'data-auto'), apiPort: 0, apiToken: TOKEN });
+    const dataDir = path.join(mountPoint, 'data-auto');
+    const auto = await startTestRuntime({ dataDir, apiPort: 0, apiToken: TOKEN });
     try {
       const autoApi = new ApiClient({ url: `http://127.0.0.1:${auto.runtime.api!.port}`, token: TOKEN });
       await autoApi.buildTemplate({ name: 'tpl_auto', sql: 'CREATE TABLE t (x int)' });
       expect((await autoApi.status()).pool.tpl_auto!.size).to.equal(8);
       await waitFor('8 spares of tpl_auto ready', async () => (await autoApi.status()).pool.tpl_auto!.ready === 8, 60_000);
+      // A clone's page cache starts empty here (it is the file's, not the shared blocks'): unread, a
+      // spare's first client would read its catalogs from disk (catalog-prefetch.ts). Cached: each
+      // catalog file (system catalogs, file numbers below 16384) in full, up to 1 MB.
+      const { rows } = await queryOnce(auto.connection('postgres'), "SELECT oid FROM pg_catalog.pg_database WHERE datname LIKE 'pgx\\_spare\\_%'");
+      expect(rows).to.have.length(8);
+      const cachedShare = (): number => {
+        let cached = 0;
+        let wanted = 0;
+        for (const { oid } of rows as { oid: number }[]) {
+          const dir = path.join(dataDir, 'base', String(oid));
+          const files = fs.readdirSync(dir).filter((f) => Number(/^([0-9]+)(_fsm)?$/.exec(f)?.[1] ?? Infinity) < 16384);
+          // fincore -b -n -r: resident bytes, pages, size, file; one line per file.
+          for (const line of execFileSync('fincore', ['-b', '-n', '-r', ...files], { cwd: dir }).toString().trim().split('\n')) {
+            const [res, , size] = line.split(' ').map(Number);
+            cached += res!;
+            wanted += Math.min(size!, MB);
+          }
+        }
+        return cached / wanted;
+      };
+      await waitFor("the spares' catalogs in the page cache", async () => cachedShare() >= 0.95, 30_000);
     } finally {
       await auto.stop();
       fs.rmSync(path.join(mountPoint, 'data-auto'), { recursive: true, force: true });

@@ -44,6 +44,7 @@ import { Tombstones } from './tombstones.js';
 import { Trash } from './trash.js';
 import { ActivityVacuum } from './vacuum.js';
 import { WarmPool } from './warm-pool.js';
+import { CatalogPrefetch, clonesStartCold } from './catalog-prefetch.js';
 
 export interface DisposableDatabasesOptions {
   /** A connection to the named database over PostgreSQL's private socket, as `user` (default postgres). */
@@ -94,6 +95,7 @@ export class DisposableDatabases {
   private readonly minter: Minter;
   private readonly dropper: Dropper;
   private readonly trash: Trash;
+  private readonly prefetch: CatalogPrefetch | null;
   private readonly janitor: Janitor;
   private readonly credentials: DatabaseCredentials;
   private readonly vacuum: ActivityVacuum;
@@ -130,8 +132,10 @@ export class DisposableDatabases {
     const { registry, counters, lifecycle } = this;
     const metadata = (this.metadata = new MetadataStore(connect, log));
     const permissions = (this.permissions = new Permissions(() => metadata.client(), s.mintRoles));
+    // Where a clone starts with a cold page cache, each spare's catalogs are read before a client claims it.
+    const prefetch = (this.prefetch = opts.storage.clone && clonesStartCold(opts.storage.filesystem) ? new CatalogPrefetch(() => connect(CONTROL_DATABASE), () => registry.readySpares(), log) : null);
     const queue = (this.queue = new MintQueue({ workers: s.mintWorkers, keepOpen: s.mintWorkersIdle, maxQueued: s.mintQueueSize, waitTimeoutMs: s.mintTimeoutSeconds * 1000, connect: control, clock }));
-    const pool = (this.pool = new WarmPool({ size: poolSizeFor(s.poolSize, opts.storage.clone), max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: inside, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, loginTriggers: this.loginTriggers, clock, logger: log }));
+    const pool = (this.pool = new WarmPool({ size: poolSizeFor(s.poolSize, opts.storage.clone), max: s.poolMax, idleMs: s.poolIdleSeconds * 1000, spareWaitMs: s.spareWaitMs, clones: opts.storage.clone, freeBytes: () => (disk ? disk.status().free_mb * 2 ** 20 : null), connect: control, connectTo: inside, registry, metadata, counters, mintsWaiting: () => queue.queued > 0, hasRoom: () => disk?.hasRoom() ?? true, loginTriggers: this.loginTriggers, atRest: prefetch ? () => prefetch.atRest() : undefined, clock, logger: log }));
     disk?.onRoom(() => pool.kick());
     this.claims = new AdminConnection(control);
     const minter = (this.minter = new Minter({
@@ -262,6 +266,7 @@ export class DisposableDatabases {
     await this.queue.stop();
     await this.claims.close();
     await this.pool.stop();
+    await this.prefetch?.stop();
     await this.metadata.flush().catch(() => undefined); // each write logs its own failure
     await this.sessions.flushed();
     await flushCountersTask(this.counters, this.metadata).run().catch((err: unknown) => this.log.warn('counters-not-saved', { err }));

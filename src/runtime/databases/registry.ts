@@ -85,6 +85,11 @@ export class Registry {
     return [...this.spares.values()].filter((s) => s.template === template && this.isFreshSpare(s));
   }
 
+  /** The names of every template's fresh spares. */
+  readySpares(): string[] {
+    return [...this.spares.values()].filter((s) => this.isFreshSpare(s)).map((s) => s.name);
+  }
+
   staleSpares(): DatabaseRecord[] {
     return [...this.spares.values()].filter((s) => !this.isFreshSpare(s));
   }

@@ -54,6 +54,8 @@ export interface WarmPoolOptions {
   mintsWaiting: () => boolean;
   /** False while the data filesystem is low on space (disk-guard.ts): refills stop until it calls kick(). */
   hasRoom?: () => boolean;
+  /** Called when every template's spares are made (catalog-prefetch.ts). */
+  atRest?: () => void;
   /** Read again by each refill (login-triggers.ts). */
   loginTriggers?: LoginTriggers;
   clock: Clock;
@@ -320,6 +322,7 @@ export class WarmPool {
       if (!template) {
         // Every pool full: an idle runtime keeps one refill backend, as the mint queue keeps one worker.
         for (const other of this.refills.slice(1)) if (other === loop || other.running === null) void other.conn.close();
+        this.opts.atRest?.();
         return;
       }
       // The second loop helps only while its template is behind.
@@ -417,10 +420,7 @@ export class WarmPool {
     }
   }
 
-  /**
-   * More than one spare short of the target: handouts came faster than refills (one client's quick
-   * loop, a burst), so the next client would find none if this refill waited for the last to settle.
-   */
+  /** More than one spare short: handouts came faster than refills (a quick loop, a burst); no settling. */
   private behind(template: TemplateRecord): boolean {
     return this.opts.registry.freshSpares(template.name).length < this.target(template.name) - 1;
   }
@@ -440,7 +440,6 @@ export class WarmPool {
     }
     return left;
   }
-
 }
 
 /** A template generation's key, for what is measured once per generation (a spare's size). */
