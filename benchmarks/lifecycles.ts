@@ -33,6 +33,7 @@ import { makeXfsImage } from './lib/loop-image.js';
 import { StatementTrace, type StatementTotal } from './lib/statement-trace.js';
 import { formatTable, markdownTable } from './lib/table.js';
 import { SMALL_TEMPLATE, buildTemplate } from './lib/templates.js';
+import { MIGRATION, QUERIES, msSince, tenantWork } from './lib/tenant-work.js';
 
 const HELP = `Usage: npm run bench -- lifecycles [options]
 
@@ -63,13 +64,6 @@ const LABELS: Record<LifecycleTarget, string> = {
   postgres: 'PG18 CREATE / DROP DATABASE',
   work: "the tenant's work alone (PG18, databases made beforehand)",
 };
-const QUERIES = 20;
-const MIGRATION = [
-  'CREATE TABLE accounts (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE, created_at timestamptz NOT NULL DEFAULT now())',
-  'CREATE TABLE projects (id bigserial PRIMARY KEY, account_id bigint NOT NULL REFERENCES accounts (id), name text NOT NULL)',
-  'CREATE TABLE events (id bigserial PRIMARY KEY, project_id bigint NOT NULL REFERENCES projects (id), kind text NOT NULL, at timestamptz NOT NULL DEFAULT now())',
-  'CREATE INDEX events_project_at ON events (project_id, at)',
-];
 const TRACE_TOP = 20;
 /** The --reflink image: two runtimes, a few hundred small databases at a time. */
 const IMAGE_GB = 8;
@@ -146,7 +140,7 @@ function endpoint(rts: Runtimes, target: LifecycleTarget): Endpoint {
   return rts.transport === 'unix' ? rt.engineSocket! : rt.engine;
 }
 
-const ms = (from: number): number => Math.round((performance.now() - from) * 100) / 100;
+const ms = msSince;
 
 function databaseName(target: LifecycleTarget, tag: string): string {
   if (target === 'work') return `work_${tag}`;
@@ -154,22 +148,10 @@ function databaseName(target: LifecycleTarget, tag: string): string {
   return `tdb_${SMALL_TEMPLATE}__${target === 'pgx-drop' ? 'd' : 'g'}${tag}`;
 }
 
-/** The work a test suite does on its database: a migration in one transaction, then 20 statements. */
 async function migrateAndQuery(c: pg.Client, phases: Phases): Promise<void> {
-  let t = performance.now();
-  await c.query('BEGIN');
-  for (const sql of MIGRATION) await c.query(sql);
-  await c.query('COMMIT');
-  phases.migrate.push(ms(t));
-  t = performance.now();
-  const account = (await c.query<{ id: string }>('INSERT INTO accounts (email) VALUES ($1) RETURNING id', ['agent@example.com'])).rows[0]!.id;
-  const project = (await c.query<{ id: string }>('INSERT INTO projects (account_id, name) VALUES ($1, $2) RETURNING id', [account, 'p'])).rows[0]!.id;
-  const events = (QUERIES - 2) / 2;
-  for (let i = 0; i < events; i++) await c.query('INSERT INTO events (project_id, kind) VALUES ($1, $2)', [project, `kind${i % 3}`]);
-  for (let i = 0; i < events; i++) {
-    await c.query('SELECT kind, count(*) FROM events e JOIN projects p ON p.id = e.project_id WHERE p.account_id = $1 GROUP BY kind', [account]);
-  }
-  phases.queries.push(ms(t));
+  const { migrateMs, queriesMs } = await tenantWork(c);
+  phases.migrate.push(migrateMs);
+  phases.queries.push(queriesMs);
 }
 
 /** One lifecycle; throws on the first failure (the worker counts it). */

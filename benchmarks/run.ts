@@ -39,6 +39,10 @@ const BENCHMARKS: Record<string, Benchmark> = {
     about: 'create -> migrate -> 20 queries -> drop by 1/4/16 workers: pgx_drop_database, grace expiry, vs CREATE/DROP DATABASE',
     load: () => import('./lifecycles.js'),
   },
+  'first-session': {
+    about: "a new database's first client (connect, a migration, 20 statements) now and then on XFS: PGX vs CREATE DATABASE",
+    load: () => import('./first-session.js'),
+  },
   isolation: {
     about: 'victim p50/p99 beside a 50-connection migration neighbour, no cap vs --max-active-per-db 1/2/5; runaway query to 53200',
     load: () => import('./isolation.js'),

@@ -1,7 +1,8 @@
 // Smoke runs of the scale benchmarks, as CI runs them (`npm run test:bench`, after `npm test`, whose
 // 12 minutes they would not fit): each that issue 23's bars are measured with is started as its own process, as
 // `npm run bench -- NAME` starts it, and must end with exit code 0 and write its raw JSON (a quick run
-// writes to a temp file, never to benchmarks/results/ or the docs). Nothing here judges a figure: the
+// writes to a temp file, never to benchmarks/results/ or the docs); so is first-session, a new database's first
+// client on XFS. Nothing here judges a figure: the
 // machine is shared and a smoke run is too short to mean anything; the bars are the full runs' business.
 // benchmarks/profile-engine.sh (issue 24's profiles of a connection and a query) is run the same way.
 
@@ -59,6 +60,17 @@ describe('benchmarks: smoke runs of the scale benchmarks', function () {
     // Four targets at each of the quick run's worker counts (1 and 4).
     const targets = ['pgx-drop', 'pgx-grace', 'postgres', 'work'];
     expect(runs.map((r) => `${r.target}@${r.workers}`).sort()).to.deep.equal(targets.flatMap((t) => [`${t}@1`, `${t}@4`]).sort());
+  });
+
+  it('first-session --quick completes and writes its results', async function () {
+    this.timeout(180_000);
+    // It loop-mounts an XFS image: root only, as CI runs it.
+    if (process.getuid?.() !== 0) this.skip();
+    const results = takeResults(await bench(['first-session', '--quick']));
+    expect(results.benchmark).to.equal('first-session');
+    const samples = results.samples as Record<string, { migrate: number[] }>;
+    expect(Object.keys(samples).sort()).to.deep.equal(['clone', 'pgx', 'pgx-direct', 'postgres']);
+    for (const s of Object.values(samples)) expect(s.migrate).to.have.length(2);
   });
 
   it('density with one database completes and writes its results', async function () {
