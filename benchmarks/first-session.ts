@@ -31,6 +31,7 @@ import { median, percentile } from './lib/stats.js';
 import { formatTable, markdownTable } from './lib/table.js';
 import { SMALL_TEMPLATE, buildTemplate } from './lib/templates.js';
 import { MIGRATION, QUERIES, msSince, tenantWork } from './lib/tenant-work.js';
+import { roundOrder } from './lib/round-order.js';
 
 const HELP = `Usage: npm run bench -- first-session [options]
 
@@ -75,13 +76,6 @@ interface Body {
   mints: { warm: number; cold: number };
 }
 
-/** Round r's order: a rotation of the targets, reversed on every other pass through the rotations. */
-function order(round: number): Target[] {
-  const k = round % TARGETS.length;
-  const rotated = [...TARGETS.slice(k), ...TARGETS.slice(0, k)];
-  return Math.floor(round / TARGETS.length) % 2 === 0 ? rotated : rotated.reverse();
-}
-
 async function sample(target: Target, rt: RuntimeProcess, control: pg.Client, engineControl: pg.Client, tag: string, into: Samples): Promise<void> {
   const minted = target === 'pgx' || target === 'pgx-direct';
   const name = minted ? `tdb_${SMALL_TEMPLATE}__${target === 'pgx' ? 'fs' : 'fd'}${tag}` : `fs_${target}_${tag}`;
@@ -123,7 +117,7 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: Cleanup; 
   cleanup.add('engine control session', () => engineControl.end());
   const samples = Object.fromEntries(TARGETS.map((t) => [t, { ready: [], migrate: [], queries: [] }])) as unknown as Record<Target, Samples>;
   for (let round = 0; round < opts.rounds; round++) {
-    for (const target of order(round)) {
+    for (const target of roundOrder(TARGETS, round)) {
       await waitForPool(rt);
       await sleep(opts.pauseMs);
       await sample(target, rt, control, engineControl, String(round), samples[target]);

@@ -18,6 +18,7 @@ import { quoteIdent, timeFirstQuery, withClient } from './lib/pg-connect.js';
 import { startRuntimeProcess, waitForPool, type RuntimeProcess } from './lib/runtime-process.js';
 import { median, percentile } from './lib/stats.js';
 import { SMALL_TEMPLATE, buildTemplate } from './lib/templates.js';
+import { roundOrder } from './lib/round-order.js';
 
 const HELP = `Usage: npm run bench -- mint-ab --base DIR [options]
 
@@ -29,13 +30,6 @@ const HELP = `Usage: npm run bench -- mint-ab --base DIR [options]
 const TARGETS = ['base', 'head', 'direct'] as const;
 type Target = (typeof TARGETS)[number];
 const EXISTING = 'bench_existing';
-
-/** Round r's order: a rotation of the targets, reversed on every other pass through the rotations. */
-function order(round: number): Target[] {
-  const k = round % TARGETS.length;
-  const rotated = [...TARGETS.slice(k), ...TARGETS.slice(0, k)];
-  return Math.floor(round / TARGETS.length) % 2 === 0 ? rotated : rotated.reverse();
-}
 
 export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -69,7 +63,7 @@ export async function main(argv: string[]): Promise<number> {
     for (let round = 0; round < rounds; round++) {
       await Promise.all([waitForPool(runtimes.base), waitForPool(runtimes.head)]);
       const took: string[] = [];
-      for (const target of order(round)) {
+      for (const target of roundOrder(TARGETS, round)) {
         const ms =
           target === 'direct'
             ? await timeFirstQuery(runtimes.base.postgres, EXISTING)

@@ -29,6 +29,7 @@ import { formatTable, markdownTable } from './lib/table.js';
 import { BIG_TEMPLATE, buildTemplate, databaseFiles } from './lib/templates.js';
 import { startNodeRelay } from './lib/node-relay.js';
 import { startPgBouncer } from './lib/pgbouncer.js';
+import { roundOrder } from './lib/round-order.js';
 
 const HELP = `Usage: npm run bench -- mint [options]
 
@@ -83,13 +84,6 @@ interface Body {
   samples: Sample[];
 }
 
-/** Round r's order: a rotation of the targets, reversed on every other pass through the rotations. */
-function order(round: number): MintTarget[] {
-  const k = round % TARGETS.length;
-  const rotated = [...TARGETS.slice(k), ...TARGETS.slice(0, k)];
-  return Math.floor(round / TARGETS.length) % 2 === 0 ? rotated : rotated.reverse();
-}
-
 async function measure(opts: Options, { cleanup, workDir }: { cleanup: import('./lib/cleanup.js').Cleanup; workDir: string }): Promise<Body> {
   const dir = (name: string): string => {
     const d = path.join(workDir, name);
@@ -123,7 +117,7 @@ async function measure(opts: Options, { cleanup, workDir }: { cleanup: import('.
     const round = i - opts.warmup;
     const made: { rt: RuntimeProcess | null; name: string }[] = [];
     const line: string[] = [];
-    for (const [position, target] of order(i).entries()) {
+    for (const [position, target] of roundOrder(TARGETS, i).entries()) {
       // No refill may run during any sample, whichever target it is.
       await waitForPool(warmRt);
       const { ms, ...extra } = await sample(target, i, { warmRt, coldRt, admin, proxies }, made);
