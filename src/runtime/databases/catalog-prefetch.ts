@@ -86,6 +86,7 @@ export class CatalogPrefetch {
     if (unread.length === 0) return;
     try {
       await (await this.conn.get()).query(readCatalogsSql(unread));
+      this.logger.debug('spare-catalogs-read', { spares: unread.length });
     } catch (err) {
       this.logger.debug('catalog-prefetch-failed', { spares: unread.length, err });
     }
