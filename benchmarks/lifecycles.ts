@@ -140,8 +140,6 @@ function endpoint(rts: Runtimes, target: LifecycleTarget): Endpoint {
   return rts.transport === 'unix' ? rt.engineSocket! : rt.engine;
 }
 
-const ms = msSince;
-
 function databaseName(target: LifecycleTarget, tag: string): string {
   if (target === 'work') return `work_${tag}`;
   if (target === 'postgres') return `plain_${tag}`;
@@ -161,10 +159,10 @@ async function lifecycle(target: LifecycleTarget, rts: Runtimes, control: pg.Cli
   const started = performance.now();
   if (target === 'postgres') {
     await control!.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${SMALL_TEMPLATE} STRATEGY WAL_LOG`);
-    phases.create.push(ms(started));
+    phases.create.push(msSince(started));
   }
   const { client } = await openTimed(ep, name);
-  phases.mint.push(ms(started));
+  phases.mint.push(msSince(started));
   try {
     await migrateAndQuery(client, phases);
   } finally {
@@ -173,7 +171,7 @@ async function lifecycle(target: LifecycleTarget, rts: Runtimes, control: pg.Cli
   if (target === 'pgx-grace' || target === 'work') return;
   const t = performance.now();
   await control!.query(target === 'postgres' ? `DROP DATABASE ${quoteIdent(name)}` : `SELECT pgx_drop_database(${quoteLiteral(name)})`);
-  phases.drop.push(ms(t));
+  phases.drop.push(msSince(t));
 }
 
 /** `count` lifecycles on `workers` workers, each with its own control session (none for pgx-grace). */

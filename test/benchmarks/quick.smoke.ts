@@ -1,9 +1,9 @@
 // Smoke runs of the scale benchmarks, as CI runs them (`npm run test:bench`, after `npm test`, whose
 // 12 minutes they would not fit): each that issue 23's bars are measured with is started as its own process, as
 // `npm run bench -- NAME` starts it, and must end with exit code 0 and write its raw JSON (a quick run
-// writes to a temp file, never to benchmarks/results/ or the docs); so is first-session, a new database's first
-// client on XFS. Nothing here judges a figure: the
-// machine is shared and a smoke run is too short to mean anything; the bars are the full runs' business.
+// writes to a temp file, never to benchmarks/results/ or the docs); so is first-session, a new
+// database's first client on XFS. Nothing here judges a figure: the machine is shared and a smoke run
+// is too short to mean anything; the bars are the full runs' business.
 // benchmarks/profile-engine.sh (issue 24's profiles of a connection and a query) is run the same way.
 
 import { expect } from 'chai';
