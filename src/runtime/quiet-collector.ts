@@ -8,13 +8,6 @@
 // the same runtime read 40.5 MB 8 s after the burst. The pause (a few ms for a heap of 20 MB) lands
 // when nothing much is running, and comes again only after the next busy spell.
 //
-// The collector replaces V8's memory reducer, which start() turns off. The reducer collects when
-// the allocation rate looks idle: in a runtime, the moment a lone client connects. In `npm run bench
-// -- mint` (2026-12-06, AMD EPYC VM) its collections were 15-21 of the warm runtime's 43 full
-// collections a run, 8-9 of the 43 landed inside one of the 200 warm mints (0.6 % of the run's
-// time), and those mints took 10-27 ms where the rest took 3; with the reducer off, 22-28 full
-// collections, 0-3 inside a warm mint, in four runs. This collector runs only after a busy spell.
-//
 // A second collection follows once the process has stayed quiet a while longer. The first runs as the
 // work stops, while the work's last objects are still held: closed sockets' handles, the timers of
 // databases' protect windows (5 s after a mint), the pool's prepared backend connections until their
@@ -36,8 +29,6 @@ const SETTLE_WINDOWS = 6;
 export interface QuietCollectorOptions {
   /** A full collection; default V8's own (exposeGc()). */
   gc?: () => void;
-  /** Sets V8 flags; default v8.setFlagsFromString. */
-  setV8Flags?: (flags: string) => void;
   /** CPU time of the process so far, ms (user + system, every thread); default process.cpuUsage(). */
   cpuMs?: () => number;
   windowMs?: number;
@@ -79,9 +70,8 @@ export class QuietCollector {
     this.last = this.cpuMs();
   }
 
-  /** For the process's life (the interval does not keep it alive); V8's memory reducer off from now. */
+  /** For the process's life (the interval does not keep it alive). */
   start(): void {
-    (this.opts.setV8Flags ?? v8.setFlagsFromString)('--no-memory-reducer');
     setInterval(() => this.tick(), this.opts.windowMs ?? WINDOW_MS).unref();
   }
 

@@ -94,12 +94,6 @@ describe('runtime: quiet collector windows', function () {
     expect(w.gcs()).to.equal(0);
   });
 
-  it("turns V8's memory reducer off when it starts: its collections landed on lone clients' connects", () => {
-    const flags: string[] = [];
-    new QuietCollector({ gc: () => undefined, cpuMs: () => 0, setV8Flags: (f) => flags.push(f), windowMs: 60_000 }).start();
-    expect(flags).to.deep.equal(['--no-memory-reducer']);
-  });
-
   it('collects again after the next busy spell', () => {
     const w = collector();
     expect([200, 5, 5, 400, 300, 10].map(w.window)).to.deep.equal([false, true, false, false, false, true]);
