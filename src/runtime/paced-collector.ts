@@ -6,7 +6,7 @@
 // connects. Measured with `npm run bench -- mint` (2026-12-06, AMD EPYC VM, a throwaway CPU profile of
 // the runtime): 6 of the 7 warm mints over 9 ms had the runtime's main thread in the collector, none
 // of the 193 others did. So the runtime collects first: every 50 ms it looks at how far its heap has
-// grown since its last collection, and past a step (see STEP_MIN_BYTES) it collects, between clients' requests rather
+// grown since its last collection, and past STEP_BYTES it collects, between clients' requests rather
 // than inside one, and the heap never grows far enough for V8 to start a marking of its own. Not while
 // the process is busy (more than a fifth of the interval on the CPU): under load the clients' work
 // never stops, and V8's own collections, amortised over it, cost less than one full collection per
@@ -19,13 +19,8 @@ import { exposeGc } from './quiet-collector.js';
 
 /** How often the heap's growth is looked at. */
 const INTERVAL_MS = 50;
-/**
- * Growth since the last collection that makes the next one due: at least 3 MB (a few ms of work on a
- * heap of 20 MB), and a quarter of what the last one left, so a runtime holding more (10,000
- * databases' records) collects in proportion, as V8 itself grows its limits with the live heap.
- */
-const STEP_MIN_BYTES = 3 * 2 ** 20;
-const STEP_SHARE = 0.25;
+/** Growth since the last collection that makes the next one due: a few ms of work on a heap of 20 MB. */
+const STEP_BYTES = 3 * 2 ** 20;
 /** CPU time in one interval above which the process is busy, and V8 is left to collect. */
 const BUSY_SHARE = 0.2;
 
@@ -78,7 +73,7 @@ export class PacedCollector {
     const used = this.usedBytes();
     // Lower than the base: V8 collected meanwhile.
     if (used < this.base) this.base = used;
-    if (busy || used - this.base < Math.max(STEP_MIN_BYTES, this.base * STEP_SHARE)) return false;
+    if (busy || used - this.base < STEP_BYTES) return false;
     this.gc();
     this.collections++;
     this.base = this.usedBytes();

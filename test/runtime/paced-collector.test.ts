@@ -41,16 +41,6 @@ describe('runtime: paced collector', function () {
     expect(p.gcs()).to.equal(2);
   });
 
-  it('steps in proportion to a larger heap: a quarter of what the last collection left', () => {
-    let used = 40 * MB;
-    const c = new PacedCollector({ gc: () => (used = 40 * MB), usedBytes: () => used, cpuMs: () => 0, setV8Flags: () => undefined });
-    const at = (mb: number): boolean => {
-      used = mb * MB;
-      return c.tick();
-    };
-    expect([45, 49.9, 50.1, 49.9].map(at), 'from 40 MB live, the step is 10 MB').to.deep.equal([false, false, true, false]);
-  });
-
   it('leaves the collecting to V8 while the process is busy, and collects at the first calm interval', () => {
     const p = pacer();
     expect([
