@@ -20,7 +20,6 @@ import { DiskGuard, type MinFreeDisk } from '../runtime/postgres/disk-guard.js';
 import { probeStorage, type StorageCapability } from '../runtime/postgres/storage-probe.js';
 import { DisposableDatabases } from '../runtime/databases/disposable-databases.js';
 import type { DatabaseOperations } from '../runtime/databases/operations.js';
-import { PacedCollector } from '../runtime/paced-collector.js';
 import { QuietCollector } from '../runtime/quiet-collector.js';
 import { capYoungGeneration } from '../runtime/young-generation.js';
 import { socketPath } from '../wire/socket-path.js';
@@ -51,7 +50,6 @@ export async function runStart(argv: string[]): Promise<number> {
   const config = parseStartArgs(argv);
   capYoungGeneration();
   new QuietCollector().start();
-  new PacedCollector().start();
   const logger = createLogger({ format: config.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'), level: config.logLevel });
   const runtime = await startRuntime(config, logger);
   const url = `postgresql://postgres@${hostForUrl(config.host)}:${runtime.engine.port}/postgres`;
