@@ -21,7 +21,6 @@ import { probeStorage, type StorageCapability } from '../runtime/postgres/storag
 import { DisposableDatabases } from '../runtime/databases/disposable-databases.js';
 import type { DatabaseOperations } from '../runtime/databases/operations.js';
 import { QuietCollector } from '../runtime/quiet-collector.js';
-import { capYoungGeneration } from '../runtime/young-generation.js';
 import { socketPath } from '../wire/socket-path.js';
 import type { RuntimeConfig } from './config.js';
 import { parseStartArgs } from './start-args.js';
@@ -48,7 +47,6 @@ function minFreeDisk(v: number | string | null): MinFreeDisk {
 
 export async function runStart(argv: string[]): Promise<number> {
   const config = parseStartArgs(argv);
-  capYoungGeneration();
   new QuietCollector().start();
   const logger = createLogger({ format: config.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'), level: config.logLevel });
   const runtime = await startRuntime(config, logger);
