@@ -10,10 +10,11 @@
 //
 // It has to be capped before the runtime's modules load: loading them grows it to 8 MB a semi-space,
 // and capped after that it stayed there until V8 shrank it once the process went quiet. The runtime
-// of `npm run bench -- mint`, busy from its start, then made 34-38 full collections in 100 s (the
-// sockets' buffers, freed by scavenges, piled up between the rare ones and counted towards V8's
-// limit for a full collection), and one landing inside a warm mint is most of that mint's p99
-// (docs/benchmarks.md, Mint); at 1 MB from the start: 3 full collections, 385 scavenges.
+// of `npm run bench -- mint`, busy from its start, then made 34-38 full collections in 100 s, and
+// one landing inside a warm mint is most of that mint's p99 (docs/benchmarks.md, Mint); at 1 MB
+// from the start: 3 full collections, 385 scavenges. (Most likely through external memory: the
+// sockets' buffers, freed when a scavenge finds their objects dead, climbed from 7 to 13 MB between
+// the rare scavenges, and V8 counts external memory towards starting a full collection.)
 
 import v8 from 'node:v8';
 
