@@ -5,7 +5,6 @@
 import { PgxError } from '../errors.js';
 import { DEFAULT_API_URL, UsageError } from './command-line.js';
 import { COMMON_HINTS } from './hints.js';
-import { capYoungGeneration } from '../runtime/young-generation.js';
 
 const HELP = `pgx: disposable PostgreSQL for agents, CI and previews
 
@@ -40,7 +39,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'start':
       {
         // Before the runtime's modules load, which would grow it (src/runtime/young-generation.ts).
-        capYoungGeneration();
+        (await import('../runtime/young-generation.js')).capYoungGeneration();
         // Loaded only here: the runtime's modules (engine, supervisor, logging) are not needed by the
         // API commands, which start faster without them.
         const { runStart, START_HELP } = await import('./start.js');
