@@ -8,22 +8,29 @@ import { promisify } from 'node:util';
 const moduleUrl = new URL('../../src/runtime/young-generation.js', import.meta.url).href;
 const cliUrl = new URL('../../src/cli/main.js', import.meta.url).href;
 
+/** Ends a script: prints its result with the young generation's size (both semi-spaces), on stderr (stdout may carry help). */
+const report = (result: string): string => `
+  const young = (await import('node:v8')).default.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
+  process.stderr.write(JSON.stringify({ ...${result}, mb: young.space_size / 2 ** 20 }));
+`;
+
 /** Allocates 3 million short-lived objects (some kept a while), then reports the young generation's size. */
 const allocate = (cap: boolean): string => `
-  import v8 from 'node:v8';
   const { capYoungGeneration } = await import(${JSON.stringify(moduleUrl)});
   const capped = ${cap} ? capYoungGeneration() : null;
   const keep = [];
   for (let i = 0; i < 3e6; i++) { const o = { i, s: 'x' + i }; if (i % 100 === 0) keep.push(o); if (keep.length > 5000) keep.length = 0; }
-  const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
-  console.log(JSON.stringify({ capped, mb: young.space_size / 2 ** 20 }));
+  ${report('{ capped }')}
 `;
 
-async function youngGeneration(cap: boolean, nodeArgs: string[] = []): Promise<{ capped: boolean | null; mb: number }> {
+/** Runs a script in a node process of its own and returns what it reported. */
+async function inOwnProcess(script: string, nodeArgs: string[] = []): Promise<{ capped?: boolean | null; mb: number }> {
   const env = { ...process.env, NODE_OPTIONS: '' };
-  const { stdout } = await promisify(execFile)(process.execPath, [...nodeArgs, '--input-type=module', '-e', allocate(cap)], { env });
-  return JSON.parse(stdout) as { capped: boolean | null; mb: number };
+  const { stderr } = await promisify(execFile)(process.execPath, [...nodeArgs, '--input-type=module', '-e', script], { env });
+  return JSON.parse(stderr) as { capped?: boolean | null; mb: number };
 }
+
+const youngGeneration = (cap: boolean, nodeArgs: string[] = []) => inOwnProcess(allocate(cap), nodeArgs);
 
 describe('V8 young generation in a runtime process', function () {
   this.timeout(30_000);
@@ -46,15 +53,11 @@ describe('V8 young generation in a runtime process', function () {
 
   it('is capped by `pgx start` before the runtime\'s modules load, which would grow it', async () => {
     // start --help loads every module the runtime does, and stops there.
-    const script = `
-      import v8 from 'node:v8';
+    const r = await inOwnProcess(`
       const { main } = await import(${JSON.stringify(cliUrl)});
       await main(['start', '--help']);
-      const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
-      process.stderr.write(JSON.stringify({ mb: young.space_size / 2 ** 20 }));
-    `;
-    const env = { ...process.env, NODE_OPTIONS: '' };
-    const { stderr } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { env });
-    expect((JSON.parse(stderr) as { mb: number }).mb).to.be.at.most(2);
+      ${report('{}')}
+    `);
+    expect(r.mb).to.be.at.most(2);
   });
 });
